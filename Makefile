@@ -1,0 +1,31 @@
+# tenure: `make demo` runs the tour, `make test` runs every test (Rust, C, Python).
+# Each area keeps its targets in mk/<area>.mk; this file only wires them together.
+
+CARGO ?= cargo
+PREFIX ?= /usr/local
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: all demo test test-rust lint bench install clean
+
+all:
+	$(CARGO) build --workspace --release
+
+demo:
+	$(CARGO) run --release -q -p tenure --example tour
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test-rust:
+	PROPTEST_CASES=$${PROPTEST_CASES:-256} $(CARGO) test --workspace --all-targets
+	$(CARGO) test --workspace --doc
+
+test: lint test-rust $(EXTRA_TESTS)
+	@echo "make test: all suites passed"
+
+-include mk/*.mk
+
+clean:
+	$(CARGO) clean
+	rm -rf build .venv

@@ -1,0 +1,64 @@
+//! The effects of in-memory writes, waiting for their commit: storage operations, watch events
+//! and expired-lease notices, all in apply (= revision) order.
+
+use crate::types::{Event, ExpiredLease};
+
+/// One row change in the redb tables.
+#[derive(Debug, Clone)]
+pub(crate) enum StoreOp {
+    PutLease {
+        id: i64,
+        ttl: u64,
+        /// Remaining TTL at `wall_ms`; `NO_TIME` = none checkpointed (use the TTL).
+        remaining: u64,
+        wall_ms: i64,
+    },
+    DelLease(i64),
+    /// Key and its encoded record (see `kv::index::encode`).
+    PutKey(Vec<u8>, Vec<u8>),
+    DelKey(Vec<u8>),
+}
+
+/// Effects accumulated under the state lock and handed to the committer as a whole.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    /// Whether storage ops are recorded at all (false in memory).
+    pub(crate) persist: bool,
+    /// Whether watch events are recorded (false when no watcher and no history is kept).
+    pub(crate) record_events: bool,
+    pub(crate) ops: Vec<StoreOp>,
+    pub(crate) events: Vec<Event>,
+    pub(crate) expired: Vec<Vec<ExpiredLease>>,
+}
+
+impl Batch {
+    pub(crate) fn new(persist: bool, record_events: bool) -> Batch {
+        Batch {
+            persist,
+            record_events,
+            ..Batch::default()
+        }
+    }
+
+    #[inline]
+    pub(crate) fn op(&mut self, op: impl FnOnce() -> StoreOp) {
+        if self.persist {
+            self.ops.push(op());
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ops.is_empty() && self.events.is_empty() && self.expired.is_empty()
+    }
+
+    /// Moves the contents out, keeping this batch's buffers' capacity where it can.
+    pub(crate) fn take(&mut self) -> Batch {
+        Batch {
+            persist: self.persist,
+            record_events: self.record_events,
+            ops: std::mem::take(&mut self.ops),
+            events: std::mem::take(&mut self.events),
+            expired: std::mem::take(&mut self.expired),
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! Time sources. Deadlines use a monotonic clock (SPEC L14); wall time is used only to age
+//! persisted remaining TTLs across a restart (SPEC L13).
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+/// A callback a clock invokes when its time jumps (see [`Clock::subscribe`]).
+pub type Waker = dyn Fn() + Send + Sync;
+
+/// A source of monotonic and wall time for an engine.
+///
+/// Implemented by [`SystemClock`] (the default) and [`ManualClock`] (tests).
+pub trait Clock: Send + Sync + 'static {
+    /// Monotonic time since this clock's origin. Never goes backwards.
+    fn now(&self) -> Duration;
+
+    /// Wall-clock time, milliseconds since the Unix epoch. May jump either way.
+    fn wall_ms(&self) -> i64;
+
+    /// The real instant at which monotonic time `t` is reached, for sleeping; `None` when time
+    /// moves only by hand, in which case sleepers wait for a [`subscribe`](Clock::subscribe)d
+    /// wake-up instead.
+    fn instant_at(&self, t: Duration) -> Option<Instant>;
+
+    /// Registers a callback to run whenever time jumps forward by hand. The clock keeps only a
+    /// weak reference: dropping the `Arc` unsubscribes.
+    fn subscribe(&self, _waker: Weak<Waker>) {}
+}
+
+fn system_wall_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The real clock: `Instant` for deadlines, `SystemTime` for wall time.
+#[derive(Debug, Clone, Copy)]
+pub struct SystemClock {
+    origin: Instant,
+}
+
+impl SystemClock {
+    /// A clock whose origin is now.
+    pub fn new() -> SystemClock {
+        SystemClock {
+            origin: Instant::now(),
+        }
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        SystemClock::new()
+    }
+}
+
+impl Clock for SystemClock {
+    #[inline]
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    fn wall_ms(&self) -> i64 {
+        system_wall_ms()
+    }
+
+    fn instant_at(&self, t: Duration) -> Option<Instant> {
+        Some(self.origin.checked_add(t).unwrap_or_else(far_future))
+    }
+}
+
+pub(crate) fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400 * 365)
+}
+
+/// A clock that moves only when told to. Monotonic and wall time advance together; wall time can
+/// also be stepped alone to simulate a wall-clock jump.
+///
+/// [`advance`](ManualClock::advance) wakes every engine (and keepalive) using the clock, so that
+/// time-dependent behaviour is tested deterministically, without sleeps.
+pub struct ManualClock {
+    now_ns: AtomicU64,
+    wall_ms: AtomicI64,
+    // Guarded by its mutex; only touched by subscribe/advance, never on a hot path.
+    wakers: Mutex<Vec<Weak<Waker>>>,
+}
+
+impl std::fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManualClock")
+            .field("now", &self.now())
+            .field("wall_ms", &self.wall_ms())
+            .finish()
+    }
+}
+
+impl ManualClock {
+    /// A clock at monotonic time zero and the current wall time.
+    pub fn new() -> Arc<ManualClock> {
+        Arc::new(ManualClock {
+            now_ns: AtomicU64::new(0),
+            wall_ms: AtomicI64::new(system_wall_ms()),
+            wakers: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Moves monotonic and wall time forward by `d` and wakes every subscriber.
+    pub fn advance(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.now_ns.fetch_add(ns, Ordering::SeqCst);
+        self.wall_ms
+            .fetch_add(d.as_millis().min(i64::MAX as u128) as i64, Ordering::SeqCst);
+        self.wake();
+    }
+
+    /// Steps wall time alone (either way), leaving monotonic time where it is.
+    pub fn step_wall(&self, delta_ms: i64) {
+        self.wall_ms.fetch_add(delta_ms, Ordering::SeqCst);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        // Call outside the lock: a waker may take engine locks.
+        let live: Vec<Arc<Waker>> = {
+            let mut wakers = self.wakers.lock();
+            wakers.retain(|w| w.strong_count() > 0);
+            wakers.iter().filter_map(Weak::upgrade).collect()
+        };
+        for w in live {
+            w();
+        }
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.now_ns.load(Ordering::SeqCst))
+    }
+
+    fn wall_ms(&self) -> i64 {
+        self.wall_ms.load(Ordering::SeqCst)
+    }
+
+    fn instant_at(&self, _t: Duration) -> Option<Instant> {
+        None
+    }
+
+    fn subscribe(&self, waker: Weak<Waker>) {
+        self.wakers.lock().push(waker);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_clock_advance_moves_both_times_and_wakes_subscribers() {
+        let clock = ManualClock::new();
+        let wall0 = clock.wall_ms();
+        let hits = Arc::new(AtomicU64::new(0));
+        let h = hits.clone();
+        let waker: Arc<Waker> = Arc::new(move || {
+            h.fetch_add(1, Ordering::SeqCst);
+        });
+        clock.subscribe(Arc::downgrade(&waker));
+        clock.advance(Duration::from_millis(1500));
+        assert_eq!(clock.now(), Duration::from_millis(1500));
+        assert_eq!(clock.wall_ms() - wall0, 1500);
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+        drop(waker);
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(hits.load(Ordering::SeqCst), 1, "dropped waker must not be called");
+    }
+
+    #[test]
+    fn manual_clock_wall_step_leaves_monotonic_time_alone() {
+        let clock = ManualClock::new();
+        clock.step_wall(-60_000);
+        assert_eq!(clock.now(), Duration::ZERO);
+    }
+}

@@ -1,0 +1,185 @@
+//! The one error model shared by Rust, C and Python (see `docs/DESIGN.md`, "Errors").
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::LeaseId;
+
+/// Everything that can go wrong in tenure.
+///
+/// Each variant maps to exactly one C result code and one Python exception; the table lives in
+/// [`Error::code`] and is never renumbered.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An argument is out of its domain (zero TTL, lease ID ≤ 0, empty key, bad option…).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// No live lease has this ID.
+    #[error("lease {0} not found")]
+    LeaseNotFound(LeaseId),
+    /// `grant_with_id` was given an ID that is in use.
+    #[error("lease {0} already exists")]
+    LeaseExists(LeaseId),
+    /// The lease's deadline has passed and it is held for a manual revoke.
+    #[error("lease {0} has expired")]
+    LeaseExpired(LeaseId),
+    /// The TTL is above etcd's `MaxLeaseTTL` (9 000 000 000 s).
+    #[error("lease TTL {0:?} is too large (max 9000000000 s)")]
+    LeaseTtlTooLarge(Duration),
+    /// The engine is a standby; only a primary renews and expires leases.
+    #[error("this engine is not the primary")]
+    NotPrimary,
+    /// The requested revision is no longer in the retained watch history, or a watcher fell too
+    /// far behind and was cancelled; `revision` is where it can resume.
+    #[error("revision {revision} is compacted: {reason}")]
+    Compacted {
+        /// The first revision that could not be delivered.
+        revision: i64,
+        /// Why: history too short, or the watcher fell behind.
+        reason: String,
+    },
+    /// The database file is held by another engine, in this process or another one.
+    #[error("database {} is already open", .0.display())]
+    AlreadyOpen(PathBuf),
+    /// The file is not a tenure database, or is damaged; it was not modified.
+    #[error("database {} is corrupt or not a tenure database: {detail}", path.display())]
+    Corrupt {
+        /// The file that was refused.
+        path: PathBuf,
+        /// What was wrong with it.
+        detail: String,
+    },
+    /// A read or a commit failed in the storage layer. After a failed commit every write fails
+    /// with this error until the database is reopened (SPEC D6).
+    #[error("storage error: {0}")]
+    Storage(String),
+    /// The engine has been closed.
+    #[error("the engine is closed")]
+    Closed,
+    /// A blocking call reached its timeout.
+    #[error("timed out")]
+    Timeout,
+    /// A lock is held by someone else (`try_lock`).
+    #[error("locked by another session")]
+    Locked,
+    /// The session's lease is gone.
+    #[error("session expired")]
+    SessionExpired,
+    /// The caller is not (or no longer) the leader.
+    #[error("not the leader")]
+    NotLeader,
+    /// A fencing token lower than the highest already admitted.
+    #[error("stale fencing token {token} (highest seen {highest})")]
+    StaleToken {
+        /// The token that was refused.
+        token: i64,
+        /// The highest token admitted so far.
+        highest: i64,
+    },
+}
+
+/// A `Result` whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The stable, language-neutral identity of an [`Error`]: the C `tenure_result` codes.
+///
+/// These numbers are ABI: they are never renumbered and new codes only get appended.
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// Success.
+    Ok = 0,
+    /// [`Error::InvalidArgument`].
+    InvalidArgument = 1,
+    /// A NULL pointer crossed the C ABI (`TypeError` in Python; no Rust variant).
+    NullPointer = 2,
+    /// [`Error::LeaseNotFound`].
+    LeaseNotFound = 3,
+    /// [`Error::LeaseExists`].
+    LeaseExists = 4,
+    /// [`Error::LeaseExpired`].
+    LeaseExpired = 5,
+    /// [`Error::LeaseTtlTooLarge`].
+    LeaseTtlTooLarge = 6,
+    /// [`Error::NotPrimary`].
+    NotPrimary = 7,
+    /// [`Error::Compacted`].
+    Compacted = 8,
+    /// [`Error::AlreadyOpen`].
+    AlreadyOpen = 9,
+    /// [`Error::Corrupt`].
+    Corrupt = 10,
+    /// [`Error::Storage`].
+    Storage = 11,
+    /// [`Error::Closed`].
+    Closed = 12,
+    /// [`Error::Timeout`].
+    Timeout = 13,
+    /// [`Error::Locked`].
+    Locked = 14,
+    /// [`Error::SessionExpired`].
+    SessionExpired = 15,
+    /// [`Error::NotLeader`].
+    NotLeader = 16,
+    /// [`Error::StaleToken`].
+    StaleToken = 17,
+    /// A panic was caught at a language boundary.
+    Panic = 18,
+}
+
+impl ErrorCode {
+    /// The upper-case name used by the C header, e.g. `"TENURE_ERR_LEASE_NOT_FOUND"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ErrorCode::Ok => "TENURE_OK",
+            ErrorCode::InvalidArgument => "TENURE_ERR_INVALID_ARGUMENT",
+            ErrorCode::NullPointer => "TENURE_ERR_NULL_POINTER",
+            ErrorCode::LeaseNotFound => "TENURE_ERR_LEASE_NOT_FOUND",
+            ErrorCode::LeaseExists => "TENURE_ERR_LEASE_EXISTS",
+            ErrorCode::LeaseExpired => "TENURE_ERR_LEASE_EXPIRED",
+            ErrorCode::LeaseTtlTooLarge => "TENURE_ERR_LEASE_TTL_TOO_LARGE",
+            ErrorCode::NotPrimary => "TENURE_ERR_NOT_PRIMARY",
+            ErrorCode::Compacted => "TENURE_ERR_COMPACTED",
+            ErrorCode::AlreadyOpen => "TENURE_ERR_ALREADY_OPEN",
+            ErrorCode::Corrupt => "TENURE_ERR_CORRUPT",
+            ErrorCode::Storage => "TENURE_ERR_STORAGE",
+            ErrorCode::Closed => "TENURE_ERR_CLOSED",
+            ErrorCode::Timeout => "TENURE_ERR_TIMEOUT",
+            ErrorCode::Locked => "TENURE_ERR_LOCKED",
+            ErrorCode::SessionExpired => "TENURE_ERR_SESSION_EXPIRED",
+            ErrorCode::NotLeader => "TENURE_ERR_NOT_LEADER",
+            ErrorCode::StaleToken => "TENURE_ERR_STALE_TOKEN",
+            ErrorCode::Panic => "TENURE_ERR_PANIC",
+        }
+    }
+}
+
+impl Error {
+    /// The C result code (and Python exception) this error maps to: the single mapping table.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::InvalidArgument(_) => ErrorCode::InvalidArgument,
+            Error::LeaseNotFound(_) => ErrorCode::LeaseNotFound,
+            Error::LeaseExists(_) => ErrorCode::LeaseExists,
+            Error::LeaseExpired(_) => ErrorCode::LeaseExpired,
+            Error::LeaseTtlTooLarge(_) => ErrorCode::LeaseTtlTooLarge,
+            Error::NotPrimary => ErrorCode::NotPrimary,
+            Error::Compacted { .. } => ErrorCode::Compacted,
+            Error::AlreadyOpen(_) => ErrorCode::AlreadyOpen,
+            Error::Corrupt { .. } => ErrorCode::Corrupt,
+            Error::Storage(_) => ErrorCode::Storage,
+            Error::Closed => ErrorCode::Closed,
+            Error::Timeout => ErrorCode::Timeout,
+            Error::Locked => ErrorCode::Locked,
+            Error::SessionExpired => ErrorCode::SessionExpired,
+            Error::NotLeader => ErrorCode::NotLeader,
+            Error::StaleToken { .. } => ErrorCode::StaleToken,
+        }
+    }
+
+    pub(crate) fn invalid(msg: impl Into<String>) -> Error {
+        Error::InvalidArgument(msg.into())
+    }
+}

@@ -1,0 +1,285 @@
+//! The key index: a pure, ordered map of keys to values, revisions and lease attachments.
+//!
+//! An entry may exist with no value: a key *name* attached to a lease (`attach` before any
+//! put). Such entries are invisible to `get`/`range` and count as no key, but they are
+//! persisted, so the lease → keys relation is rebuilt from the `kv` table alone (I-K2).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use crate::batch::{Batch, StoreOp};
+use crate::kv::txn::{Compare, CompareOp, CompareTarget};
+use crate::types::{Event, EventKind, KeyValue, LeaseId};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Data {
+    pub(crate) value: Vec<u8>,
+    pub(crate) create: i64,
+    pub(crate) modr: i64,
+    pub(crate) version: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) data: Option<Data>,
+    /// 0 = no lease.
+    pub(crate) lease: i64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct KvIndex {
+    map: BTreeMap<Vec<u8>, Entry>,
+    /// The store revision: +1 per write (K4). Owned here, bumped by the state machine.
+    pub(crate) revision: i64,
+    live: u64,
+}
+
+const HEADER: usize = 33;
+
+/// Record layout: flags (bit 0: has value) | create | mod | version | lease (i64 LE) | value.
+pub(crate) fn encode(e: &Entry) -> Vec<u8> {
+    let (flags, create, modr, version, value): (u8, i64, i64, i64, &[u8]) = match &e.data {
+        Some(d) => (1, d.create, d.modr, d.version, &d.value),
+        None => (0, 0, 0, 0, &[]),
+    };
+    let mut out = Vec::with_capacity(HEADER + value.len());
+    out.push(flags);
+    for n in [create, modr, version, e.lease] {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+    out.extend_from_slice(value);
+    out
+}
+
+pub(crate) fn decode(rec: &[u8]) -> Option<Entry> {
+    if rec.len() < HEADER || rec[0] > 1 {
+        return None;
+    }
+    let n = |i: usize| i64::from_le_bytes(rec[1 + 8 * i..9 + 8 * i].try_into().unwrap());
+    let data = (rec[0] == 1).then(|| Data {
+        create: n(0),
+        modr: n(1),
+        version: n(2),
+        value: rec[HEADER..].to_vec(),
+    });
+    Some(Entry { data, lease: n(3) })
+}
+
+fn kv_of(key: &[u8], d: &Data, lease: i64) -> KeyValue {
+    KeyValue {
+        key: key.to_vec(),
+        value: d.value.clone(),
+        create_revision: d.create,
+        mod_revision: d.modr,
+        version: d.version,
+        lease: (lease != 0).then_some(LeaseId::new(lease)),
+    }
+}
+
+pub(crate) fn prefix_end(prefix: &[u8]) -> Bound<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Bound::Excluded(end);
+        }
+    }
+    Bound::Unbounded
+}
+
+impl KvIndex {
+    pub(crate) fn live(&self) -> u64 {
+        self.live
+    }
+
+    /// Loads a persisted entry on open.
+    pub(crate) fn load(&mut self, key: Vec<u8>, e: Entry) {
+        if e.data.is_some() {
+            self.live += 1;
+        }
+        self.map.insert(key, e);
+    }
+
+    pub(crate) fn get(&self, key: &[u8]) -> Option<KeyValue> {
+        let e = self.map.get(key)?;
+        e.data.as_ref().map(|d| kv_of(key, d, e.lease))
+    }
+
+    pub(crate) fn lease_of(&self, key: &[u8]) -> Option<i64> {
+        self.map
+            .get(key)
+            .map(|e| e.lease)
+            .filter(|&l| l != 0)
+    }
+
+    fn prefix_iter<'a>(&'a self, prefix: &[u8]) -> impl Iterator<Item = (&'a Vec<u8>, &'a Entry)> {
+        self.map
+            .range::<Vec<u8>, _>((Bound::Included(prefix.to_vec()), prefix_end(prefix)))
+    }
+
+    pub(crate) fn range(&self, prefix: &[u8], limit: Option<usize>) -> Vec<KeyValue> {
+        self.prefix_iter(prefix)
+            .filter_map(|(k, e)| e.data.as_ref().map(|d| kv_of(k, d, e.lease)))
+            .take(limit.unwrap_or(usize::MAX))
+            .collect()
+    }
+
+    /// Keys with a value under `prefix`, in key order.
+    pub(crate) fn keys_with_prefix(&self, prefix: &[u8]) -> Vec<Vec<u8>> {
+        self.prefix_iter(prefix)
+            .filter(|(_, e)| e.data.is_some())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Writes `key = value` at revision `rev` attached to `lease` (0 = none). Returns the lease
+    /// the key was attached to before (0 = none).
+    pub(crate) fn put(&mut self, key: &[u8], value: &[u8], lease: i64, rev: i64, b: &mut Batch) -> i64 {
+        let entry = match self.map.get_mut(key) {
+            Some(e) => e,
+            None => self.map.entry(key.to_vec()).or_insert(Entry {
+                data: None,
+                lease: 0,
+            }),
+        };
+        let prev = if b.record_events {
+            entry.data.as_ref().map(|d| kv_of(key, d, entry.lease))
+        } else {
+            None
+        };
+        let old_lease = entry.lease;
+        match &mut entry.data {
+            Some(d) => {
+                d.value.clear();
+                d.value.extend_from_slice(value);
+                d.modr = rev;
+                d.version += 1;
+            }
+            None => {
+                self.live += 1;
+                entry.data = Some(Data {
+                    value: value.to_vec(),
+                    create: rev,
+                    modr: rev,
+                    version: 1,
+                });
+            }
+        }
+        entry.lease = lease;
+        let entry = &*entry;
+        b.op(|| StoreOp::PutKey(key.to_vec(), encode(entry)));
+        if b.record_events {
+            let d = entry.data.as_ref().expect("just written");
+            b.events.push(Event {
+                kind: EventKind::Put,
+                kv: kv_of(key, d, lease),
+                prev_kv: prev,
+            });
+        }
+        old_lease
+    }
+
+    /// Deletes `key` (value and attachment) at revision `rev`. Returns whether it had a value
+    /// and the lease it was attached to (0 = none).
+    pub(crate) fn delete(&mut self, key: &[u8], rev: i64, b: &mut Batch) -> (bool, i64) {
+        let Some(e) = self.map.remove(key) else {
+            return (false, 0);
+        };
+        b.op(|| StoreOp::DelKey(key.to_vec()));
+        let existed = e.data.is_some();
+        if let Some(d) = e.data {
+            self.live -= 1;
+            if b.record_events {
+                let prev = kv_of(key, &d, e.lease);
+                b.events.push(Event {
+                    kind: EventKind::Delete,
+                    kv: KeyValue {
+                        key: key.to_vec(),
+                        mod_revision: rev,
+                        ..KeyValue::default()
+                    },
+                    prev_kv: Some(prev),
+                });
+            }
+        }
+        (existed, e.lease)
+    }
+
+    /// Attaches `key` to `lease` (0 = detach) without touching its value or revisions.
+    /// Returns the previous lease (0 = none).
+    pub(crate) fn set_lease(&mut self, key: &[u8], lease: i64, b: &mut Batch) -> i64 {
+        match self.map.get_mut(key) {
+            Some(e) => {
+                let old = e.lease;
+                if old == lease {
+                    return old;
+                }
+                e.lease = lease;
+                if e.data.is_none() && lease == 0 {
+                    self.map.remove(key);
+                    b.op(|| StoreOp::DelKey(key.to_vec()));
+                } else {
+                    let e = &*e;
+                    b.op(|| StoreOp::PutKey(key.to_vec(), encode(e)));
+                }
+                old
+            }
+            None if lease == 0 => 0,
+            None => {
+                let e = Entry { data: None, lease };
+                b.op(|| StoreOp::PutKey(key.to_vec(), encode(&e)));
+                self.map.insert(key.to_vec(), e);
+                0
+            }
+        }
+    }
+
+    /// K5: evaluates one compare against the current state. A missing key compares as version,
+    /// revisions and lease 0, and fails every value compare (as in etcd).
+    pub(crate) fn compare(&self, c: &Compare) -> bool {
+        let data = self.map.get(&c.key).and_then(|e| e.data.as_ref().map(|d| (d, e.lease)));
+        let ord = match (&c.target, data) {
+            (CompareTarget::Value(_), None) => return false,
+            (CompareTarget::Value(v), Some((d, _))) => d.value.as_slice().cmp(v.as_slice()),
+            (CompareTarget::Version(n), d) => d.map_or(0, |(d, _)| d.version).cmp(n),
+            (CompareTarget::CreateRevision(n), d) => d.map_or(0, |(d, _)| d.create).cmp(n),
+            (CompareTarget::ModRevision(n), d) => d.map_or(0, |(d, _)| d.modr).cmp(n),
+            (CompareTarget::Lease(n), d) => d.map_or(0, |(_, l)| l).cmp(n),
+        };
+        match c.op {
+            CompareOp::Equal => ord.is_eq(),
+            CompareOp::NotEqual => ord.is_ne(),
+            CompareOp::Less => ord.is_lt(),
+            CompareOp::Greater => ord.is_gt(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_through_encode_and_decode() {
+        let e = Entry {
+            data: Some(Data {
+                value: b"v\xff".to_vec(),
+                create: 3,
+                modr: 9,
+                version: 2,
+            }),
+            lease: 42,
+        };
+        assert_eq!(decode(&encode(&e)), Some(e));
+        let bare = Entry { data: None, lease: 7 };
+        assert_eq!(decode(&encode(&bare)), Some(bare));
+        assert_eq!(decode(b"short"), None);
+    }
+
+    #[test]
+    fn prefix_end_handles_trailing_ff_bytes() {
+        assert_eq!(prefix_end(b"a\xff"), Bound::Excluded(b"b".to_vec()));
+        assert_eq!(prefix_end(b"\xff\xff"), Bound::Unbounded);
+        assert_eq!(prefix_end(b""), Bound::Unbounded);
+    }
+}

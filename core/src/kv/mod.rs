@@ -1,0 +1,5 @@
+//! TTL keys: the pure key index, transactions and watches.
+
+pub(crate) mod index;
+pub(crate) mod txn;
+pub(crate) mod watch;

@@ -1,0 +1,268 @@
+//! Watches (SPEC K6): a registry of watchers, a bounded history of committed events for
+//! resuming, and fan-out that never blocks a writer.
+//!
+//! Events enter the hub only after the write that made them is durable (the committer calls
+//! [`WatchHub::dispatch`] after the commit), in revision order. A watcher whose queue is full is
+//! cancelled with [`Error::Compacted`] naming the revision it can resume from.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError};
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::types::Event;
+
+/// How to watch (see [`Tenure::watch`](crate::Tenure::watch)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatchOptions {
+    /// Watch every key starting with the given key, not just the key itself.
+    pub prefix: bool,
+    /// Start from this revision (replayed from the retained history); `None` = from now.
+    pub start_revision: Option<i64>,
+    /// Include the previous key-value in each event.
+    pub prev_kv: bool,
+}
+
+#[derive(Debug, Default)]
+struct WatchShared {
+    /// Why the hub cancelled this watcher, read after the channel disconnects.
+    error: Mutex<Option<Error>>,
+}
+
+struct Registered {
+    key: Vec<u8>,
+    prefix: bool,
+    prev_kv: bool,
+    start: i64,
+    tx: Sender<Event>,
+    shared: Arc<WatchShared>,
+}
+
+impl Registered {
+    fn matches(&self, ev: &Event) -> bool {
+        ev.revision() >= self.start
+            && if self.prefix {
+                ev.kv.key.starts_with(&self.key)
+            } else {
+                ev.kv.key == self.key
+            }
+    }
+
+    fn prepare(&self, ev: &Event) -> Event {
+        Event {
+            kind: ev.kind,
+            kv: ev.kv.clone(),
+            prev_kv: if self.prev_kv { ev.prev_kv.clone() } else { None },
+        }
+    }
+}
+
+/// The watcher registry and event history. Guarded by the engine's hub mutex.
+pub(crate) struct WatchHub {
+    watchers: Vec<Registered>,
+    history: VecDeque<Event>,
+    history_cap: usize,
+    queue_cap: usize,
+    /// Highest revision no longer (fully) in `history`.
+    compacted: i64,
+}
+
+impl WatchHub {
+    pub(crate) fn new(history_cap: usize, queue_cap: usize, revision: i64) -> WatchHub {
+        WatchHub {
+            watchers: Vec::new(),
+            history: VecDeque::new(),
+            history_cap,
+            queue_cap: queue_cap.max(1),
+            compacted: revision,
+        }
+    }
+
+    /// Whether writes need to record events at all.
+    pub(crate) fn wants_events(&self) -> bool {
+        self.history_cap > 0 || !self.watchers.is_empty()
+    }
+
+    pub(crate) fn watcher_count(&self) -> usize {
+        self.watchers.len()
+    }
+
+    /// Registers a watcher. `revision` is the engine's current (applied) revision: "from now"
+    /// means every event after it.
+    pub(crate) fn register(
+        &mut self,
+        key: &[u8],
+        opts: &WatchOptions,
+        revision: i64,
+    ) -> Result<Watcher> {
+        let start = match opts.start_revision {
+            None => revision + 1,
+            Some(r) if r <= 0 => {
+                return Err(Error::invalid(format!(
+                    "start revision must be positive, got {r}"
+                )))
+            }
+            Some(r) => r,
+        };
+        if start <= self.compacted {
+            return Err(Error::Compacted {
+                revision: start,
+                reason: format!(
+                    "the watch history starts after revision {}",
+                    self.compacted
+                ),
+            });
+        }
+        let mut reg = Registered {
+            key: key.to_vec(),
+            prefix: opts.prefix,
+            prev_kv: opts.prev_kv,
+            start,
+            tx: bounded(0).0, // replaced below once the replay size is known
+            shared: Arc::default(),
+        };
+        let replay: Vec<Event> = self
+            .history
+            .iter()
+            .filter(|e| reg.matches(e))
+            .map(|e| reg.prepare(e))
+            .collect();
+        let (tx, rx) = bounded(self.queue_cap + replay.len());
+        for ev in replay {
+            tx.try_send(ev).expect("sized for the replay");
+        }
+        reg.tx = tx;
+        let shared = reg.shared.clone();
+        self.watchers.push(reg);
+        Ok(Watcher {
+            rx,
+            shared,
+            finished: false,
+        })
+    }
+
+    /// Delivers committed events (in revision order) and retains them in the history.
+    pub(crate) fn dispatch(&mut self, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        let queue_cap = self.queue_cap;
+        for ev in &events {
+            self.watchers.retain(|w| {
+                if !w.matches(ev) {
+                    return true;
+                }
+                match w.tx.try_send(w.prepare(ev)) {
+                    Ok(()) => true,
+                    Err(TrySendError::Disconnected(_)) => false,
+                    Err(TrySendError::Full(_)) => {
+                        *w.shared.error.lock() = Some(Error::Compacted {
+                            revision: ev.revision(),
+                            reason: format!(
+                                "the watcher fell more than {queue_cap} events behind and was cancelled"
+                            ),
+                        });
+                        false
+                    }
+                }
+            });
+        }
+        if self.history_cap == 0 {
+            if let Some(last) = events.last() {
+                self.compacted = last.revision();
+            }
+            return;
+        }
+        self.history.extend(events);
+        if self.history.len() > self.history_cap {
+            while self.history.len() > self.history_cap {
+                let ev = self.history.pop_front().expect("non-empty");
+                self.compacted = ev.revision();
+            }
+            // Never keep part of a revision.
+            while self
+                .history
+                .front()
+                .is_some_and(|e| e.revision() == self.compacted)
+            {
+                self.history.pop_front();
+            }
+        }
+    }
+
+    /// Ends every watcher (engine closed).
+    pub(crate) fn close(&mut self) {
+        self.watchers.clear();
+        self.history.clear();
+    }
+}
+
+/// A stream of [`Event`]s for a key or prefix, in revision order.
+///
+/// As an iterator it yields `Ok(event)`, then at most one `Err` (the watcher fell behind:
+/// [`Error::Compacted`]) and ends; it also ends when the engine closes. Dropping it cancels the
+/// watch.
+#[derive(Debug)]
+pub struct Watcher {
+    rx: Receiver<Event>,
+    shared: Arc<WatchShared>,
+    finished: bool,
+}
+
+impl Watcher {
+    fn ended(&mut self) -> Error {
+        self.finished = true;
+        self.shared.error.lock().take().unwrap_or(Error::Closed)
+    }
+
+    /// Waits for the next event. `Err(Closed)` once the engine is closed; `Err(Compacted)` if the
+    /// watcher fell behind.
+    pub fn recv(&mut self) -> Result<Event> {
+        if self.finished {
+            return Err(Error::Closed);
+        }
+        match self.rx.recv() {
+            Ok(ev) => Ok(ev),
+            Err(_) => Err(self.ended()),
+        }
+    }
+
+    /// Like [`recv`](Self::recv), giving up with `Err(Timeout)` after `timeout`.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Event> {
+        if self.finished {
+            return Err(Error::Closed);
+        }
+        match self.rx.recv_timeout(timeout) {
+            Ok(ev) => Ok(ev),
+            Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
+            Err(RecvTimeoutError::Disconnected) => Err(self.ended()),
+        }
+    }
+
+    /// The next event if one is ready.
+    pub fn try_recv(&mut self) -> Result<Option<Event>> {
+        if self.finished {
+            return Err(Error::Closed);
+        }
+        match self.rx.try_recv() {
+            Ok(ev) => Ok(Some(ev)),
+            Err(TryRecvError::Empty) => Ok(None),
+            Err(TryRecvError::Disconnected) => Err(self.ended()),
+        }
+    }
+}
+
+impl Iterator for Watcher {
+    type Item = Result<Event>;
+
+    fn next(&mut self) -> Option<Result<Event>> {
+        match self.recv() {
+            Ok(ev) => Some(Ok(ev)),
+            Err(Error::Closed) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}

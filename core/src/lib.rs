@@ -1,0 +1,46 @@
+//! # tenure
+//!
+//! An embedded, in-process lease engine: etcd's lessor, TTL keys with revisions,
+//! compare-and-swap transactions and watches — without a server. Everything persists in one
+//! [redb](https://docs.rs/redb) file and is recovered on open.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tenure::Tenure;
+//!
+//! let db = Tenure::in_memory()?;
+//! let lease = db.grant(Duration::from_secs(10))?;
+//! db.put("service/a", "10.0.0.1", Some(lease))?;
+//! db.renew(lease)?;
+//! db.revoke(lease)?; // deletes service/a in the same write
+//! assert!(db.get("service/a")?.is_none());
+//! # Ok::<(), tenure::Error>(())
+//! ```
+//!
+//! The behaviour is specified line by line in the project's `SPEC.md`; the design, locking and
+//! invariants are in `docs/DESIGN.md`.
+
+#![warn(missing_docs)]
+
+mod batch;
+mod clock;
+mod engine;
+mod error;
+mod kv;
+mod lease;
+mod state;
+mod store;
+mod types;
+
+pub use crate::clock::{Clock, ManualClock, SystemClock, Waker};
+pub use crate::engine::{Builder, Tenure};
+pub use crate::error::{Error, ErrorCode, Result};
+pub use crate::kv::txn::{Compare, CompareOp, CompareTarget, Op, OpResponse, Txn, TxnResponse};
+pub use crate::kv::watch::{WatchOptions, Watcher};
+pub use crate::store::StorageFaults;
+pub use crate::types::{
+    Durability, Event, EventKind, ExpiredLease, KeyValue, LeaseId, LeaseInfo, Recovery, Stats,
+};
+
+/// The crate version, as `"MAJOR.MINOR.PATCH"`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,306 @@
+//! `Machine`: the lessor and the key index composed into one pure state machine.
+//!
+//! Every write either fails with nothing changed, or applies fully in memory and appends its
+//! storage ops, events and expired notices to a [`Batch`] (I-S1). Nothing here does I/O, takes
+//! a lock or reads a clock: `now` (monotonic ns) and `wall` (Unix ms) are arguments.
+
+use std::time::Duration;
+
+use crate::batch::{Batch, StoreOp};
+use crate::error::{Error, Result};
+use crate::kv::index::KvIndex;
+use crate::kv::txn::{Op, OpResponse, Txn, TxnResponse};
+use crate::lease::lessor::{Due, Lessor, NO_TIME};
+use crate::types::{ExpiredLease, LeaseId};
+
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Counters {
+    pub(crate) granted: u64,
+    pub(crate) revoked: u64,
+    pub(crate) renewed: u64,
+    pub(crate) expired: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Machine {
+    pub(crate) lessor: Lessor,
+    pub(crate) kv: KvIndex,
+    pub(crate) counters: Counters,
+    auto_revoke: bool,
+    /// Manual revoke: redelivery interval, ns.
+    retry: u64,
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        Err(Error::invalid("key must not be empty"))
+    } else {
+        Ok(())
+    }
+}
+
+impl Machine {
+    pub(crate) fn new(primary: bool, auto_revoke: bool, min_ttl: Duration, retry: Duration) -> Machine {
+        Machine {
+            lessor: Lessor::new(primary, auto_revoke, min_ttl),
+            kv: KvIndex::default(),
+            counters: Counters::default(),
+            auto_revoke,
+            retry: crate::lease::lessor::ns(retry),
+        }
+    }
+
+    /// L1–L3.
+    pub(crate) fn grant(&mut self, id: Option<i64>, ttl: Duration, now: u64, wall: i64, b: &mut Batch) -> Result<i64> {
+        let ttl = self.lessor.check_ttl(ttl)?;
+        let id = self.lessor.check_new_id(id)?;
+        self.lessor.insert(id, ttl, NO_TIME, ttl, now);
+        self.counters.granted += 1;
+        b.op(|| StoreOp::PutLease {
+            id,
+            ttl,
+            remaining: NO_TIME,
+            wall_ms: wall,
+        });
+        Ok(id)
+    }
+
+    /// Removes a lease and deletes its attached keys at revision `rev`.
+    fn drop_lease(&mut self, id: i64, rev: i64, b: &mut Batch) -> Result<ExpiredLease> {
+        let (ttl, keys) = self.lessor.remove(id)?;
+        for key in &keys {
+            self.kv.delete(key, rev, b);
+        }
+        b.op(|| StoreOp::DelLease(id));
+        Ok(ExpiredLease {
+            id: LeaseId::new(id),
+            ttl: Duration::from_nanos(ttl),
+            keys: keys.into_iter().collect(),
+        })
+    }
+
+    /// L4: one revision per revoke, keys deleted in key order.
+    pub(crate) fn revoke(&mut self, id: i64, b: &mut Batch) -> Result<()> {
+        let rev = self.kv.revision + 1;
+        self.drop_lease(id, rev, b)?;
+        self.kv.revision = rev;
+        self.counters.revoked += 1;
+        Ok(())
+    }
+
+    /// L5.
+    #[inline]
+    pub(crate) fn renew(&mut self, id: i64, now: u64) -> Result<u64> {
+        let ttl = self.lessor.renew(id, now)?;
+        self.counters.renewed += 1;
+        Ok(ttl)
+    }
+
+    /// L6: all-or-nothing; a key attached elsewhere moves.
+    pub(crate) fn attach<K: AsRef<[u8]>>(&mut self, id: i64, keys: &[K], b: &mut Batch) -> Result<()> {
+        if !self.lessor.contains(id) {
+            return Err(Error::LeaseNotFound(LeaseId::new(id)));
+        }
+        keys.iter().try_for_each(|k| check_key(k.as_ref()))?;
+        for key in keys {
+            let key = key.as_ref();
+            let old = self.kv.set_lease(key, id, b);
+            if old != 0 && old != id {
+                self.lessor.detach(old, key)?;
+            }
+            self.lessor.attach(id, key)?;
+        }
+        Ok(())
+    }
+
+    /// L6: detaches the keys that are attached to `id`; others are left alone.
+    pub(crate) fn detach<K: AsRef<[u8]>>(&mut self, id: i64, keys: &[K], b: &mut Batch) -> Result<()> {
+        if !self.lessor.contains(id) {
+            return Err(Error::LeaseNotFound(LeaseId::new(id)));
+        }
+        for key in keys {
+            let key = key.as_ref();
+            if self.kv.lease_of(key) == Some(id) {
+                self.kv.set_lease(key, 0, b);
+                self.lessor.detach(id, key)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// L8: explicit checkpoint, persisted.
+    pub(crate) fn checkpoint(&mut self, id: i64, remaining: Duration, wall: i64, b: &mut Batch) -> Result<()> {
+        let remaining = crate::lease::lessor::ns(remaining);
+        let ttl = self.lessor.checkpoint(id, remaining)?;
+        b.op(|| StoreOp::PutLease {
+            id,
+            ttl,
+            remaining,
+            wall_ms: wall,
+        });
+        Ok(())
+    }
+
+    /// L8: persists the remaining TTL of up to `limit` renewed leases. Returns how many.
+    pub(crate) fn checkpoint_dirty(&mut self, now: u64, wall: i64, limit: usize, b: &mut Batch) -> usize {
+        let mut out = Vec::new();
+        self.lessor.take_dirty(now, limit, &mut out);
+        for &(id, ttl, remaining) in &out {
+            b.op(|| StoreOp::PutLease {
+                id,
+                ttl,
+                remaining,
+                wall_ms: wall,
+            });
+        }
+        out.len()
+    }
+
+    /// L11/L12: handles leases popped by `Lessor::pop_due`. Auto revoke: every one is revoked
+    /// in this one write, at one revision. Manual: they are delivered and re-armed.
+    pub(crate) fn expire(&mut self, due: &[Due], now: u64, b: &mut Batch) {
+        if due.is_empty() {
+            return;
+        }
+        let mut notices = Vec::with_capacity(due.len());
+        if self.auto_revoke {
+            let rev = self.kv.revision + 1;
+            for d in due {
+                if let Ok(notice) = self.drop_lease(d.id, rev, b) {
+                    notices.push(notice);
+                }
+            }
+            self.kv.revision = rev;
+            self.counters.expired += notices.len() as u64;
+        } else {
+            let retry_at = now.saturating_add(self.retry);
+            for d in due {
+                let Some(lease) = self.lessor.get(d.id) else { continue };
+                notices.push(ExpiredLease {
+                    id: LeaseId::new(d.id),
+                    ttl: Duration::from_nanos(lease.ttl),
+                    keys: lease.keys.iter().cloned().collect(),
+                });
+                if !d.redelivery {
+                    self.counters.expired += 1;
+                }
+                self.lessor.mark_delivered(d.id, retry_at);
+            }
+        }
+        b.expired.push(notices);
+    }
+
+    fn check_lease(&self, lease: i64) -> Result<()> {
+        if lease != 0 && !self.lessor.contains(lease) {
+            return Err(Error::LeaseNotFound(LeaseId::new(lease)));
+        }
+        Ok(())
+    }
+
+    fn put_at(&mut self, key: &[u8], value: &[u8], lease: i64, rev: i64, b: &mut Batch) {
+        let old = self.kv.put(key, value, lease, rev, b);
+        if old != lease {
+            if old != 0 {
+                let _ = self.lessor.detach(old, key);
+            }
+            if lease != 0 {
+                let _ = self.lessor.attach(lease, key);
+            }
+        }
+    }
+
+    fn delete_at(&mut self, key: &[u8], rev: i64, b: &mut Batch) -> bool {
+        let (existed, old) = self.kv.delete(key, rev, b);
+        if old != 0 {
+            let _ = self.lessor.detach(old, key);
+        }
+        existed
+    }
+
+    /// K1 / L6.
+    pub(crate) fn put(&mut self, key: &[u8], value: &[u8], lease: i64, b: &mut Batch) -> Result<i64> {
+        check_key(key)?;
+        self.check_lease(lease)?;
+        let rev = self.kv.revision + 1;
+        self.put_at(key, value, lease, rev, b);
+        self.kv.revision = rev;
+        Ok(rev)
+    }
+
+    /// K3: the revision moves only if the key existed.
+    pub(crate) fn delete(&mut self, key: &[u8], b: &mut Batch) -> Result<bool> {
+        check_key(key)?;
+        let rev = self.kv.revision + 1;
+        let existed = self.delete_at(key, rev, b);
+        if existed {
+            self.kv.revision = rev;
+        }
+        Ok(existed)
+    }
+
+    fn delete_prefix_at(&mut self, prefix: &[u8], rev: i64, b: &mut Batch) -> u64 {
+        let keys = self.kv.keys_with_prefix(prefix);
+        for key in &keys {
+            self.delete_at(key, rev, b);
+        }
+        keys.len() as u64
+    }
+
+    /// K3: every key under `prefix`, at one revision.
+    pub(crate) fn delete_prefix(&mut self, prefix: &[u8], b: &mut Batch) -> u64 {
+        let rev = self.kv.revision + 1;
+        let n = self.delete_prefix_at(prefix, rev, b);
+        if n > 0 {
+            self.kv.revision = rev;
+        }
+        n
+    }
+
+    /// K5: validated in full before anything is applied; one revision if anything was written.
+    pub(crate) fn txn(&mut self, txn: &Txn, b: &mut Batch) -> Result<TxnResponse> {
+        let succeeded = txn.compares.iter().all(|c| self.kv.compare(c));
+        let ops = if succeeded { &txn.success } else { &txn.failure };
+        for op in ops {
+            match op {
+                Op::Put { key, lease, .. } => {
+                    check_key(key)?;
+                    self.check_lease(lease.map_or(0, LeaseId::get))?;
+                }
+                Op::Get { key } | Op::Delete { key } => check_key(key)?,
+                Op::DeletePrefix { .. } | Op::Range { .. } => {}
+            }
+        }
+        let rev = self.kv.revision + 1;
+        let mut wrote = false;
+        let mut responses = Vec::with_capacity(ops.len());
+        for op in ops {
+            responses.push(match op {
+                Op::Put { key, value, lease } => {
+                    self.put_at(key, value, lease.map_or(0, LeaseId::get), rev, b);
+                    wrote = true;
+                    OpResponse::Put { revision: rev }
+                }
+                Op::Get { key } => OpResponse::Get(self.kv.get(key)),
+                Op::Delete { key } => {
+                    let existed = self.delete_at(key, rev, b);
+                    wrote |= existed;
+                    OpResponse::Delete(existed)
+                }
+                Op::DeletePrefix { prefix } => {
+                    let n = self.delete_prefix_at(prefix, rev, b);
+                    wrote |= n > 0;
+                    OpResponse::DeletePrefix(n)
+                }
+                Op::Range { prefix, limit } => OpResponse::Range(self.kv.range(prefix, *limit)),
+            });
+        }
+        if wrote {
+            self.kv.revision = rev;
+        }
+        Ok(TxnResponse {
+            succeeded,
+            revision: self.kv.revision,
+            responses,
+        })
+    }
+}

@@ -1,0 +1,162 @@
+//! Plain data types of the public API.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A lease ID: a positive 64-bit integer. `0` means "no lease" in the C and Python bindings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LeaseId(i64);
+
+impl LeaseId {
+    /// Wraps a raw ID. Validity (> 0) is checked where an ID is used, not here.
+    pub const fn new(id: i64) -> LeaseId {
+        LeaseId(id)
+    }
+
+    /// The raw ID.
+    pub const fn get(self) -> i64 {
+        self.0
+    }
+}
+
+impl From<i64> for LeaseId {
+    fn from(id: i64) -> LeaseId {
+        LeaseId(id)
+    }
+}
+
+impl From<LeaseId> for i64 {
+    fn from(id: LeaseId) -> i64 {
+        id.0
+    }
+}
+
+impl fmt::Display for LeaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// When a write is acknowledged (SPEC D1–D3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// A call returns after its commit is fsynced; concurrent callers share commits. The default.
+    #[default]
+    Immediate,
+    /// A call returns after the in-memory apply; a commit happens at least every interval.
+    /// A crash loses at most the last interval and never leaves a torn state.
+    Buffered(Duration),
+}
+
+/// How deadlines are rebuilt on open (SPEC L13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Recovery {
+    /// Remaining TTL = last persisted remaining time minus the wall-clock time since it was
+    /// persisted (a backward step counts as zero). The default.
+    #[default]
+    Wall,
+    /// etcd's model: every lease restarts from its checkpointed remaining TTL, else its full
+    /// TTL, plus this extension.
+    Extend(Duration),
+}
+
+/// A lease as seen by [`Tenure::time_to_live`](crate::Tenure::time_to_live) and
+/// [`Tenure::leases`](crate::Tenure::leases).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseInfo {
+    /// The lease.
+    pub id: LeaseId,
+    /// The granted TTL (after `min_ttl`).
+    pub ttl: Duration,
+    /// Time left until the deadline; `None` on a standby, where leases have no deadline.
+    pub remaining: Option<Duration>,
+    /// The attached keys, in key order.
+    pub keys: Vec<Vec<u8>>,
+}
+
+/// A lease whose deadline passed, as delivered on [`Tenure::expired`](crate::Tenure::expired).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredLease {
+    /// The lease.
+    pub id: LeaseId,
+    /// Its granted TTL.
+    pub ttl: Duration,
+    /// With auto revoke: the keys that were deleted with it. With manual revoke: the keys
+    /// attached now, which a revoke would delete.
+    pub keys: Vec<Vec<u8>>,
+}
+
+/// A key with its value and revisions (SPEC K2).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KeyValue {
+    /// The key.
+    pub key: Vec<u8>,
+    /// The value.
+    pub value: Vec<u8>,
+    /// The revision of the put that created the key (kept across overwrites).
+    pub create_revision: i64,
+    /// The revision of the last write to the key.
+    pub mod_revision: i64,
+    /// Number of puts since creation: 1 after the first.
+    pub version: i64,
+    /// The lease the key is attached to.
+    pub lease: Option<LeaseId>,
+}
+
+/// What happened to a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// The key was created or overwritten.
+    Put,
+    /// The key was deleted (explicitly, by a txn, or with its lease).
+    Delete,
+}
+
+/// One change seen by a [`Watcher`](crate::Watcher) (SPEC K6).
+///
+/// For a delete, `kv` carries the key and the deleting revision in `mod_revision`, with an empty
+/// value and zero create revision and version, as etcd reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Put or delete.
+    pub kind: EventKind,
+    /// The key-value after the change.
+    pub kv: KeyValue,
+    /// The key-value before the change, when the watch asked for it and the key existed.
+    pub prev_kv: Option<KeyValue>,
+}
+
+impl Event {
+    /// The revision of the write that made this event.
+    pub fn revision(&self) -> i64 {
+        self.kv.mod_revision
+    }
+}
+
+/// Counters and gauges of an engine (SPEC L15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Leases granted since open.
+    pub granted: u64,
+    /// Leases revoked by a call since open.
+    pub revoked: u64,
+    /// Successful renews since open.
+    pub renewed: u64,
+    /// Leases that reached their deadline since open (revoked by the engine, or delivered for a
+    /// manual revoke; a redelivery is not counted again).
+    pub expired: u64,
+    /// Live leases now.
+    pub leases: u64,
+    /// Live keys now.
+    pub keys: u64,
+    /// The current store revision.
+    pub revision: i64,
+    /// Storage commits since open.
+    pub commits: u64,
+    /// Storage fsyncs since open.
+    pub fsyncs: u64,
+    /// Expired-lease batches dropped because no one drained `expired()` (its queue was full).
+    pub expired_dropped: u64,
+    /// Watchers currently registered.
+    pub watchers: u64,
+}
