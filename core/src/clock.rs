@@ -175,7 +175,11 @@ mod tests {
         assert_eq!(hits.load(Ordering::SeqCst), 1);
         drop(waker);
         clock.advance(Duration::from_millis(1));
-        assert_eq!(hits.load(Ordering::SeqCst), 1, "dropped waker must not be called");
+        assert_eq!(
+            hits.load(Ordering::SeqCst),
+            1,
+            "dropped waker must not be called"
+        );
     }
 
     #[test]

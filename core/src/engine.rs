@@ -42,6 +42,8 @@ struct Config {
     checkpoint_interval: u64,
 }
 
+type ExpiredChannel = (Sender<Vec<ExpiredLease>>, Receiver<Vec<ExpiredLease>>);
+
 /// Engine state guarded by `Shared::state`.
 struct State {
     m: Machine,
@@ -81,7 +83,7 @@ struct Shared {
     /// Mirrors `hub.wants_events()` so writers can skip building events.
     record_events: AtomicBool,
     /// Sender and receiver of `expired()`; `None` once closed.
-    expired: Mutex<Option<(Sender<Vec<ExpiredLease>>, Receiver<Vec<ExpiredLease>>)>>,
+    expired: Mutex<Option<ExpiredChannel>>,
     commits: AtomicU64,
     expired_dropped: AtomicU64,
     /// Keeps the clock subscription alive.
@@ -232,7 +234,7 @@ pub struct Tenure {
     h: Arc<Handle>,
 }
 
-struct Handle {
+pub(crate) struct Handle {
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -281,10 +283,15 @@ impl Tenure {
         }
         if let Durability::Buffered(d) = b.durability {
             if d.is_zero() {
-                return Err(Error::invalid("the buffered flush interval must be positive"));
+                return Err(Error::invalid(
+                    "the buffered flush interval must be positive",
+                ));
             }
         }
-        let clock: Arc<dyn Clock> = b.clock.clone().unwrap_or_else(|| Arc::new(SystemClock::new()));
+        let clock: Arc<dyn Clock> = b
+            .clock
+            .clone()
+            .unwrap_or_else(|| Arc::new(SystemClock::new()));
         let (store, loaded) = match &b.path {
             Some(p) => {
                 let (s, l) = Store::open(p, b.faults.clone())?;
@@ -370,8 +377,23 @@ impl Tenure {
         &self.h.shared
     }
 
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<Handle> {
+        Arc::downgrade(&self.h)
+    }
+
+    pub(crate) fn upgrade(h: &std::sync::Weak<Handle>) -> Option<Tenure> {
+        h.upgrade().map(|h| Tenure { h })
+    }
+
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        self.h.shared.clock.clone()
+    }
+
     /// Runs a write under the state lock, then waits for its durability (Immediate mode).
-    fn write<T>(&self, f: impl FnOnce(&mut Machine, &mut Batch, u64, i64) -> Result<T>) -> Result<T> {
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Machine, &mut Batch, u64, i64) -> Result<T>,
+    ) -> Result<T> {
         let s = self.shared();
         let (out, wait_for) = {
             let mut st = s.state.lock();
@@ -383,10 +405,18 @@ impl Tenure {
                 return Err(e.clone());
             }
             st.pending.record_events = s.record_events.load(Ordering::Relaxed);
-            let before = (st.pending.ops.len(), st.pending.events.len(), st.pending.expired.len());
+            let before = (
+                st.pending.ops.len(),
+                st.pending.events.len(),
+                st.pending.expired.len(),
+            );
             let now = ns(s.clock.now());
             let out = f(&mut st.m, &mut st.pending, now, s.clock.wall_ms())?;
-            let after = (st.pending.ops.len(), st.pending.events.len(), st.pending.expired.len());
+            let after = (
+                st.pending.ops.len(),
+                st.pending.events.len(),
+                st.pending.expired.len(),
+            );
             let wait_for = if before != after {
                 enqueued(s, st)
             } else {
@@ -526,7 +556,12 @@ impl Tenure {
     // ---- keys ---------------------------------------------------------------------------------
 
     /// Puts a key, attached to `lease` or detached; returns the new revision (SPEC K1).
-    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, lease: Option<LeaseId>) -> Result<i64> {
+    pub fn put(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        lease: Option<LeaseId>,
+    ) -> Result<i64> {
         let lease = lease.map_or(0, LeaseId::get);
         self.write(|m, b, _, _| m.put(key.as_ref(), value.as_ref(), lease, b))
     }
@@ -617,8 +652,19 @@ impl Tenure {
 }
 
 /// Rebuilds the machine from what was read on open (SPEC L13).
-fn recover(b: &Builder, loaded: Loaded, now: u64, wall_now: i64, path: Option<&Path>) -> Result<Machine> {
-    let mut m = Machine::new(b.primary, b.auto_revoke, b.min_ttl, b.expired_retry_interval);
+fn recover(
+    b: &Builder,
+    loaded: Loaded,
+    now: u64,
+    wall_now: i64,
+    path: Option<&Path>,
+) -> Result<Machine> {
+    let mut m = Machine::new(
+        b.primary,
+        b.auto_revoke,
+        b.min_ttl,
+        b.expired_retry_interval,
+    );
     m.kv.revision = loaded.revision;
     m.lessor.set_next_id(loaded.next_id);
     for row in loaded.leases {
@@ -642,7 +688,10 @@ fn recover(b: &Builder, loaded: Loaded, now: u64, wall_now: i64, path: Option<&P
         if lease != 0 && m.lessor.attach(lease, &key).is_err() {
             return Err(Error::Corrupt {
                 path: path.map(Path::to_path_buf).unwrap_or_default(),
-                detail: format!("key {:?} is attached to missing lease {lease}", String::from_utf8_lossy(&key)),
+                detail: format!(
+                    "key {:?} is attached to missing lease {lease}",
+                    String::from_utf8_lossy(&key)
+                ),
             });
         }
         m.kv.load(key, entry);
@@ -753,7 +802,9 @@ fn commit_loop(s: &Shared) {
         };
         let failed = s.state.lock().poisoned.is_some();
         let result = if failed {
-            Err(Error::Storage("an earlier commit failed; reopen the database".into()))
+            Err(Error::Storage(
+                "an earlier commit failed; reopen the database".into(),
+            ))
         } else {
             match &*s.store.lock() {
                 Some(store) => store.commit(&batch.ops, revision, next_id),
@@ -808,9 +859,12 @@ fn expiry_loop(s: &Shared) {
             }
             if now >= st.next_checkpoint {
                 let st_ref = &mut *st;
-                let n = st_ref
-                    .m
-                    .checkpoint_dirty(now, s.clock.wall_ms(), EXPIRY_BATCH, &mut st_ref.pending);
+                let n = st_ref.m.checkpoint_dirty(
+                    now,
+                    s.clock.wall_ms(),
+                    EXPIRY_BATCH,
+                    &mut st_ref.pending,
+                );
                 if n > 0 {
                     enqueued(s, st_ref);
                 }
@@ -828,18 +882,20 @@ fn expiry_loop(s: &Shared) {
             st = s.state.lock();
             continue;
         }
-        let wake = st
-            .m
-            .lessor
-            .next_wake()
-            .unwrap_or(NO_TIME)
-            .min(if st.m.lessor.is_primary() {
-                st.next_checkpoint
-            } else {
-                NO_TIME
-            });
+        let wake =
+            st.m.lessor
+                .next_wake()
+                .unwrap_or(NO_TIME)
+                .min(if st.m.lessor.is_primary() {
+                    st.next_checkpoint
+                } else {
+                    NO_TIME
+                });
         st.sleep_until = wake;
-        match (wake != NO_TIME).then(|| s.clock.instant_at(Duration::from_nanos(wake))).flatten() {
+        match (wake != NO_TIME)
+            .then(|| s.clock.instant_at(Duration::from_nanos(wake)))
+            .flatten()
+        {
             Some(at) => {
                 s.expiry_cv.wait_until(&mut st, at);
             }
@@ -877,7 +933,11 @@ fn close_engine(s: &Arc<Shared>, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result
         st.seq
     };
     join(threads);
-    let result = if s.cfg.persist { wait_durable(s, seq) } else { Ok(()) };
+    let result = if s.cfg.persist {
+        wait_durable(s, seq)
+    } else {
+        Ok(())
+    };
     s.hub.lock().close();
     *s.expired.lock() = None;
     *s.store.lock() = None; // releases the file lock

@@ -40,7 +40,12 @@ fn check_key(key: &[u8]) -> Result<()> {
 }
 
 impl Machine {
-    pub(crate) fn new(primary: bool, auto_revoke: bool, min_ttl: Duration, retry: Duration) -> Machine {
+    pub(crate) fn new(
+        primary: bool,
+        auto_revoke: bool,
+        min_ttl: Duration,
+        retry: Duration,
+    ) -> Machine {
         Machine {
             lessor: Lessor::new(primary, auto_revoke, min_ttl),
             kv: KvIndex::default(),
@@ -51,7 +56,14 @@ impl Machine {
     }
 
     /// L1–L3.
-    pub(crate) fn grant(&mut self, id: Option<i64>, ttl: Duration, now: u64, wall: i64, b: &mut Batch) -> Result<i64> {
+    pub(crate) fn grant(
+        &mut self,
+        id: Option<i64>,
+        ttl: Duration,
+        now: u64,
+        wall: i64,
+        b: &mut Batch,
+    ) -> Result<i64> {
         let ttl = self.lessor.check_ttl(ttl)?;
         let id = self.lessor.check_new_id(id)?;
         self.lessor.insert(id, ttl, NO_TIME, ttl, now);
@@ -97,7 +109,12 @@ impl Machine {
     }
 
     /// L6: all-or-nothing; a key attached elsewhere moves.
-    pub(crate) fn attach<K: AsRef<[u8]>>(&mut self, id: i64, keys: &[K], b: &mut Batch) -> Result<()> {
+    pub(crate) fn attach<K: AsRef<[u8]>>(
+        &mut self,
+        id: i64,
+        keys: &[K],
+        b: &mut Batch,
+    ) -> Result<()> {
         if !self.lessor.contains(id) {
             return Err(Error::LeaseNotFound(LeaseId::new(id)));
         }
@@ -114,7 +131,12 @@ impl Machine {
     }
 
     /// L6: detaches the keys that are attached to `id`; others are left alone.
-    pub(crate) fn detach<K: AsRef<[u8]>>(&mut self, id: i64, keys: &[K], b: &mut Batch) -> Result<()> {
+    pub(crate) fn detach<K: AsRef<[u8]>>(
+        &mut self,
+        id: i64,
+        keys: &[K],
+        b: &mut Batch,
+    ) -> Result<()> {
         if !self.lessor.contains(id) {
             return Err(Error::LeaseNotFound(LeaseId::new(id)));
         }
@@ -129,7 +151,13 @@ impl Machine {
     }
 
     /// L8: explicit checkpoint, persisted.
-    pub(crate) fn checkpoint(&mut self, id: i64, remaining: Duration, wall: i64, b: &mut Batch) -> Result<()> {
+    pub(crate) fn checkpoint(
+        &mut self,
+        id: i64,
+        remaining: Duration,
+        wall: i64,
+        b: &mut Batch,
+    ) -> Result<()> {
         let remaining = crate::lease::lessor::ns(remaining);
         let ttl = self.lessor.checkpoint(id, remaining)?;
         b.op(|| StoreOp::PutLease {
@@ -142,7 +170,13 @@ impl Machine {
     }
 
     /// L8: persists the remaining TTL of up to `limit` renewed leases. Returns how many.
-    pub(crate) fn checkpoint_dirty(&mut self, now: u64, wall: i64, limit: usize, b: &mut Batch) -> usize {
+    pub(crate) fn checkpoint_dirty(
+        &mut self,
+        now: u64,
+        wall: i64,
+        limit: usize,
+        b: &mut Batch,
+    ) -> usize {
         let mut out = Vec::new();
         self.lessor.take_dirty(now, limit, &mut out);
         for &(id, ttl, remaining) in &out {
@@ -175,7 +209,9 @@ impl Machine {
         } else {
             let retry_at = now.saturating_add(self.retry);
             for d in due {
-                let Some(lease) = self.lessor.get(d.id) else { continue };
+                let Some(lease) = self.lessor.get(d.id) else {
+                    continue;
+                };
                 notices.push(ExpiredLease {
                     id: LeaseId::new(d.id),
                     ttl: Duration::from_nanos(lease.ttl),
@@ -218,7 +254,13 @@ impl Machine {
     }
 
     /// K1 / L6.
-    pub(crate) fn put(&mut self, key: &[u8], value: &[u8], lease: i64, b: &mut Batch) -> Result<i64> {
+    pub(crate) fn put(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        lease: i64,
+        b: &mut Batch,
+    ) -> Result<i64> {
         check_key(key)?;
         self.check_lease(lease)?;
         let rev = self.kv.revision + 1;
@@ -259,7 +301,11 @@ impl Machine {
     /// K5: validated in full before anything is applied; one revision if anything was written.
     pub(crate) fn txn(&mut self, txn: &Txn, b: &mut Batch) -> Result<TxnResponse> {
         let succeeded = txn.compares.iter().all(|c| self.kv.compare(c));
-        let ops = if succeeded { &txn.success } else { &txn.failure };
+        let ops = if succeeded {
+            &txn.success
+        } else {
+            &txn.failure
+        };
         for op in ops {
             match op {
                 Op::Put { key, lease, .. } => {

@@ -6,7 +6,11 @@ fn smoke_file_round_trip_and_expiry() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.tenure");
     let clock = ManualClock::new();
-    let db = Tenure::builder().path(&path).clock(clock.clone()).open().unwrap();
+    let db = Tenure::builder()
+        .path(&path)
+        .clock(clock.clone())
+        .open()
+        .unwrap();
     let l = db.grant(Duration::from_secs(10)).unwrap();
     db.put("a", "1", Some(l)).unwrap();
     let rx = db.expired();
@@ -16,7 +20,11 @@ fn smoke_file_round_trip_and_expiry() {
     assert!(db.get("a").unwrap().is_none());
     let l2 = db.grant(Duration::from_secs(100)).unwrap();
     db.close().unwrap();
-    let db = Tenure::builder().path(&path).clock(clock.clone()).open().unwrap();
+    let db = Tenure::builder()
+        .path(&path)
+        .clock(clock.clone())
+        .open()
+        .unwrap();
     assert!(db.time_to_live(l2).is_ok());
     assert_eq!(db.revision(), 2);
 }

@@ -106,10 +106,7 @@ impl KvIndex {
     }
 
     pub(crate) fn lease_of(&self, key: &[u8]) -> Option<i64> {
-        self.map
-            .get(key)
-            .map(|e| e.lease)
-            .filter(|&l| l != 0)
+        self.map.get(key).map(|e| e.lease).filter(|&l| l != 0)
     }
 
     fn prefix_iter<'a>(&'a self, prefix: &[u8]) -> impl Iterator<Item = (&'a Vec<u8>, &'a Entry)> {
@@ -134,7 +131,14 @@ impl KvIndex {
 
     /// Writes `key = value` at revision `rev` attached to `lease` (0 = none). Returns the lease
     /// the key was attached to before (0 = none).
-    pub(crate) fn put(&mut self, key: &[u8], value: &[u8], lease: i64, rev: i64, b: &mut Batch) -> i64 {
+    pub(crate) fn put(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        lease: i64,
+        rev: i64,
+        b: &mut Batch,
+    ) -> i64 {
         let entry = match self.map.get_mut(key) {
             Some(e) => e,
             None => self.map.entry(key.to_vec()).or_insert(Entry {
@@ -237,7 +241,10 @@ impl KvIndex {
     /// K5: evaluates one compare against the current state. A missing key compares as version,
     /// revisions and lease 0, and fails every value compare (as in etcd).
     pub(crate) fn compare(&self, c: &Compare) -> bool {
-        let data = self.map.get(&c.key).and_then(|e| e.data.as_ref().map(|d| (d, e.lease)));
+        let data = self
+            .map
+            .get(&c.key)
+            .and_then(|e| e.data.as_ref().map(|d| (d, e.lease)));
         let ord = match (&c.target, data) {
             (CompareTarget::Value(_), None) => return false,
             (CompareTarget::Value(v), Some((d, _))) => d.value.as_slice().cmp(v.as_slice()),
@@ -271,7 +278,10 @@ mod tests {
             lease: 42,
         };
         assert_eq!(decode(&encode(&e)), Some(e));
-        let bare = Entry { data: None, lease: 7 };
+        let bare = Entry {
+            data: None,
+            lease: 7,
+        };
         assert_eq!(decode(&encode(&bare)), Some(bare));
         assert_eq!(decode(b"short"), None);
     }

@@ -55,7 +55,11 @@ impl Registered {
         Event {
             kind: ev.kind,
             kv: ev.kv.clone(),
-            prev_kv: if self.prev_kv { ev.prev_kv.clone() } else { None },
+            prev_kv: if self.prev_kv {
+                ev.prev_kv.clone()
+            } else {
+                None
+            },
         }
     }
 }
@@ -107,13 +111,17 @@ impl WatchHub {
             }
             Some(r) => r,
         };
-        if start <= self.compacted {
+        // Without a history nothing is recorded while no one watches, so no past revision can
+        // be replayed: only revisions after the current one are watchable.
+        let compacted = if self.history_cap == 0 {
+            self.compacted.max(revision)
+        } else {
+            self.compacted
+        };
+        if start <= compacted {
             return Err(Error::Compacted {
                 revision: start,
-                reason: format!(
-                    "the watch history starts after revision {}",
-                    self.compacted
-                ),
+                reason: format!("the watch history starts after revision {compacted}"),
             });
         }
         let mut reg = Registered {

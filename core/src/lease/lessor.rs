@@ -117,9 +117,9 @@ impl Lessor {
             ))),
             Some(id) if self.index.contains_key(&id) => Err(Error::LeaseExists(LeaseId::new(id))),
             Some(id) => Ok(id),
-            None if self.next_id == i64::MAX => {
-                Err(Error::invalid("lease ID space exhausted (an ID of i64::MAX was used)"))
-            }
+            None if self.next_id == i64::MAX => Err(Error::invalid(
+                "lease ID space exhausted (an ID of i64::MAX was used)",
+            )),
             None => Ok(self.next_id),
         }
     }
@@ -373,11 +373,13 @@ impl Lessor {
             .iter()
             .filter(|l| l.id != 0)
             .map(|l| {
-                let order = self.remaining_of(l, now).unwrap_or(if l.remaining == NO_TIME {
-                    l.ttl
-                } else {
-                    l.remaining
-                });
+                let order = self
+                    .remaining_of(l, now)
+                    .unwrap_or(if l.remaining == NO_TIME {
+                        l.ttl
+                    } else {
+                        l.remaining
+                    });
                 (order, l)
             })
             .collect();
@@ -399,7 +401,11 @@ mod tests {
         l.promote(100 * S, 0);
         assert_eq!(l.next_wake(), Some(110 * S));
         l.renew(1, S).unwrap();
-        assert_eq!(l.next_wake(), Some(11 * S), "I-L1: heap key must not exceed deadline");
+        assert_eq!(
+            l.next_wake(),
+            Some(11 * S),
+            "I-L1: heap key must not exceed deadline"
+        );
     }
 
     #[test]
@@ -410,7 +416,13 @@ mod tests {
         l.renew(1, 5 * S).unwrap();
         let mut out = Vec::new();
         l.pop_due(10 * S, 100, &mut out);
-        assert_eq!(out, vec![Due { id: 2, redelivery: false }]);
+        assert_eq!(
+            out,
+            vec![Due {
+                id: 2,
+                redelivery: false
+            }]
+        );
         assert_eq!(l.next_wake(), Some(15 * S));
     }
 

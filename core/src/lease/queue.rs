@@ -145,7 +145,10 @@ impl LeaseExpiredNotifier {
     #[cfg(test)]
     fn check_invariants(&self) {
         for (i, &(d, s)) in self.heap.iter().enumerate() {
-            assert_eq!(self.pos[s as usize] as usize, i, "position index out of date");
+            assert_eq!(
+                self.pos[s as usize] as usize, i,
+                "position index out of date"
+            );
             if i > 0 {
                 assert!(self.heap[(i - 1) / 2].0 <= d, "heap order violated");
             }

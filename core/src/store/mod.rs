@@ -16,9 +16,8 @@ use std::sync::Arc;
 
 use redb::backends::FileBackend;
 use redb::{
-    BackendError, DatabaseError, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata,
-    StorageBackend,
-    TableDefinition, TableError,
+    BackendError, DatabaseError, Durability, ReadableDatabase, ReadableTable,
+    ReadableTableMetadata, StorageBackend, TableDefinition, TableError,
 };
 
 use crate::batch::StoreOp;
@@ -49,7 +48,10 @@ struct FaultSwitches {
 impl fmt::Debug for StorageFaults {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StorageFaults")
-            .field("fail_writes", &self.inner.fail_writes.load(Ordering::SeqCst))
+            .field(
+                "fail_writes",
+                &self.inner.fail_writes.load(Ordering::SeqCst),
+            )
             .field("fail_syncs", &self.inner.fail_syncs.load(Ordering::SeqCst))
             .finish()
     }
@@ -111,22 +113,38 @@ impl StorageBackend for FaultyBackend {
     fn close(&self) -> std::result::Result<(), std::io::Error> {
         self.file.close()
     }
-    fn try_lock_range(&self, s: Bound<u64>, e: Bound<u64>) -> std::result::Result<bool, BackendError> {
+    fn try_lock_range(
+        &self,
+        s: Bound<u64>,
+        e: Bound<u64>,
+    ) -> std::result::Result<bool, BackendError> {
         self.file.try_lock_range(s, e)
     }
-    fn try_lock_shared_range(&self, s: Bound<u64>, e: Bound<u64>) -> std::result::Result<bool, BackendError> {
+    fn try_lock_shared_range(
+        &self,
+        s: Bound<u64>,
+        e: Bound<u64>,
+    ) -> std::result::Result<bool, BackendError> {
         self.file.try_lock_shared_range(s, e)
     }
     fn lock_range(&self, s: Bound<u64>, e: Bound<u64>) -> std::result::Result<(), BackendError> {
         self.file.lock_range(s, e)
     }
-    fn lock_shared_range(&self, s: Bound<u64>, e: Bound<u64>) -> std::result::Result<(), BackendError> {
+    fn lock_shared_range(
+        &self,
+        s: Bound<u64>,
+        e: Bound<u64>,
+    ) -> std::result::Result<(), BackendError> {
         self.file.lock_shared_range(s, e)
     }
     fn unlock_range(&self, s: Bound<u64>, e: Bound<u64>) -> std::result::Result<(), BackendError> {
         self.file.unlock_range(s, e)
     }
-    fn query_lock_range(&self, s: Bound<u64>, e: Bound<u64>) -> std::result::Result<bool, BackendError> {
+    fn query_lock_range(
+        &self,
+        s: Bound<u64>,
+        e: Bound<u64>,
+    ) -> std::result::Result<bool, BackendError> {
         self.file.query_lock_range(s, e)
     }
 }
@@ -243,8 +261,12 @@ impl Store {
             next_id: get("next_lease_id")?.unwrap_or(1),
             ..Loaded::default()
         };
-        let leases = tx.open_table(LEASES).map_err(|e| self.corrupt(e.to_string()))?;
-        loaded.leases.reserve(leases.len().map_err(storage)? as usize);
+        let leases = tx
+            .open_table(LEASES)
+            .map_err(|e| self.corrupt(e.to_string()))?;
+        loaded
+            .leases
+            .reserve(leases.len().map_err(storage)? as usize);
         for row in leases.iter().map_err(storage)? {
             let (k, v) = row.map_err(storage)?;
             let (ttl, remaining, wall_ms) = v.value();
@@ -259,8 +281,7 @@ impl Store {
         loaded.keys.reserve(kv.len().map_err(storage)? as usize);
         for row in kv.iter().map_err(storage)? {
             let (k, v) = row.map_err(storage)?;
-            let entry = decode(v.value())
-                .ok_or_else(|| self.corrupt("undecodable key record"))?;
+            let entry = decode(v.value()).ok_or_else(|| self.corrupt("undecodable key record"))?;
             loaded.keys.push((k.value().to_vec(), entry));
         }
         Ok(loaded)

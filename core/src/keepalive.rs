@@ -1,0 +1,162 @@
+//! Keep-alive: a thread that renews one lease at a fixed interval (default TTL/3), driven by the
+//! engine's clock, so a `ManualClock` drives it in tests.
+
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::clock::Waker;
+use crate::engine::{Handle, Tenure};
+use crate::error::{Error, Result};
+use crate::types::LeaseId;
+
+#[derive(Default)]
+struct Flags {
+    stopped: bool,
+    error: Option<Error>,
+}
+
+#[derive(Default)]
+struct Shared {
+    flags: Mutex<Flags>,
+    cv: Condvar,
+}
+
+/// Renews a lease in the background until stopped, dropped, or a renew fails.
+///
+/// Made by [`Tenure::keep_alive`]. It holds no strong reference to the engine: closing or
+/// dropping the engine ends it with [`Error::Closed`].
+pub struct KeepAlive {
+    id: LeaseId,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    _waker: Arc<Waker>,
+}
+
+impl std::fmt::Debug for KeepAlive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeepAlive")
+            .field("id", &self.id)
+            .field("alive", &self.is_alive())
+            .finish()
+    }
+}
+
+impl KeepAlive {
+    /// The lease being renewed.
+    pub fn lease_id(&self) -> LeaseId {
+        self.id
+    }
+
+    /// Whether it is still renewing (false once stopped or after a failed renew).
+    pub fn is_alive(&self) -> bool {
+        !self.shared.flags.lock().stopped
+    }
+
+    /// The error of the renew that ended it, if one did.
+    pub fn error(&self) -> Option<Error> {
+        self.shared.flags.lock().error.clone()
+    }
+
+    /// Stops renewing and waits for the thread to finish. The lease is left as it is.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        {
+            let mut f = self.shared.flags.lock();
+            f.stopped = true;
+            self.shared.cv.notify_all();
+        }
+        if let Some(t) = self.thread.take() {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Drop for KeepAlive {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Renews at `first`, then every `every` on a fixed schedule (a missed slot fires at once, and
+/// the schedule continues from there): the schedule never depends on when this thread runs.
+fn run(engine: Weak<Handle>, id: LeaseId, first: Duration, every: Duration, shared: &Shared) {
+    let Some(clock) = Tenure::upgrade(&engine).map(|db| db.clock()) else {
+        return;
+    };
+    let mut next = first;
+    loop {
+        {
+            let mut f = shared.flags.lock();
+            loop {
+                if f.stopped {
+                    return;
+                }
+                if clock.now() >= next {
+                    break;
+                }
+                match clock.instant_at(next) {
+                    Some(at) => {
+                        shared.cv.wait_until(&mut f, at);
+                    }
+                    None => shared.cv.wait(&mut f),
+                }
+            }
+        }
+        let result = match Tenure::upgrade(&engine) {
+            Some(db) => db.renew(id).map(|_| ()),
+            None => Err(Error::Closed),
+        };
+        if let Err(e) = result {
+            let mut f = shared.flags.lock();
+            f.error = Some(e);
+            f.stopped = true;
+            return;
+        }
+        next = (next + every).max(clock.now());
+    }
+}
+
+impl Tenure {
+    /// Starts renewing `id` every `interval` (default: a third of its TTL) on a background
+    /// thread. Fails at once if the lease does not exist.
+    pub fn keep_alive(
+        &self,
+        id: impl Into<LeaseId>,
+        interval: Option<Duration>,
+    ) -> Result<KeepAlive> {
+        let id = id.into();
+        let ttl = self.time_to_live(id)?.ttl;
+        let every = interval.unwrap_or(ttl / 3);
+        if every.is_zero() {
+            return Err(Error::invalid("keep-alive interval must be positive"));
+        }
+        let shared = Arc::new(Shared::default());
+        let s = shared.clone();
+        let waker: Arc<Waker> = Arc::new(move || {
+            let _f = s.flags.lock();
+            s.cv.notify_all();
+        });
+        self.clock().subscribe(Arc::downgrade(&waker));
+        let engine = self.downgrade();
+        let first = self.clock().now() + every;
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("tenure-keepalive-{id}"))
+            .spawn(move || run(engine, id, first, every, &s))
+            .map_err(|e| Error::Storage(format!("cannot start a keep-alive thread: {e}")))?;
+        Ok(KeepAlive {
+            id,
+            shared,
+            thread: Some(thread),
+            _waker: waker,
+        })
+    }
+}

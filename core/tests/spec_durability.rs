@@ -1,0 +1,355 @@
+//! One or more tests per SPEC line D1–D7. (The kill -9 crash test of D1 is `crash.rs`.)
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tenure::{Durability, Error, ManualClock, StorageFaults, Tenure};
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+#[test]
+fn d1_immediate_writes_are_committed_when_the_call_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Tenure::open(dir.path().join("db")).unwrap();
+    let ops: [&dyn Fn(&Tenure); 4] = [
+        &|db| {
+            db.grant(secs(60)).unwrap();
+        },
+        &|db| {
+            db.put("k", "v", None).unwrap();
+        },
+        &|db| {
+            db.delete("k").unwrap();
+        },
+        &|db| {
+            db.checkpoint(1, secs(5)).unwrap();
+        },
+    ];
+    for (i, op) in ops.iter().enumerate() {
+        op(&db);
+        assert_eq!(
+            db.stats().commits,
+            i as u64 + 1,
+            "op {i} returned before its commit"
+        );
+    }
+}
+
+#[test]
+fn d2_group_commit_shares_commits_between_concurrent_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Tenure::open(dir.path().join("db")).unwrap();
+    let threads = 8;
+    let per = 40;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let db = db.clone();
+            s.spawn(move || {
+                for i in 0..per {
+                    db.put(format!("t{t}/{i}"), "v", None).unwrap();
+                }
+            });
+        }
+    });
+    let writes = (threads * per) as u64;
+    let commits = db.stats().commits;
+    assert_eq!(db.stats().keys, writes);
+    assert!(
+        commits < writes,
+        "{writes} concurrent writes took {commits} commits: none shared"
+    );
+}
+
+#[test]
+fn d3_buffered_acknowledges_before_commit_and_never_tears() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Tenure::builder()
+        .path(&path)
+        .durability(Durability::Buffered(Duration::from_secs(3600)))
+        .open()
+        .unwrap();
+    let l = db.grant(secs(600)).unwrap();
+    db.put("a", "1", Some(l)).unwrap();
+    assert_eq!(
+        db.stats().commits,
+        0,
+        "acknowledged from memory, not yet committed"
+    );
+    db.close().unwrap();
+    let db = Tenure::open(&path).unwrap();
+    assert_eq!(
+        db.lease_of("a"),
+        Some(l),
+        "close flushes the buffered writes"
+    );
+}
+
+#[test]
+fn d3_buffered_commits_at_least_every_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Tenure::builder()
+        .path(dir.path().join("db"))
+        .durability(Durability::Buffered(Duration::from_millis(20)))
+        .open()
+        .unwrap();
+    db.put("a", "1", None).unwrap();
+    let deadline = std::time::Instant::now() + secs(10);
+    while db.stats().commits == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no flush within 10 s of a 20 ms interval"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn d4_in_memory_touches_no_disk_and_keeps_the_semantics() {
+    let dir = tempfile::tempdir().unwrap();
+    let before: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    let clock = ManualClock::new();
+    let db = Tenure::builder()
+        .in_memory()
+        .clock(clock.clone())
+        .open()
+        .unwrap();
+    let rx = db.expired();
+    let l = db.grant(secs(5)).unwrap();
+    db.put("k", "v", Some(l)).unwrap();
+    clock.advance(secs(5));
+    assert_eq!(rx.recv_timeout(secs(10)).unwrap()[0].id, l);
+    assert!(db.get("k").unwrap().is_none());
+    assert_eq!(db.stats().commits, 0);
+    db.close().unwrap();
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), before.len());
+}
+
+#[test]
+fn d5_a_second_open_in_the_same_process_is_already_open_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let _db = Tenure::open(&path).unwrap();
+    match Tenure::open(&path) {
+        Err(e @ Error::AlreadyOpen(_)) => {
+            assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        }
+        other => panic!("expected AlreadyOpen, got {other:?}"),
+    }
+}
+
+/// Child half of the cross-process test: opens the file named in the environment and prints
+/// the error's code name.
+#[test]
+fn d5_child_entry() {
+    let Ok(path) = std::env::var("TENURE_D5_CHILD_PATH") else {
+        return;
+    };
+    match Tenure::open(&path) {
+        Ok(_) => println!("D5-RESULT opened"),
+        Err(e) => println!("D5-RESULT {} {}", e.code().name(), e),
+    }
+}
+
+#[test]
+fn d5_a_second_open_from_another_process_is_already_open_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let _db = Tenure::open(&path).unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "d5_child_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TENURE_D5_CHILD_PATH", &path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.find("D5-RESULT").map(|i| &l[i..]))
+        .unwrap_or_else(|| panic!("child printed no result: {stdout}"));
+    assert!(line.contains("TENURE_ERR_ALREADY_OPEN"), "{line}");
+    assert!(line.contains(&path.display().to_string()), "{line}");
+}
+
+#[test]
+fn d5_a_garbage_file_is_corrupt_and_left_byte_for_byte_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("garbage");
+    let bytes: Vec<u8> = (0..10_000u32).map(|i| (i * 7 + 3) as u8).collect();
+    std::fs::write(&path, &bytes).unwrap();
+    match Tenure::open(&path) {
+        Err(e @ Error::Corrupt { .. }) => assert!(e.to_string().contains("garbage"), "{e}"),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    // A tiny file too.
+    std::fs::write(&path, b"x").unwrap();
+    assert!(matches!(Tenure::open(&path), Err(Error::Corrupt { .. })));
+    assert_eq!(std::fs::read(&path).unwrap(), b"x");
+}
+
+#[test]
+fn d5_a_redb_file_that_is_not_tenure_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("other.redb");
+    {
+        let db = redb::Database::create(&path).unwrap();
+        let tx = db.begin_write().unwrap();
+        {
+            let def: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("someone_else");
+            tx.open_table(def).unwrap().insert("x", 1).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    assert!(matches!(Tenure::open(&path), Err(Error::Corrupt { .. })));
+}
+
+#[test]
+fn d6_a_failed_commit_is_not_acknowledged_poisons_writes_and_reopen_recovers_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let faults = StorageFaults::new();
+    let db = Tenure::builder()
+        .path(&path)
+        .storage_faults(faults.clone())
+        .open()
+        .unwrap();
+    let l = db.grant(secs(600)).unwrap();
+    db.put("acked", "1", Some(l)).unwrap();
+    faults.fail_writes(true);
+    assert!(matches!(db.put("lost", "2", None), Err(Error::Storage(_))));
+    faults.fail_writes(false);
+    assert!(
+        matches!(db.grant(secs(5)), Err(Error::Storage(_))),
+        "writes fail until reopen"
+    );
+    assert!(matches!(db.revoke(l), Err(Error::Storage(_))));
+    assert_eq!(
+        db.get("acked").unwrap().unwrap().value,
+        b"1",
+        "reads keep working"
+    );
+    assert!(db.time_to_live(l).is_ok());
+    let _ = db.close();
+    drop(db);
+    let db = Tenure::open(&path).unwrap();
+    assert_eq!(db.get("acked").unwrap().unwrap().value, b"1");
+    assert!(
+        db.get("lost").unwrap().is_none(),
+        "the failed write was never acknowledged"
+    );
+    assert_eq!(db.lease_of("acked"), Some(l));
+    db.put("again", "3", None).unwrap();
+}
+
+#[test]
+fn d6_a_failed_fsync_is_not_acknowledged_and_leaves_no_torn_state() {
+    // After a failed fsync the kernel may or may not have the data (fsyncgate): the write is
+    // reported failed and never acknowledged, and reopen shows it whole or not at all.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let faults = StorageFaults::new();
+    let db = Tenure::builder()
+        .path(&path)
+        .storage_faults(faults.clone())
+        .open()
+        .unwrap();
+    let l = db.grant(secs(600)).unwrap();
+    db.put("a", "1", Some(l)).unwrap();
+    faults.fail_syncs(true);
+    let txn = tenure::Txn::new().then([
+        tenure::Op::put("b", "2", Some(l)),
+        tenure::Op::put("c", "3", None),
+        tenure::Op::delete("a"),
+    ]);
+    assert!(matches!(db.txn(txn), Err(Error::Storage(_))));
+    assert!(matches!(db.put("d", "4", None), Err(Error::Storage(_))));
+    faults.fail_syncs(false);
+    let _ = db.close();
+    drop(db);
+    let db = Tenure::open(&path).unwrap();
+    let present = [
+        db.get("b").unwrap().is_some(),
+        db.get("c").unwrap().is_some(),
+        db.get("a").unwrap().is_none(),
+    ];
+    assert!(
+        present.iter().all(|&p| p) || present.iter().all(|&p| !p),
+        "torn txn: {present:?}"
+    );
+    assert!(
+        db.get("d").unwrap().is_none(),
+        "writes after the failure were refused"
+    );
+}
+
+#[test]
+fn d7_every_call_on_a_closed_engine_is_closed_and_close_is_idempotent() {
+    let clock = ManualClock::new();
+    let db = Tenure::builder().clock(clock).open().unwrap();
+    let other = db.clone();
+    let l = db.grant(secs(5)).unwrap();
+    let rx = db.expired();
+    let mut w = db.watch("k", Default::default()).unwrap();
+    db.close().unwrap();
+    db.close().unwrap();
+    let closed = |r: Result<(), Error>| assert!(matches!(r, Err(Error::Closed)), "{r:?}");
+    closed(other.grant(secs(5)).map(drop));
+    closed(other.grant_with_id(9, secs(5)).map(drop));
+    closed(other.revoke(l));
+    closed(other.renew(l).map(drop));
+    closed(other.time_to_live(l).map(drop));
+    closed(other.attach(l, &["k"]));
+    closed(other.detach(l, &["k"]));
+    closed(other.checkpoint(l, secs(1)));
+    closed(other.promote(Duration::ZERO));
+    closed(other.demote());
+    closed(other.put("k", "v", None).map(drop));
+    closed(other.get("k").map(drop));
+    closed(other.range("k", None).map(drop));
+    closed(other.delete("k").map(drop));
+    closed(other.delete_prefix("k").map(drop));
+    closed(other.txn(tenure::Txn::new()).map(drop));
+    closed(other.watch("k", Default::default()).map(drop));
+    closed(other.keep_alive(l, None).map(drop));
+    assert!(other.is_closed());
+    assert!(other.leases().is_empty());
+    assert_eq!(other.lease_of("k"), None);
+    assert!(!other.is_primary());
+    assert!(
+        matches!(w.recv(), Err(Error::Closed)),
+        "watchers end on close"
+    );
+    assert!(rx.recv().is_err(), "expired() disconnects on close");
+    assert_eq!(other.stats().granted, 1, "stats stay readable");
+}
+
+#[test]
+fn d7_close_checkpoints_and_dropping_the_last_handle_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let clock = ManualClock::new();
+    let open = || {
+        Tenure::builder()
+            .path(&path)
+            .clock(clock.clone())
+            .open()
+            .unwrap()
+    };
+    let db = open();
+    let l = db.grant(secs(100)).unwrap();
+    clock.advance(secs(60));
+    db.renew(l).unwrap();
+    let extra: Arc<Tenure> = Arc::new(db.clone());
+    drop(db);
+    drop(extra); // last handle: closes, checkpoints and releases the file
+    let db = open();
+    assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(100)));
+}
