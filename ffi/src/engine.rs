@@ -1,0 +1,379 @@
+//! Engine handles, options, the manual clock, stats and the library-level functions.
+
+use std::ffi::{c_char, CStr};
+use std::sync::Arc;
+
+use tenure_core::{Clock, Durability, Error, ManualClock, Recovery, Tenure};
+
+use crate::error::{
+    c_name_of, guard, invalid, last_error_ptr, set_last_error, shield, tenure_result, Res,
+};
+use crate::util::{arg, boxed, free, ms, Out};
+
+/// An engine handle. Thread-safe: any number of threads may call functions on one handle at
+/// once. Each handle (from `tenure_open` or `tenure_clone`) is released exactly once, with
+/// `tenure_close` or `tenure_free`, when no other thread is still using *that* handle.
+pub struct tenure {
+    pub(crate) db: Tenure,
+}
+
+/// A manual clock for deterministic tests: time moves only with `tenure_clock_advance`.
+/// Thread-safe. An engine opened with it keeps its own reference, so the clock may be freed
+/// before the engine.
+pub struct tenure_clock {
+    clock: Arc<ManualClock>,
+}
+
+/// How writes are acknowledged (`tenure_options.durability`).
+pub type tenure_durability = i32;
+/// Every write is on disk (fsync) when the call returns; concurrent writers share commits.
+pub const TENURE_DURABILITY_IMMEDIATE: tenure_durability = 0;
+/// Writes are acknowledged after the in-memory apply and committed at least every
+/// `flush_interval_ms`; a crash loses at most the last interval.
+pub const TENURE_DURABILITY_BUFFERED: tenure_durability = 1;
+
+/// How lease deadlines are rebuilt on open (`tenure_options.recovery`).
+pub type tenure_recovery = i32;
+/// Remaining TTL = last persisted remaining time minus the wall-clock time since (default).
+pub const TENURE_RECOVERY_WALL: tenure_recovery = 0;
+/// etcd's model: every lease restarts from its checkpointed remaining TTL (else its TTL) plus
+/// `extend_ms`.
+pub const TENURE_RECOVERY_EXTEND: tenure_recovery = 1;
+
+/// Engine options. Always start from `tenure_options_init`, then change fields; a NULL options
+/// pointer to `tenure_open` means the defaults.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tenure_options {
+    /// `TENURE_DURABILITY_IMMEDIATE` (default) or `TENURE_DURABILITY_BUFFERED`.
+    pub durability: tenure_durability,
+    /// Buffered durability: the longest time between commits, ms (> 0). Default 10.
+    pub flush_interval_ms: i64,
+    /// `TENURE_RECOVERY_WALL` (default) or `TENURE_RECOVERY_EXTEND`.
+    pub recovery: tenure_recovery,
+    /// Extend recovery: time added to every lease on open, ms (>= 0). Default 0.
+    pub extend_ms: i64,
+    /// TTLs below this are raised to it, ms (>= 0). Default 0.
+    pub min_ttl_ms: i64,
+    /// How often renewed leases' remaining TTLs are persisted, ms (> 0). Default 5000.
+    pub checkpoint_interval_ms: i64,
+    /// Manual revoke: how long until an expired, unrevoked lease is delivered again, ms (> 0).
+    /// Default 3000.
+    pub expired_retry_interval_ms: i64,
+    /// Open as primary (expires leases; default) or standby.
+    pub primary: bool,
+    /// Revoke expired leases automatically (default) or leave them to the application.
+    pub auto_revoke: bool,
+    /// Events kept so a watch can start from a past revision. Default 10000.
+    pub watch_history: usize,
+    /// Undelivered events a watcher may have before it is cancelled. Default 10000.
+    pub watch_queue: usize,
+    /// The time source: NULL (default) for the system clock, or a clock from
+    /// `tenure_clock_manual_new`. Borrowed: the engine takes its own reference.
+    pub clock: *const tenure_clock,
+}
+
+impl Default for tenure_options {
+    /// The core's defaults (`tenure::Builder`).
+    fn default() -> Self {
+        tenure_options {
+            durability: TENURE_DURABILITY_IMMEDIATE,
+            flush_interval_ms: 10,
+            recovery: TENURE_RECOVERY_WALL,
+            extend_ms: 0,
+            min_ttl_ms: 0,
+            checkpoint_interval_ms: 5000,
+            expired_retry_interval_ms: 3000,
+            primary: true,
+            auto_revoke: true,
+            watch_history: 10_000,
+            watch_queue: 10_000,
+            clock: std::ptr::null(),
+        }
+    }
+}
+
+/// Counters and gauges of an engine (SPEC L15), filled by `tenure_stats_read`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct tenure_stats {
+    /// Leases granted since open.
+    pub granted: u64,
+    /// Leases revoked by a call since open.
+    pub revoked: u64,
+    /// Successful renews since open.
+    pub renewed: u64,
+    /// Leases that reached their deadline since open.
+    pub expired: u64,
+    /// Live leases now.
+    pub leases: u64,
+    /// Live keys now.
+    pub keys: u64,
+    /// The current store revision.
+    pub revision: i64,
+    /// Storage commits since open.
+    pub commits: u64,
+    /// Storage fsyncs since open.
+    pub fsyncs: u64,
+    /// Expired-lease batches dropped because no one drained `tenure_expired_next`.
+    pub expired_dropped: u64,
+    /// Watchers currently registered.
+    pub watchers: u64,
+}
+
+/// The engine behind a handle, or `TENURE_ERR_NULL_POINTER`.
+///
+/// # Safety
+/// `db` must be NULL or a live handle.
+pub(crate) unsafe fn engine<'a>(db: *const tenure) -> Res<&'a Tenure> {
+    // SAFETY: forwarded from the caller.
+    Ok(&unsafe { arg(db, "db") }?.db)
+}
+
+/// `TENURE_ERR_CLOSED` if the engine is closed: for the calls whose Rust counterpart answers
+/// "nothing" rather than an error once closed (`lease_of`, `leases`, `is_primary`, `revision`).
+pub(crate) fn open_engine(db: &Tenure) -> Res<&Tenure> {
+    if db.is_closed() {
+        Err(Error::Closed.into())
+    } else {
+        Ok(db)
+    }
+}
+
+fn builder(path: Option<&str>, o: &tenure_options) -> Res<tenure_core::Builder> {
+    let durability = match o.durability {
+        TENURE_DURABILITY_IMMEDIATE => Durability::Immediate,
+        TENURE_DURABILITY_BUFFERED => {
+            Durability::Buffered(ms(o.flush_interval_ms, "flush_interval_ms")?)
+        }
+        other => return Err(invalid(format!("unknown durability {other}"))),
+    };
+    let recovery = match o.recovery {
+        TENURE_RECOVERY_WALL => Recovery::Wall,
+        TENURE_RECOVERY_EXTEND => Recovery::Extend(ms(o.extend_ms, "extend_ms")?),
+        other => return Err(invalid(format!("unknown recovery mode {other}"))),
+    };
+    let mut b = Tenure::builder()
+        .durability(durability)
+        .recovery(recovery)
+        .min_ttl(ms(o.min_ttl_ms, "min_ttl_ms")?)
+        .checkpoint_interval(ms(o.checkpoint_interval_ms, "checkpoint_interval_ms")?)
+        .expired_retry_interval(ms(
+            o.expired_retry_interval_ms,
+            "expired_retry_interval_ms",
+        )?)
+        .primary(o.primary)
+        .auto_revoke(o.auto_revoke)
+        .watch_history(o.watch_history)
+        .watch_queue(o.watch_queue);
+    // SAFETY: the caller promises `clock` is NULL or a live clock.
+    if let Some(c) = unsafe { o.clock.as_ref() } {
+        b = b.clock(c.clock.clone() as Arc<dyn Clock>);
+    }
+    if let Some(p) = path {
+        b = b.path(p);
+    }
+    Ok(b)
+}
+
+/// Fills `opts` with the defaults: immediate durability (flush interval 10 ms), wall recovery
+/// (extend 0), min TTL 0, checkpoint interval 5000 ms, expired retry interval 3000 ms, primary,
+/// auto revoke, watch history and queue 10000, system clock.
+///
+/// Errors: `TENURE_ERR_NULL_POINTER`.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_options_init(opts: *mut tenure_options) -> tenure_result {
+    guard("tenure_options_init", || {
+        // SAFETY: the caller promises a writable struct.
+        unsafe { Out::new(opts, "opts") }?.set(tenure_options::default());
+        Ok(())
+    })
+}
+
+/// Opens (or creates) the database at `path`, a NUL-terminated UTF-8 path; NULL keeps
+/// everything in memory. `opts` NULL means the defaults. On success `*out` is a new handle,
+/// owned by the caller: release it with `tenure_close` (or `tenure_free`).
+///
+/// Errors: `TENURE_ERR_NULL_POINTER` (`out`), `TENURE_ERR_INVALID_ARGUMENT` (path not UTF-8 or
+/// empty, bad option), `TENURE_ERR_ALREADY_OPEN`, `TENURE_ERR_CORRUPT`, `TENURE_ERR_STORAGE`.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_open(
+    path: *const c_char,
+    opts: *const tenure_options,
+    out: *mut *mut tenure,
+) -> tenure_result {
+    guard("tenure_open", || {
+        // SAFETY: the caller promises a writable pointer.
+        let out = unsafe { Out::new(out, "out") }?;
+        let path = if path.is_null() {
+            None
+        } else {
+            // SAFETY: the caller promises a NUL-terminated string.
+            let p = unsafe { CStr::from_ptr(path) }
+                .to_str()
+                .map_err(|e| invalid(format!("path is not valid UTF-8: {e}")))?;
+            if p.is_empty() {
+                return Err(invalid("path is empty (pass NULL for an in-memory engine)"));
+            }
+            Some(p)
+        };
+        // SAFETY: the caller promises NULL or a live options struct.
+        let opts = unsafe { opts.as_ref() }.copied().unwrap_or_default();
+        let db = builder(path, &opts)?.open()?;
+        out.set(boxed(tenure { db }));
+        Ok(())
+    })
+}
+
+/// A second handle to the same engine, for another owner or thread. Every handle is released
+/// on its own (`tenure_close` or `tenure_free`); the engine closes when `tenure_close` is called
+/// on any handle, or when the last handle is freed.
+///
+/// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_clone(db: *const tenure, out: *mut *mut tenure) -> tenure_result {
+    guard("tenure_clone", || {
+        // SAFETY: the caller promises a live handle and a writable pointer.
+        let (db, out) = unsafe { (engine(db)?, Out::new(out, "out")?) };
+        let db = open_engine(db)?.clone();
+        out.set(boxed(tenure { db }));
+        Ok(())
+    })
+}
+
+/// Closes the engine (checkpoints leases, flushes pending writes, stops its threads, releases
+/// the file) and frees this handle, which must not be used again. Other handles to the engine
+/// then get `TENURE_ERR_CLOSED` and must still be released with `tenure_free`. Blocked
+/// `tenure_expired_next` and `tenure_watcher_next` calls return `TENURE_ERR_CLOSED`. If the final
+/// flush fails its message is left in `tenure_last_error_message()`. NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_close(db: *mut tenure) {
+    shield("tenure_close", (), || {
+        if db.is_null() {
+            return;
+        }
+        // SAFETY: from tenure_open/tenure_clone and released once, as the caller promises.
+        let handle = unsafe { Box::from_raw(db) };
+        if let Err(e) = handle.db.close() {
+            set_last_error(&format!("tenure_close: {e}"));
+        }
+        drop(handle);
+    })
+}
+
+/// Frees a handle without closing the engine, unless it is the engine's last handle (then the
+/// engine is closed as by `tenure_close`). NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_free(db: *mut tenure) {
+    // SAFETY: from tenure_open/tenure_clone and released once, as the caller promises.
+    shield("tenure_free", (), || unsafe { free(db) })
+}
+
+/// Reads the engine's counters into `*out`. Like the Rust API, still works after the engine is
+/// closed (the final counters).
+///
+/// Errors: `TENURE_ERR_NULL_POINTER`.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_stats_read(
+    db: *const tenure,
+    out: *mut tenure_stats,
+) -> tenure_result {
+    guard("tenure_stats_read", || {
+        // SAFETY: the caller promises a live handle and a writable struct.
+        let (db, out) = unsafe { (engine(db)?, Out::new(out, "out")?) };
+        let s = db.stats();
+        out.set(tenure_stats {
+            granted: s.granted,
+            revoked: s.revoked,
+            renewed: s.renewed,
+            expired: s.expired,
+            leases: s.leases,
+            keys: s.keys,
+            revision: s.revision,
+            commits: s.commits,
+            fsyncs: s.fsyncs,
+            expired_dropped: s.expired_dropped,
+            watchers: s.watchers,
+        });
+        Ok(())
+    })
+}
+
+/// A new manual clock at monotonic time 0 and the current wall time. Free it with
+/// `tenure_clock_free` (engines using it keep their own reference).
+///
+/// Errors: `TENURE_ERR_NULL_POINTER`.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_clock_manual_new(out: *mut *mut tenure_clock) -> tenure_result {
+    guard("tenure_clock_manual_new", || {
+        // SAFETY: the caller promises a writable pointer.
+        let out = unsafe { Out::new(out, "out") }?;
+        out.set(boxed(tenure_clock {
+            clock: ManualClock::new(),
+        }));
+        Ok(())
+    })
+}
+
+/// Moves the clock (monotonic and wall time) forward by `ms` and wakes every engine using it,
+/// which then expires what is due.
+///
+/// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (negative `ms`).
+#[no_mangle]
+pub unsafe extern "C" fn tenure_clock_advance(
+    clock: *const tenure_clock,
+    ms: i64,
+) -> tenure_result {
+    guard("tenure_clock_advance", || {
+        // SAFETY: the caller promises a live clock.
+        let c = unsafe { arg(clock, "clock") }?;
+        c.clock.advance(crate::util::ms(ms, "ms")?);
+        Ok(())
+    })
+}
+
+/// Steps the clock's wall time alone by `delta_ms` (either way), leaving monotonic time: a
+/// wall-clock jump, which moves no deadline (SPEC L14) but counts in wall recovery (L13).
+///
+/// Errors: `TENURE_ERR_NULL_POINTER`.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_clock_step_wall(
+    clock: *const tenure_clock,
+    delta_ms: i64,
+) -> tenure_result {
+    guard("tenure_clock_step_wall", || {
+        // SAFETY: the caller promises a live clock.
+        let c = unsafe { arg(clock, "clock") }?;
+        c.clock.step_wall(delta_ms);
+        Ok(())
+    })
+}
+
+/// Frees a clock. Engines opened with it keep working. NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_clock_free(clock: *mut tenure_clock) {
+    // SAFETY: from tenure_clock_manual_new and freed once, as the caller promises.
+    shield("tenure_clock_free", (), || unsafe { free(clock) })
+}
+
+/// The static name of a result code, e.g. `"TENURE_ERR_LEASE_NOT_FOUND"`;
+/// `"TENURE_ERR_UNKNOWN"` for a number that is not a code. Never NULL; do not free.
+#[no_mangle]
+pub extern "C" fn tenure_result_str(code: tenure_result) -> *const c_char {
+    c_name_of(code)
+}
+
+/// The message of the last failed call on the calling thread (which lease, key or path, and
+/// which function), or `""` if none failed yet. Never NULL; do not free. Valid until the next
+/// failing call on the same thread.
+#[no_mangle]
+pub extern "C" fn tenure_last_error_message() -> *const c_char {
+    last_error_ptr()
+}
+
+/// The library version, `"MAJOR.MINOR.PATCH"` (see also `TENURE_VERSION_*`). Static; do not
+/// free.
+#[no_mangle]
+pub extern "C" fn tenure_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
