@@ -254,6 +254,19 @@ impl std::fmt::Debug for Tenure {
     }
 }
 
+/// Lazy access to the clock for a write: most writes need neither time.
+struct Time<'a>(&'a dyn Clock);
+
+impl Time<'_> {
+    fn now(&self) -> u64 {
+        ns(self.0.now())
+    }
+
+    fn wall(&self) -> i64 {
+        self.0.wall_ms()
+    }
+}
+
 fn lease_id(id: impl Into<LeaseId>) -> i64 {
     id.into().get()
 }
@@ -390,10 +403,8 @@ impl Tenure {
     }
 
     /// Runs a write under the state lock, then waits for its durability (Immediate mode).
-    fn write<T>(
-        &self,
-        f: impl FnOnce(&mut Machine, &mut Batch, u64, i64) -> Result<T>,
-    ) -> Result<T> {
+    /// `f` reads the clock through [`Time`] only if it needs to.
+    fn write<T>(&self, f: impl FnOnce(&mut Machine, &mut Batch, &Time) -> Result<T>) -> Result<T> {
         let s = self.shared();
         let (out, wait_for) = {
             let mut st = s.state.lock();
@@ -410,8 +421,7 @@ impl Tenure {
                 st.pending.events.len(),
                 st.pending.expired.len(),
             );
-            let now = ns(s.clock.now());
-            let out = f(&mut st.m, &mut st.pending, now, s.clock.wall_ms())?;
+            let out = f(&mut st.m, &mut st.pending, &Time(&*s.clock))?;
             let after = (
                 st.pending.ops.len(),
                 st.pending.events.len(),
@@ -446,21 +456,21 @@ impl Tenure {
 
     /// Grants a lease with a fresh ID (SPEC L1–L3).
     pub fn grant(&self, ttl: Duration) -> Result<LeaseId> {
-        self.write(|m, b, now, wall| m.grant(None, ttl, now, wall, b))
+        self.write(|m, b, t| m.grant(None, ttl, t.now(), t.wall(), b))
             .map(LeaseId::new)
     }
 
     /// Grants a lease with a chosen ID; `LeaseExists` if it is live, `InvalidArgument` if ≤ 0.
     pub fn grant_with_id(&self, id: impl Into<LeaseId>, ttl: Duration) -> Result<LeaseId> {
         let id = lease_id(id);
-        self.write(|m, b, now, wall| m.grant(Some(id), ttl, now, wall, b))
+        self.write(|m, b, t| m.grant(Some(id), ttl, t.now(), t.wall(), b))
             .map(LeaseId::new)
     }
 
     /// Revokes a lease and deletes its keys in one durable write (SPEC L4).
     pub fn revoke(&self, id: impl Into<LeaseId>) -> Result<()> {
         let id = lease_id(id);
-        self.write(|m, b, _, _| m.revoke(id, b))
+        self.write(|m, b, _| m.revoke(id, b))
     }
 
     /// Renews a lease: deadline = now + TTL; returns the TTL (SPEC L5). Writes nothing to disk.
@@ -499,13 +509,13 @@ impl Tenure {
     /// Attaches keys to a lease; a key attached elsewhere moves (SPEC L6).
     pub fn attach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
         let id = lease_id(id);
-        self.write(|m, b, _, _| m.attach(id, keys, b))
+        self.write(|m, b, _| m.attach(id, keys, b))
     }
 
     /// Detaches keys from a lease (SPEC L6).
     pub fn detach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
         let id = lease_id(id);
-        self.write(|m, b, _, _| m.detach(id, keys, b))
+        self.write(|m, b, _| m.detach(id, keys, b))
     }
 
     /// The lease a key is attached to (SPEC L6). `None` also once closed.
@@ -518,13 +528,13 @@ impl Tenure {
     /// Records a remaining TTL for the next promote or reopen, durably (SPEC L8).
     pub fn checkpoint(&self, id: impl Into<LeaseId>, remaining: Duration) -> Result<()> {
         let id = lease_id(id);
-        self.write(|m, b, _, wall| m.checkpoint(id, remaining, wall, b))
+        self.write(|m, b, t| m.checkpoint(id, remaining, t.wall(), b))
     }
 
     /// Becomes primary: every deadline = now + extend + (checkpointed remaining, else TTL).
     pub fn promote(&self, extend: Duration) -> Result<()> {
-        self.write(|m, _, now, _| {
-            m.lessor.promote(ns(extend), now);
+        self.write(|m, _, t| {
+            m.lessor.promote(ns(extend), t.now());
             Ok(())
         })?;
         self.wake_expiry();
@@ -533,7 +543,7 @@ impl Tenure {
 
     /// Becomes standby: no lease expires and renew fails with `NotPrimary` (SPEC L9).
     pub fn demote(&self) -> Result<()> {
-        self.write(|m, _, _, _| {
+        self.write(|m, _, _| {
             m.lessor.demote();
             Ok(())
         })
@@ -563,7 +573,7 @@ impl Tenure {
         lease: Option<LeaseId>,
     ) -> Result<i64> {
         let lease = lease.map_or(0, LeaseId::get);
-        self.write(|m, b, _, _| m.put(key.as_ref(), value.as_ref(), lease, b))
+        self.write(|m, b, _| m.put(key.as_ref(), value.as_ref(), lease, b))
     }
 
     /// The key's value and revisions, or `None` (SPEC K2).
@@ -578,12 +588,12 @@ impl Tenure {
 
     /// Deletes a key; returns whether it existed (SPEC K3).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        self.write(|m, b, _, _| m.delete(key.as_ref(), b))
+        self.write(|m, b, _| m.delete(key.as_ref(), b))
     }
 
     /// Deletes every key starting with `prefix`; returns how many (SPEC K3).
     pub fn delete_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<u64> {
-        self.write(|m, b, _, _| Ok(m.delete_prefix(prefix.as_ref(), b)))
+        self.write(|m, b, _| Ok(m.delete_prefix(prefix.as_ref(), b)))
     }
 
     /// The current store revision (SPEC K4).
@@ -594,7 +604,7 @@ impl Tenure {
 
     /// Runs a compare-and-swap transaction (SPEC K5).
     pub fn txn(&self, txn: Txn) -> Result<TxnResponse> {
-        self.write(|m, b, _, _| m.txn(&txn, b))
+        self.write(|m, b, _| m.txn(&txn, b))
     }
 
     /// Watches a key or prefix (SPEC K6).
@@ -707,6 +717,13 @@ fn enqueued(s: &Shared, st: &mut State) -> Option<u64> {
         deliver(s, batch);
         return None;
     }
+    if st.pending.ops.is_empty() && st.pending.events.is_empty() {
+        // Only notices (manual-revoke deliveries) and nothing pending before them: no commit
+        // is needed to deliver them.
+        let batch = st.pending.take();
+        deliver(s, batch);
+        return None;
+    }
     st.seq += 1;
     match s.cfg.durability {
         Durability::Immediate => {
@@ -714,6 +731,18 @@ fn enqueued(s: &Shared, st: &mut State) -> Option<u64> {
             Some(st.seq)
         }
         Durability::Buffered(_) => {
+            // Buffered acknowledges on apply, and so delivers expired notices on apply too;
+            // watch events still wait for their commit (K6).
+            if !st.pending.expired.is_empty() {
+                let expired = std::mem::take(&mut st.pending.expired);
+                deliver(
+                    s,
+                    Batch {
+                        expired,
+                        ..Batch::default()
+                    },
+                );
+            }
             if st.pending.ops.len() >= FLUSH_OPS {
                 s.commit_cv.notify_one();
             }
