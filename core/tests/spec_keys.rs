@@ -1,0 +1,1703 @@
+//! SPEC K1–K6 (TTL keys, transactions, watches) and where keys meet leases (L4, L6, L11).
+//!
+//! Every test is named after the SPEC line it checks. Time moves only through a `ManualClock`;
+//! results that arrive on other threads are awaited on channels with generous timeouts.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tenure::{
+    Compare, CompareOp, Durability, Error, ErrorCode, Event, EventKind, KeyValue, LeaseId,
+    ManualClock, Op, OpResponse, Tenure, Txn, WatchOptions, Watcher,
+};
+
+/// How long anything that should happen "soon" may take before the test fails.
+const WAIT: Duration = Duration::from_secs(10);
+const TTL: Duration = Duration::from_secs(10);
+
+fn mem() -> Tenure {
+    Tenure::in_memory().expect("in-memory engine")
+}
+
+fn open_file(path: &Path) -> Tenure {
+    Tenure::open(path).expect("open the database file")
+}
+
+fn open_file_with_clock(path: &Path, clock: &Arc<ManualClock>) -> Tenure {
+    Tenure::builder()
+        .path(path)
+        .clock(clock.clone())
+        .open()
+        .expect("open the database file")
+}
+
+fn watch(db: &Tenure, key: &str, prefix: bool, prev_kv: bool) -> Watcher {
+    db.watch(
+        key,
+        WatchOptions {
+            prefix,
+            start_revision: None,
+            prev_kv,
+        },
+    )
+    .expect("watch")
+}
+
+fn watch_from(
+    db: &Tenure,
+    key: impl AsRef<[u8]>,
+    prefix: bool,
+    start: i64,
+) -> tenure::Result<Watcher> {
+    db.watch(
+        key,
+        WatchOptions {
+            prefix,
+            start_revision: Some(start),
+            prev_kv: false,
+        },
+    )
+}
+
+/// The next event, failing the test if none arrives within [`WAIT`].
+fn next(w: &mut Watcher) -> Event {
+    match w.recv_timeout(WAIT) {
+        Ok(ev) => ev,
+        Err(e) => panic!("expected an event, got {e:?}"),
+    }
+}
+
+/// Asserts that no event is ready. Only meaningful where every event of a returned write is
+/// already delivered (Immediate durability, or an in-memory engine).
+fn assert_idle(w: &mut Watcher) {
+    let ev = w.try_recv().expect("watcher still open");
+    assert!(ev.is_none(), "unexpected event {ev:?}");
+}
+
+fn put_event(
+    key: &[u8],
+    value: &[u8],
+    create: i64,
+    modr: i64,
+    version: i64,
+    lease: Option<LeaseId>,
+) -> Event {
+    Event {
+        kind: EventKind::Put,
+        kv: KeyValue {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            create_revision: create,
+            mod_revision: modr,
+            version,
+            lease,
+        },
+        prev_kv: None,
+    }
+}
+
+/// A DELETE event as etcd reports it: the key and the deleting revision, nothing else.
+fn delete_event(key: &[u8], rev: i64) -> Event {
+    Event {
+        kind: EventKind::Delete,
+        kv: KeyValue {
+            key: key.to_vec(),
+            mod_revision: rev,
+            ..KeyValue::default()
+        },
+        prev_kv: None,
+    }
+}
+
+fn kv(
+    key: &[u8],
+    value: &[u8],
+    create: i64,
+    modr: i64,
+    version: i64,
+    lease: Option<LeaseId>,
+) -> KeyValue {
+    KeyValue {
+        key: key.to_vec(),
+        value: value.to_vec(),
+        create_revision: create,
+        mod_revision: modr,
+        version,
+        lease,
+    }
+}
+
+fn keys_of(kvs: &[KeyValue]) -> Vec<Vec<u8>> {
+    kvs.iter().map(|kv| kv.key.clone()).collect()
+}
+
+fn bytes(keys: &[&str]) -> Vec<Vec<u8>> {
+    keys.iter().map(|k| k.as_bytes().to_vec()).collect()
+}
+
+// ---- K1 Put ---------------------------------------------------------------------------------
+
+#[test]
+fn k1_put_returns_the_new_revision_and_overwrite_keeps_create_revision() {
+    let db = mem();
+    assert_eq!(db.put("a", "1", None).unwrap(), 1);
+    assert_eq!(db.get("a").unwrap(), Some(kv(b"a", b"1", 1, 1, 1, None)));
+    assert_eq!(db.put("b", "x", None).unwrap(), 2);
+
+    // Overwrite: create_revision stays, mod_revision moves to the write, version + 1.
+    assert_eq!(db.put("a", "2", None).unwrap(), 3);
+    assert_eq!(db.get("a").unwrap(), Some(kv(b"a", b"2", 1, 3, 2, None)));
+    assert_eq!(db.put("a", "", None).unwrap(), 4);
+    assert_eq!(db.get("a").unwrap(), Some(kv(b"a", b"", 1, 4, 3, None)));
+    // The other key is untouched by writes to "a".
+    assert_eq!(db.get("b").unwrap(), Some(kv(b"b", b"x", 2, 2, 1, None)));
+    assert_eq!(db.revision(), 4);
+    assert_eq!(db.stats().keys, 2);
+}
+
+#[test]
+fn k1_put_after_delete_starts_a_new_generation() {
+    let db = mem();
+    db.put("k", "v1", None).unwrap();
+    db.put("k", "v2", None).unwrap();
+    assert!(db.delete("k").unwrap());
+    assert_eq!(db.put("k", "v3", None).unwrap(), 4);
+    assert_eq!(
+        db.get("k").unwrap(),
+        Some(kv(b"k", b"v3", 4, 4, 1, None)),
+        "a re-created key gets a new create revision and version 1"
+    );
+}
+
+#[test]
+fn k1_put_with_missing_lease_writes_nothing() {
+    let db = mem();
+    let mut w = watch(&db, "", true, false);
+    db.put("k", "before", None).unwrap();
+    next(&mut w);
+
+    let err = db.put("k", "after", Some(LeaseId::new(999))).unwrap_err();
+    assert!(
+        matches!(err, Error::LeaseNotFound(id) if id.get() == 999),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), ErrorCode::LeaseNotFound);
+    let err = db.put("new", "v", Some(LeaseId::new(999))).unwrap_err();
+    assert!(matches!(err, Error::LeaseNotFound(_)), "{err:?}");
+    assert_eq!(db.revision(), 1, "a refused put must not take a revision");
+
+    // A revoked lease is just as missing.
+    let l = db.grant(TTL).unwrap();
+    db.revoke(l).unwrap();
+    let rev = db.revision();
+    assert!(matches!(db.put("k", "after", Some(l)), Err(Error::LeaseNotFound(id)) if id == l));
+
+    assert_eq!(db.revision(), rev, "a refused put must not take a revision");
+    assert_eq!(
+        db.get("k").unwrap(),
+        Some(kv(b"k", b"before", 1, 1, 1, None))
+    );
+    assert_eq!(db.get("new").unwrap(), None);
+    assert_eq!(db.lease_of("k"), None);
+    assert_eq!(db.lease_of("new"), None);
+    assert_eq!(db.stats().keys, 1);
+    assert_idle(&mut w);
+}
+
+#[test]
+fn k1_empty_key_is_invalid_argument_everywhere() {
+    let db = mem();
+    let l = db.grant(TTL).unwrap();
+    let is_invalid = |r: tenure::Result<()>| match r {
+        Err(e @ Error::InvalidArgument(_)) => assert_eq!(e.code(), ErrorCode::InvalidArgument),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    };
+    is_invalid(db.put("", "v", None).map(drop));
+    is_invalid(db.put(b"", b"v", Some(l)).map(drop));
+    is_invalid(db.delete("").map(drop));
+    is_invalid(db.attach(l, &[""]));
+    is_invalid(db.txn(Txn::new().then([Op::put("", "v", None)])).map(drop));
+    is_invalid(
+        db.txn(Txn::new().then([Op::put("ok", "v", None), Op::delete("")]))
+            .map(drop),
+    );
+    assert_eq!(db.revision(), 0);
+    assert_eq!(db.get("ok").unwrap(), None);
+    assert!(db.time_to_live(l).unwrap().keys.is_empty());
+    // An empty value is fine.
+    assert_eq!(db.put("k", "", None).unwrap(), 1);
+    assert_eq!(db.get("k").unwrap().unwrap().value, b"");
+}
+
+#[test]
+fn k1_keys_and_values_are_arbitrary_bytes_and_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bytes.tenure");
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> = vec![
+        (vec![0x00], vec![0xff, 0x00, 0xfe]),
+        (vec![0x00, 0x00], vec![]),
+        (vec![0x00, 0xff, 0x00], vec![0x00; 3]),
+        (b"a\x00b".to_vec(), b"\xc3\x28 not utf-8".to_vec()),
+        (vec![0x7f], (0..=255u8).collect()),
+        (vec![0xff], vec![0xff; 1000]),
+        (vec![0xff, 0xff, 0xff], b"\x00".to_vec()),
+        (
+            "ключ/🔑".as_bytes().to_vec(),
+            "значение".as_bytes().to_vec(),
+        ),
+        (
+            b"big".to_vec(),
+            (0..1 << 20).map(|i| (i * 7 % 251) as u8).collect(),
+        ),
+    ];
+    {
+        let db = open_file(&path);
+        for (i, (k, v)) in pairs.iter().enumerate() {
+            assert_eq!(db.put(k, v, None).unwrap(), i as i64 + 1);
+            assert_eq!(&db.get(k).unwrap().unwrap().value, v);
+        }
+        db.close().unwrap();
+    }
+    let db = open_file(&path);
+    let mut sorted = pairs.clone();
+    sorted.sort();
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        let rev = i as i64 + 1;
+        assert_eq!(
+            db.get(k).unwrap(),
+            Some(kv(k, v, rev, rev, 1, None)),
+            "key {k:?}"
+        );
+    }
+    let all = db.range(b"", None).unwrap();
+    assert_eq!(
+        all.iter()
+            .map(|kv| (kv.key.clone(), kv.value.clone()))
+            .collect::<Vec<_>>(),
+        sorted,
+        "range over every key is in byte order"
+    );
+    // Keys differing only after a 0x00 are distinct.
+    assert_eq!(
+        keys_of(&db.range([0x00], None).unwrap()),
+        vec![vec![0x00], vec![0x00, 0x00], vec![0x00, 0xff, 0x00]]
+    );
+}
+
+#[test]
+fn k1_put_is_durable_when_it_returns_even_without_close() {
+    // The child process puts, runs a txn (checked in `k5_txn_is_durable_…`) and exits without
+    // closing the engine: what it acknowledged must be on disk.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crash.tenure");
+    let child_rev = run_crashing_child(&path);
+    let db = open_file(&path);
+    assert_eq!(db.revision(), child_rev);
+    assert_eq!(
+        db.get("plain").unwrap(),
+        Some(kv(b"plain", b"p", 1, 1, 1, None))
+    );
+}
+
+// ---- K2 Get / range -------------------------------------------------------------------------
+
+#[test]
+fn k2_get_returns_the_full_key_value_or_none() {
+    let db = mem();
+    assert_eq!(db.get("missing").unwrap(), None);
+    let l = db.grant(TTL).unwrap();
+    db.put("k", "v", Some(l)).unwrap();
+    db.put("k", "w", Some(l)).unwrap();
+    assert_eq!(db.get("k").unwrap(), Some(kv(b"k", b"w", 1, 2, 2, Some(l))));
+    // A prefix of an existing key is not that key.
+    assert_eq!(db.get("").unwrap(), None);
+    assert_eq!(db.get("k\x00").unwrap(), None);
+}
+
+#[test]
+fn k2_range_returns_prefix_matches_in_key_order_with_limit() {
+    let db = mem();
+    for k in ["a/c", "b/a", "a", "a/a", "a0", "a/b/x", "a/", "A/a"] {
+        db.put(k, k.to_uppercase(), None).unwrap();
+    }
+    let all = db.range("a/", None).unwrap();
+    assert_eq!(keys_of(&all), bytes(&["a/", "a/a", "a/b/x", "a/c"]));
+    assert_eq!(all[1], kv(b"a/a", b"A/A", 4, 4, 1, None));
+    assert_eq!(
+        keys_of(&db.range("a/", Some(2)).unwrap()),
+        bytes(&["a/", "a/a"])
+    );
+    assert_eq!(
+        keys_of(&db.range("a/", Some(4)).unwrap()),
+        bytes(&["a/", "a/a", "a/b/x", "a/c"])
+    );
+    assert_eq!(
+        keys_of(&db.range("a/", Some(100)).unwrap()),
+        bytes(&["a/", "a/a", "a/b/x", "a/c"])
+    );
+    assert!(db.range("a/", Some(0)).unwrap().is_empty());
+    assert_eq!(
+        keys_of(&db.range("a", None).unwrap()),
+        bytes(&["a", "a/", "a/a", "a/b/x", "a/c", "a0"])
+    );
+    assert_eq!(
+        keys_of(&db.range("", None).unwrap()),
+        bytes(&["A/a", "a", "a/", "a/a", "a/b/x", "a/c", "a0", "b/a"])
+    );
+    assert!(db.range("c", None).unwrap().is_empty());
+    // A deleted key disappears from ranges.
+    db.delete("a/a").unwrap();
+    assert_eq!(
+        keys_of(&db.range("a/", None).unwrap()),
+        bytes(&["a/", "a/b/x", "a/c"])
+    );
+    // Key names attached to a lease without a value are no keys: not listed, not counted
+    // against the limit.
+    let l = db.grant(TTL).unwrap();
+    db.attach(l, &["a/", "a/0", "a/00", "a/b"]).unwrap();
+    assert_eq!(
+        keys_of(&db.range("a/", Some(2)).unwrap()),
+        bytes(&["a/", "a/b/x"])
+    );
+    assert_eq!(db.get("a/0").unwrap(), None);
+    assert_eq!(db.stats().keys, 7);
+}
+
+#[test]
+fn k2_range_handles_prefixes_ending_in_0xff() {
+    let db = mem();
+    let keys: Vec<Vec<u8>> = vec![
+        b"a\xfe".to_vec(),
+        b"a\xff".to_vec(),
+        b"a\xff\x00".to_vec(),
+        b"a\xff\xff".to_vec(),
+        b"a\xff\xff\x01".to_vec(),
+        b"b".to_vec(),
+        b"b\x00".to_vec(),
+        b"\xff".to_vec(),
+        b"\xff\xff".to_vec(),
+        b"\xff\xff\x00".to_vec(),
+        b"\xff\xff\xff".to_vec(),
+    ];
+    for k in keys.iter().rev() {
+        db.put(k, b"v", None).unwrap();
+    }
+    assert_eq!(
+        keys_of(&db.range(b"a\xff", None).unwrap()),
+        vec![
+            b"a\xff".to_vec(),
+            b"a\xff\x00".to_vec(),
+            b"a\xff\xff".to_vec(),
+            b"a\xff\xff\x01".to_vec()
+        ]
+    );
+    assert_eq!(
+        keys_of(&db.range(b"a\xff\xff", None).unwrap()),
+        vec![b"a\xff\xff".to_vec(), b"a\xff\xff\x01".to_vec()]
+    );
+    assert_eq!(
+        keys_of(&db.range(b"\xff\xff", None).unwrap()),
+        vec![
+            b"\xff\xff".to_vec(),
+            b"\xff\xff\x00".to_vec(),
+            b"\xff\xff\xff".to_vec()
+        ]
+    );
+    assert_eq!(
+        keys_of(&db.range(b"\xff", Some(2)).unwrap()),
+        vec![b"\xff".to_vec(), b"\xff\xff".to_vec()]
+    );
+    assert_eq!(db.delete_prefix(b"a\xff").unwrap(), 4);
+    assert_eq!(
+        keys_of(&db.range(b"a", None).unwrap()),
+        vec![b"a\xfe".to_vec()]
+    );
+    assert_eq!(db.delete_prefix(b"\xff\xff").unwrap(), 3);
+    assert_eq!(
+        keys_of(&db.range(b"\xff", None).unwrap()),
+        vec![b"\xff".to_vec()]
+    );
+}
+
+// ---- K3 Delete ------------------------------------------------------------------------------
+
+#[test]
+fn k3_delete_returns_whether_the_key_existed() {
+    let db = mem();
+    db.put("k", "v", None).unwrap();
+    db.put("other", "v", None).unwrap();
+    let mut w = watch(&db, "", true, true);
+
+    assert!(db.delete("k").unwrap());
+    assert_eq!(db.revision(), 3);
+    assert_eq!(db.get("k").unwrap(), None);
+    let ev = next(&mut w);
+    assert_eq!(ev.kind, EventKind::Delete);
+    assert_eq!(ev.kv, delete_event(b"k", 3).kv);
+    assert_eq!(ev.prev_kv, Some(kv(b"k", b"v", 1, 1, 1, None)));
+
+    assert!(!db.delete("k").unwrap(), "a second delete finds nothing");
+    assert!(!db.delete("never").unwrap());
+    assert_eq!(db.revision(), 3, "deleting nothing takes no revision");
+    assert_idle(&mut w);
+    assert_eq!(
+        db.get("other").unwrap(),
+        Some(kv(b"other", b"v", 2, 2, 1, None))
+    );
+}
+
+#[test]
+fn k3_delete_prefix_returns_how_many_at_one_revision() {
+    let db = mem();
+    for k in ["p/c", "p/a", "p", "q/a", "p/b"] {
+        db.put(k, "v", None).unwrap();
+    }
+    let mut w = watch(&db, "", true, false);
+    assert_eq!(db.delete_prefix("p/").unwrap(), 3);
+    assert_eq!(db.revision(), 6);
+    for k in ["p/a", "p/b", "p/c"] {
+        assert_eq!(
+            next(&mut w),
+            delete_event(k.as_bytes(), 6),
+            "deletes in key order, one revision"
+        );
+    }
+    assert_idle(&mut w);
+    assert!(db.range("p/", None).unwrap().is_empty());
+    assert!(db.get("p").unwrap().is_some());
+    assert!(db.get("q/a").unwrap().is_some());
+
+    assert_eq!(db.delete_prefix("p/").unwrap(), 0);
+    assert_eq!(db.delete_prefix("zzz").unwrap(), 0);
+    assert_eq!(db.revision(), 6, "deleting nothing takes no revision");
+
+    // The empty prefix is every key.
+    assert_eq!(db.delete_prefix("").unwrap(), 2);
+    assert_eq!(db.stats().keys, 0);
+    assert_eq!(db.revision(), 7);
+}
+
+// ---- K4 Revisions ---------------------------------------------------------------------------
+
+#[test]
+fn k4_revision_rises_by_one_per_write_and_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rev.tenure");
+    let clock = ManualClock::new();
+    let db = open_file_with_clock(&path, &clock);
+    assert_eq!(db.revision(), 0);
+
+    let mut rev = 0;
+    let mut step = |db: &Tenure, what: &str, expect_bump: bool| {
+        if expect_bump {
+            rev += 1;
+        }
+        assert_eq!(db.revision(), rev, "after {what}");
+        assert_eq!(db.stats().revision, rev, "stats after {what}");
+    };
+    assert_eq!(db.put("a", "1", None).unwrap(), 1);
+    step(&db, "put", true);
+    assert_eq!(db.put("a", "2", None).unwrap(), 2);
+    step(&db, "overwrite", true);
+    assert!(db.delete("a").unwrap());
+    step(&db, "delete", true);
+    let r = db
+        .txn(Txn::new().then([
+            Op::put("t1", "v", None),
+            Op::put("t2", "v", None),
+            Op::delete("t1"),
+        ]))
+        .unwrap();
+    assert_eq!(r.revision, 4);
+    step(&db, "txn with three writes", true);
+    for k in ["p/1", "p/2", "p/3"] {
+        db.put(k, "v", None).unwrap();
+        step(&db, "put", true);
+    }
+    assert_eq!(db.delete_prefix("p/").unwrap(), 3);
+    step(&db, "delete_prefix of three keys", true);
+
+    // Lease calls that touch no key value take no revision.
+    let l1 = db.grant(TTL).unwrap();
+    db.renew(l1).unwrap();
+    db.attach(l1, &["bare"]).unwrap();
+    db.checkpoint(l1, Duration::from_secs(3)).unwrap();
+    step(&db, "grant, renew, attach, checkpoint", false);
+
+    db.put("r/1", "v", Some(l1)).unwrap();
+    step(&db, "put with a lease", true);
+    db.put("r/2", "v", Some(l1)).unwrap();
+    step(&db, "put with a lease", true);
+    db.revoke(l1).unwrap();
+    step(&db, "revoke of a lease with keys", true);
+
+    let l2 = db.grant(Duration::from_secs(1)).unwrap();
+    let l3 = db.grant(Duration::from_secs(1)).unwrap();
+    db.put("e/2", "v", Some(l2)).unwrap();
+    step(&db, "put with a lease", true);
+    db.put("e/3", "v", Some(l3)).unwrap();
+    step(&db, "put with a lease", true);
+    let expired = db.expired();
+    clock.advance(Duration::from_secs(2));
+    let batch = expired.recv_timeout(WAIT).expect("expiry batch");
+    assert_eq!(batch.len(), 2, "both leases expire in one batch: {batch:?}");
+    step(&db, "one batch of expiries", true);
+
+    // Reads, a read-only txn and a failed txn take no revision.
+    db.get("t2").unwrap();
+    db.range("", None).unwrap();
+    db.txn(Txn::new().then([Op::get("t2"), Op::range("", None)]))
+        .unwrap();
+    db.txn(Txn::new().then([Op::put("x", "v", Some(LeaseId::new(12345)))]))
+        .unwrap_err();
+    step(&db, "reads", false);
+    assert_eq!(rev, 14);
+    db.close().unwrap();
+
+    let db = open_file_with_clock(&path, &clock);
+    assert_eq!(db.revision(), rev, "the revision is persisted");
+    assert_eq!(db.get("t2").unwrap(), Some(kv(b"t2", b"v", 4, 4, 1, None)));
+    assert_eq!(
+        db.put("after", "v", None).unwrap(),
+        rev + 1,
+        "never reused after reopen"
+    );
+    db.close().unwrap();
+    let db = open_file_with_clock(&path, &clock);
+    assert_eq!(db.revision(), rev + 1);
+}
+
+#[test]
+fn k4_concurrent_writers_get_distinct_consecutive_revisions() {
+    let db = mem();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                (0..250)
+                    .map(|i| db.put(format!("t{t}/{i}"), "v", None).unwrap())
+                    .collect::<Vec<i64>>()
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in threads {
+        let revs = t.join().unwrap();
+        assert!(
+            revs.windows(2).all(|w| w[0] < w[1]),
+            "one thread's revisions rise"
+        );
+        all.extend(revs);
+    }
+    all.sort_unstable();
+    assert_eq!(all, (1..=1000).collect::<Vec<i64>>());
+    assert_eq!(db.revision(), 1000);
+}
+
+// ---- K5 Txn ---------------------------------------------------------------------------------
+
+/// Runs a txn with one compare and reports which branch ran, checking it wrote nothing.
+fn holds(db: &Tenure, c: Compare) -> bool {
+    let before = db.revision();
+    let r = db
+        .txn(
+            Txn::new()
+                .when([c.clone()])
+                .then([Op::get("yes")])
+                .otherwise([Op::get("no"), Op::get("no")]),
+        )
+        .unwrap();
+    assert_eq!(
+        r.responses.len(),
+        if r.succeeded { 1 } else { 2 },
+        "branch of {c:?}"
+    );
+    assert_eq!(r.revision, before, "a read-only txn takes no revision");
+    assert_eq!(db.revision(), before);
+    r.succeeded
+}
+
+#[test]
+fn k5_txn_compares_every_target_with_every_operator() {
+    use CompareOp::{Equal, Greater, Less, NotEqual};
+    let db = mem();
+    let l = db.grant(TTL).unwrap().get();
+    db.put("filler", "x", None).unwrap(); // rev 1
+    db.put("k", "m", None).unwrap(); // rev 2: create 2
+    db.put("other", "x", None).unwrap(); // rev 3
+    db.put("k", "m", Some(LeaseId::new(l))).unwrap(); // rev 4: mod 4, version 2, lease l
+    let current = db.get("k").unwrap().unwrap();
+    assert_eq!(
+        (
+            current.create_revision,
+            current.mod_revision,
+            current.version
+        ),
+        (2, 4, 2)
+    );
+
+    // (make a compare, the current value as an i64 rank, the three probes: lower, equal, higher)
+    type Make = fn(i64) -> Compare;
+    let numeric: [(&str, Make, i64); 4] = [
+        ("version", |n| Compare::version("k", Equal, n), 2),
+        ("create", |n| Compare::create_revision("k", Equal, n), 2),
+        ("mod", |n| Compare::mod_revision("k", Equal, n), 4),
+        ("lease", |n| Compare::lease("k", Equal, n), l),
+    ];
+    for (name, make, cur) in numeric {
+        for (probe, ord) in [
+            (cur - 1, std::cmp::Ordering::Greater),
+            (cur, std::cmp::Ordering::Equal),
+            (cur + 1, std::cmp::Ordering::Less),
+        ] {
+            for op in [Equal, NotEqual, Less, Greater] {
+                let mut c = make(probe);
+                c.op = op;
+                let expect = match op {
+                    Equal => ord.is_eq(),
+                    NotEqual => ord.is_ne(),
+                    Less => ord.is_lt(),
+                    Greater => ord.is_gt(),
+                };
+                assert_eq!(
+                    holds(&db, c),
+                    expect,
+                    "{name}: current {cur} {op:?} {probe}"
+                );
+            }
+        }
+    }
+    // Values compare as bytes.
+    for (probe, ord) in [
+        ("l", std::cmp::Ordering::Greater),
+        ("m", std::cmp::Ordering::Equal),
+        ("m\x00", std::cmp::Ordering::Less),
+        ("n", std::cmp::Ordering::Less),
+    ] {
+        for op in [Equal, NotEqual, Less, Greater] {
+            let expect = match op {
+                Equal => ord.is_eq(),
+                NotEqual => ord.is_ne(),
+                Less => ord.is_lt(),
+                Greater => ord.is_gt(),
+            };
+            assert_eq!(
+                holds(&db, Compare::value("k", op, probe)),
+                expect,
+                "value m {op:?} {probe:?}"
+            );
+        }
+    }
+    // A key without a lease compares as lease 0.
+    assert!(holds(&db, Compare::lease("other", Equal, 0)));
+    assert!(holds(&db, Compare::lease("k", NotEqual, 0)));
+}
+
+#[test]
+fn k5_txn_missing_key_compares_as_zero_and_fails_value_compares() {
+    use CompareOp::{Equal, Greater, Less, NotEqual};
+    let db = mem();
+    db.put("present", "v", None).unwrap();
+    assert!(holds(&db, Compare::version("absent", Equal, 0)));
+    assert!(holds(&db, Compare::create_revision("absent", Equal, 0)));
+    assert!(holds(&db, Compare::mod_revision("absent", Equal, 0)));
+    assert!(holds(&db, Compare::lease("absent", Equal, 0)));
+    assert!(holds(&db, Compare::version("absent", Less, 1)));
+    assert!(!holds(&db, Compare::version("absent", Greater, 0)));
+    for op in [Equal, NotEqual, Less, Greater] {
+        assert!(
+            !holds(&db, Compare::value("absent", op, "")),
+            "value {op:?} on a missing key"
+        );
+        assert!(
+            !holds(&db, Compare::value("absent", op, "v")),
+            "value {op:?} on a missing key"
+        );
+    }
+    // Every compare must hold: one false compare selects the failure branch.
+    let r = db
+        .txn(
+            Txn::new()
+                .when([
+                    Compare::version("present", Equal, 1),
+                    Compare::version("absent", Equal, 1),
+                ])
+                .then([Op::put("s", "1", None)])
+                .otherwise([Op::put("f", "1", None)]),
+        )
+        .unwrap();
+    assert!(!r.succeeded);
+    assert_eq!(db.get("s").unwrap(), None);
+    assert!(db.get("f").unwrap().is_some());
+    // No compare at all: success.
+    assert!(
+        db.txn(Txn::new().then([Op::get("present")]))
+            .unwrap()
+            .succeeded
+    );
+}
+
+#[test]
+fn k5_txn_runs_the_success_or_the_failure_branch_with_responses() {
+    let db = mem();
+    let l = db.grant(TTL).unwrap();
+    db.put("cfg", "v1", None).unwrap(); // 1
+    db.put("old/a", "x", None).unwrap(); // 2
+    db.put("old/b", "y", None).unwrap(); // 3
+    db.put("gone", "z", None).unwrap(); // 4
+    db.put("r/1", "1", None).unwrap(); // 5
+    db.put("r/2", "2", None).unwrap(); // 6
+    db.put("r/3", "3", None).unwrap(); // 7
+
+    let success = [
+        Op::put("cfg", "v2", None),
+        Op::put("leased", "l", Some(l)),
+        Op::get("gone"),
+        Op::delete("gone"),
+        Op::delete("never"),
+        Op::delete_prefix("old/"),
+        Op::range("r/", Some(2)),
+    ];
+    let failure = [Op::get("cfg"), Op::put("failed", "1", None)];
+    let txn = Txn::new()
+        .when([Compare::value("cfg", CompareOp::Equal, "v1")])
+        .then(success.clone())
+        .otherwise(failure.clone());
+    let r = db.txn(txn.clone()).unwrap();
+    assert!(r.succeeded);
+    assert_eq!(r.revision, 8);
+    assert_eq!(
+        r.responses,
+        vec![
+            OpResponse::Put { revision: 8 },
+            OpResponse::Put { revision: 8 },
+            OpResponse::Get(Some(kv(b"gone", b"z", 4, 4, 1, None))),
+            OpResponse::Delete(true),
+            OpResponse::Delete(false),
+            OpResponse::DeletePrefix(2),
+            OpResponse::Range(vec![
+                kv(b"r/1", b"1", 5, 5, 1, None),
+                kv(b"r/2", b"2", 6, 6, 1, None)
+            ]),
+        ]
+    );
+    assert_eq!(
+        db.get("cfg").unwrap(),
+        Some(kv(b"cfg", b"v2", 1, 8, 2, None))
+    );
+    assert_eq!(
+        db.get("leased").unwrap(),
+        Some(kv(b"leased", b"l", 8, 8, 1, Some(l)))
+    );
+    assert_eq!(
+        db.lease_of("leased"),
+        Some(l),
+        "a txn put with a lease attaches (L6)"
+    );
+    assert_eq!(db.get("gone").unwrap(), None);
+    assert!(db.range("old/", None).unwrap().is_empty());
+    assert_eq!(
+        db.get("failed").unwrap(),
+        None,
+        "the failure branch did not run"
+    );
+
+    // The same txn again: the compare now fails, so the failure branch runs.
+    let r = db.txn(txn).unwrap();
+    assert!(!r.succeeded);
+    assert_eq!(r.revision, 9);
+    assert_eq!(
+        r.responses,
+        vec![
+            OpResponse::Get(Some(kv(b"cfg", b"v2", 1, 8, 2, None))),
+            OpResponse::Put { revision: 9 },
+        ]
+    );
+    assert_eq!(
+        db.get("failed").unwrap(),
+        Some(kv(b"failed", b"1", 9, 9, 1, None))
+    );
+    assert_eq!(db.get("cfg").unwrap().unwrap().value, b"v2");
+}
+
+#[test]
+fn k5_txn_is_atomic_a_failing_op_writes_nothing() {
+    let db = mem();
+    let l = db.grant(TTL).unwrap();
+    db.put("a", "old", Some(l)).unwrap();
+    db.put("p/1", "v", None).unwrap();
+    let mut w = watch(&db, "", true, false);
+    let before = db.range("", None).unwrap();
+
+    let bad_lease = Txn::new().then([
+        Op::put("a", "new", None),
+        Op::delete_prefix("p/"),
+        Op::put("b", "new", None),
+        Op::put("c", "new", Some(LeaseId::new(777))),
+    ]);
+    let err = db.txn(bad_lease).unwrap_err();
+    assert!(
+        matches!(err, Error::LeaseNotFound(id) if id.get() == 777),
+        "{err:?}"
+    );
+
+    // The failure branch is validated the same way.
+    let bad_failure = Txn::new()
+        .when([Compare::version("a", CompareOp::Equal, 99)])
+        .then([Op::put("never", "1", None)])
+        .otherwise([Op::delete("a"), Op::put("", "empty key", None)]);
+    assert!(matches!(
+        db.txn(bad_failure),
+        Err(Error::InvalidArgument(_))
+    ));
+
+    assert_eq!(db.revision(), 2, "a refused txn takes no revision");
+    assert_eq!(db.range("", None).unwrap(), before, "nothing changed");
+    assert_eq!(
+        db.lease_of("a"),
+        Some(l),
+        "the lease attachment is unchanged"
+    );
+    assert_eq!(db.time_to_live(l).unwrap().keys, bytes(&["a"]));
+    assert_idle(&mut w);
+}
+
+#[test]
+fn k5_txn_takes_one_revision_for_all_its_writes() {
+    let db = mem();
+    db.put("d/1", "v", None).unwrap();
+    db.put("d/2", "v", None).unwrap();
+    db.put("x", "v", None).unwrap();
+    let mut w = watch(&db, "", true, false);
+    let r = db
+        .txn(Txn::new().then([
+            Op::put("n/2", "b", None),
+            Op::put("n/1", "a", None),
+            Op::delete("x"),
+            Op::delete_prefix("d/"),
+        ]))
+        .unwrap();
+    assert_eq!(r.revision, 4);
+    assert_eq!(db.revision(), 4);
+    // Every event carries the one revision, in the order the ops ran.
+    assert_eq!(next(&mut w), put_event(b"n/2", b"b", 4, 4, 1, None));
+    assert_eq!(next(&mut w), put_event(b"n/1", b"a", 4, 4, 1, None));
+    assert_eq!(next(&mut w), delete_event(b"x", 4));
+    assert_eq!(next(&mut w), delete_event(b"d/1", 4));
+    assert_eq!(next(&mut w), delete_event(b"d/2", 4));
+    assert_idle(&mut w);
+    assert_eq!(db.get("n/1").unwrap().unwrap().mod_revision, 4);
+    assert_eq!(db.get("n/2").unwrap().unwrap().mod_revision, 4);
+
+    // A txn whose writes all find nothing takes no revision.
+    let r = db
+        .txn(Txn::new().then([Op::delete("x"), Op::delete_prefix("d/")]))
+        .unwrap();
+    assert_eq!(
+        r.responses,
+        vec![OpResponse::Delete(false), OpResponse::DeletePrefix(0)]
+    );
+    assert_eq!(r.revision, 4);
+    assert_eq!(db.revision(), 4);
+    assert_idle(&mut w);
+}
+
+#[test]
+fn k5_txn_compare_and_swap_admits_exactly_one_of_many_racers() {
+    let db = mem();
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                db.txn(
+                    Txn::new()
+                        .when([Compare::create_revision("leader", CompareOp::Equal, 0)])
+                        .then([Op::put("leader", format!("{i}"), None)])
+                        .otherwise([Op::get("leader")]),
+                )
+                .unwrap()
+            })
+        })
+        .collect();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let winners: Vec<_> = results.iter().filter(|r| r.succeeded).collect();
+    assert_eq!(winners.len(), 1, "exactly one racer creates the key");
+    let leader = db.get("leader").unwrap().unwrap();
+    assert_eq!(leader.version, 1);
+    for r in results.iter().filter(|r| !r.succeeded) {
+        // A loser that ran after the winner sees the winner's key.
+        assert_eq!(r.responses, vec![OpResponse::Get(Some(leader.clone()))]);
+    }
+}
+
+/// Runs this test binary's `k5_child_writes_then_exits_without_close` in a child process on
+/// `path` and returns the revision it reported after its last acknowledged write.
+fn run_crashing_child(path: &Path) -> i64 {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "k5_child_writes_then_exits_without_close",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TENURE_KTESTS_CHILD_DB", path)
+        .output()
+        .expect("run the child test process");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rev = stdout
+        .lines()
+        .find_map(|l| l.split_once("CHILD-ACKED revision=").map(|(_, rev)| rev))
+        .unwrap_or_else(|| panic!("the child did not run to its acknowledgement: {stdout}"));
+    rev.trim().parse().unwrap()
+}
+
+/// Child half of the durability tests: acknowledged writes, then the process ends without any
+/// destructor or `close` running (as after a crash).
+#[test]
+#[ignore = "helper process of k1/k5 durability tests; run by them"]
+fn k5_child_writes_then_exits_without_close() {
+    let path = std::env::var_os("TENURE_KTESTS_CHILD_DB").expect("run by the parent test");
+    let db = Tenure::builder()
+        .path(path)
+        .durability(Durability::Immediate)
+        .open()
+        .unwrap();
+    let l = db.grant_with_id(42i64, Duration::from_secs(3600)).unwrap();
+    db.put("plain", "p", None).unwrap(); // 1
+    db.put("doomed", "d", None).unwrap(); // 2
+    let r = db
+        .txn(
+            Txn::new()
+                .when([Compare::version("t/a", CompareOp::Equal, 0)])
+                .then([
+                    Op::put("t/a", "A", Some(l)),
+                    Op::put("t/b", "B", None),
+                    Op::delete("doomed"),
+                ]),
+        )
+        .unwrap(); // 3
+    assert!(r.succeeded);
+    println!("CHILD-ACKED revision={}", db.revision());
+    use std::io::Write;
+    std::io::stdout().flush().unwrap();
+    std::process::exit(0); // no Drop, no close, no flush of anything buffered
+}
+
+#[test]
+fn k5_txn_is_durable_when_it_returns_even_without_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crash.tenure");
+    let rev = run_crashing_child(&path);
+    assert_eq!(rev, 3);
+    let db = open_file(&path);
+    assert_eq!(db.revision(), 3);
+    assert_eq!(
+        db.get("t/a").unwrap(),
+        Some(kv(b"t/a", b"A", 3, 3, 1, Some(LeaseId::new(42))))
+    );
+    assert_eq!(
+        db.get("t/b").unwrap(),
+        Some(kv(b"t/b", b"B", 3, 3, 1, None))
+    );
+    assert_eq!(db.get("doomed").unwrap(), None);
+    assert_eq!(db.lease_of("t/a"), Some(LeaseId::new(42)));
+    assert_eq!(db.time_to_live(42i64).unwrap().keys, bytes(&["t/a"]));
+}
+
+// ---- K6 Watch -------------------------------------------------------------------------------
+
+#[test]
+fn k6_watch_a_key_from_now_sees_its_puts_and_deletes_in_order() {
+    let db = mem();
+    db.put("k", "before", None).unwrap(); // 1, before the watch: not seen
+    let mut w = watch(&db, "k", false, false);
+    db.put("k", "v1", None).unwrap(); // 2
+    db.put("k2", "other", None).unwrap(); // 3: another key, even with "k" as a prefix
+    db.put("j", "other", None).unwrap(); // 4
+    assert!(db.delete("k").unwrap()); // 5
+    db.put("k", "v2", None).unwrap(); // 6
+    assert_eq!(next(&mut w), put_event(b"k", b"v1", 1, 2, 2, None));
+    assert_eq!(next(&mut w), delete_event(b"k", 5));
+    assert_eq!(next(&mut w), put_event(b"k", b"v2", 6, 6, 1, None));
+    assert_idle(&mut w);
+}
+
+#[test]
+fn k6_watch_a_prefix_sees_only_keys_under_it() {
+    let db = mem();
+    let mut w = watch(&db, "svc/", true, false);
+    db.put("svc/a", "1", None).unwrap(); // 1
+    db.put("svc", "no", None).unwrap(); // 2
+    db.put("svc0", "no", None).unwrap(); // 3
+    db.put("other/svc/x", "no", None).unwrap(); // 4
+    db.put("svc/b/c", "2", None).unwrap(); // 5
+    db.delete_prefix("svc").unwrap(); // 6: svc, svc/a, svc/b/c, svc0
+    assert_eq!(next(&mut w), put_event(b"svc/a", b"1", 1, 1, 1, None));
+    assert_eq!(next(&mut w), put_event(b"svc/b/c", b"2", 5, 5, 1, None));
+    assert_eq!(next(&mut w), delete_event(b"svc/a", 6));
+    assert_eq!(next(&mut w), delete_event(b"svc/b/c", 6));
+    assert_idle(&mut w);
+}
+
+#[test]
+fn k6_prev_kv_is_included_only_when_asked() {
+    let db = mem();
+    let l = db.grant(TTL).unwrap();
+    let mut with = watch(&db, "k", false, true);
+    let mut without = watch(&db, "k", false, false);
+    db.put("k", "1", None).unwrap(); // 1
+    db.put("k", "2", Some(l)).unwrap(); // 2
+    db.delete("k").unwrap(); // 3
+
+    let e1 = next(&mut with);
+    assert_eq!(e1.kind, EventKind::Put);
+    assert_eq!(e1.prev_kv, None, "a created key has no previous value");
+    let e2 = next(&mut with);
+    assert_eq!(e2.kv, kv(b"k", b"2", 1, 2, 2, Some(l)));
+    assert_eq!(e2.prev_kv, Some(kv(b"k", b"1", 1, 1, 1, None)));
+    let e3 = next(&mut with);
+    assert_eq!(e3.kv, delete_event(b"k", 3).kv);
+    assert_eq!(e3.prev_kv, Some(kv(b"k", b"2", 1, 2, 2, Some(l))));
+
+    assert_eq!(next(&mut without), put_event(b"k", b"1", 1, 1, 1, None));
+    assert_eq!(next(&mut without), put_event(b"k", b"2", 1, 2, 2, Some(l)));
+    assert_eq!(next(&mut without), delete_event(b"k", 3));
+    assert_idle(&mut with);
+    assert_idle(&mut without);
+}
+
+#[test]
+fn k6_watch_from_a_start_revision_replays_then_continues() {
+    let db = mem();
+    for (i, k) in ["w/a", "x", "w/b", "w/a", "w/c"].iter().enumerate() {
+        db.put(k, format!("{}", i + 1), None).unwrap(); // revisions 1..=5
+    }
+    let mut w = watch_from(&db, "w/", true, 3).unwrap();
+    assert_eq!(next(&mut w), put_event(b"w/b", b"3", 3, 3, 1, None));
+    assert_eq!(next(&mut w), put_event(b"w/a", b"4", 1, 4, 2, None));
+    assert_eq!(next(&mut w), put_event(b"w/c", b"5", 5, 5, 1, None));
+    assert_idle(&mut w);
+    db.put("w/d", "6", None).unwrap();
+    assert_eq!(next(&mut w), put_event(b"w/d", b"6", 6, 6, 1, None));
+
+    // From the first revision, on one key, with prev_kv.
+    let mut all = db
+        .watch(
+            "w/a",
+            WatchOptions {
+                prefix: false,
+                start_revision: Some(1),
+                prev_kv: true,
+            },
+        )
+        .unwrap();
+    let e = next(&mut all);
+    assert_eq!((e.kv.mod_revision, e.prev_kv), (1, None));
+    let e = next(&mut all);
+    assert_eq!(e.kv.mod_revision, 4);
+    assert_eq!(e.prev_kv, Some(kv(b"w/a", b"1", 1, 1, 1, None)));
+    assert_idle(&mut all);
+
+    // A start revision in the future skips everything before it.
+    let mut later = watch_from(&db, "w/", true, 8).unwrap();
+    db.put("w/e", "7", None).unwrap(); // 7
+    db.put("w/f", "8", None).unwrap(); // 8
+    assert_eq!(next(&mut later), put_event(b"w/f", b"8", 8, 8, 1, None));
+    assert_idle(&mut later);
+
+    // Revision 0 and below is not a revision.
+    assert!(matches!(
+        watch_from(&db, "w/", true, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        watch_from(&db, "w/", true, -5),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn k6_start_revision_older_than_the_retained_history_is_compacted() {
+    let db = Tenure::builder().watch_history(3).open().unwrap();
+    for k in ["a", "b", "c", "d", "e"] {
+        db.put(k, "v", None).unwrap(); // revisions 1..=5; history keeps 3..=5
+    }
+    for start in [1, 2] {
+        let err = watch_from(&db, "", true, start).unwrap_err();
+        assert!(
+            matches!(&err, Error::Compacted { revision, .. } if *revision == start),
+            "{err:?}"
+        );
+        assert_eq!(err.code(), ErrorCode::Compacted);
+        assert!(err.to_string().contains("compacted"), "{err}");
+    }
+    let mut w = watch_from(&db, "", true, 3).unwrap();
+    assert_eq!(next(&mut w).kv.key, b"c");
+    assert_eq!(next(&mut w).kv.key, b"d");
+    assert_eq!(next(&mut w).kv.key, b"e");
+    assert_idle(&mut w);
+}
+
+#[test]
+fn k6_history_never_keeps_part_of_a_revision() {
+    let db = Tenure::builder().watch_history(2).open().unwrap();
+    for k in ["p/a", "p/b", "p/c"] {
+        db.put(k, "v", None).unwrap(); // 1..=3
+    }
+    assert_eq!(db.delete_prefix("p/").unwrap(), 3); // 4: three events, more than the history holds
+                                                    // Revision 4 cannot be replayed whole, so it is compacted rather than replayed in part.
+    assert!(matches!(
+        watch_from(&db, "", true, 4),
+        Err(Error::Compacted { revision: 4, .. })
+    ));
+    let mut w = watch_from(&db, "", true, 5).unwrap();
+    db.put("q", "v", None).unwrap(); // 5
+    assert_eq!(next(&mut w), put_event(b"q", b"v", 5, 5, 1, None));
+    assert_idle(&mut w);
+
+    // History 4: revision 4 (three events) and 5 fit; revision 3 does not.
+    let db = Tenure::builder().watch_history(4).open().unwrap();
+    for k in ["p/a", "p/b", "p/c"] {
+        db.put(k, "v", None).unwrap();
+    }
+    db.delete_prefix("p/").unwrap();
+    db.put("q", "v", None).unwrap();
+    assert!(matches!(
+        watch_from(&db, "", true, 3),
+        Err(Error::Compacted { .. })
+    ));
+    let mut w = watch_from(&db, "", true, 4).unwrap();
+    for k in ["p/a", "p/b", "p/c"] {
+        assert_eq!(next(&mut w), delete_event(k.as_bytes(), 4));
+    }
+    assert_eq!(next(&mut w).kv.key, b"q");
+    assert_idle(&mut w);
+}
+
+#[test]
+fn k6_without_history_only_future_revisions_can_be_watched() {
+    let db = Tenure::builder().watch_history(0).open().unwrap();
+    db.put("a", "1", None).unwrap();
+    db.put("a", "2", None).unwrap();
+    db.put("a", "3", None).unwrap();
+    for start in 1..=3 {
+        assert!(
+            matches!(
+                watch_from(&db, "a", false, start),
+                Err(Error::Compacted { .. })
+            ),
+            "revision {start} was never retained, so it must not be silently skipped"
+        );
+    }
+    let mut w = watch_from(&db, "a", false, 4).unwrap();
+    db.put("a", "4", None).unwrap();
+    assert_eq!(next(&mut w), put_event(b"a", b"4", 1, 4, 4, None));
+    // Once events flowed to a watcher, they are still not replayable.
+    assert!(matches!(
+        watch_from(&db, "a", false, 4),
+        Err(Error::Compacted { .. })
+    ));
+}
+
+#[test]
+fn k6_history_does_not_survive_reopen_so_older_starts_are_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hist.tenure");
+    let db = open_file(&path);
+    db.put("a", "1", None).unwrap();
+    db.put("a", "2", None).unwrap();
+    db.close().unwrap();
+    let db = open_file(&path);
+    assert!(matches!(
+        watch_from(&db, "a", false, 1),
+        Err(Error::Compacted { revision: 1, .. })
+    ));
+    assert!(matches!(
+        watch_from(&db, "a", false, 2),
+        Err(Error::Compacted { revision: 2, .. })
+    ));
+    let mut w = watch_from(&db, "a", false, 3).unwrap();
+    db.put("a", "3", None).unwrap();
+    assert_eq!(next(&mut w), put_event(b"a", b"3", 1, 3, 3, None));
+}
+
+#[test]
+fn k6_slow_watcher_is_cancelled_with_compacted_and_never_blocks_writers() {
+    const QUEUE: usize = 4;
+    const WRITES: i64 = 200;
+    let db = Tenure::builder().watch_queue(QUEUE).open().unwrap();
+    let mut slow = watch(&db, "s/", true, false);
+    let mut other = watch(&db, "other/", true, false);
+    assert_eq!(db.stats().watchers, 2);
+
+    // Writers must finish although nobody reads the watcher: run them on a thread and bound
+    // the wait, so a blocking writer fails the test instead of hanging it.
+    let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let revs: Vec<i64> = (1..=WRITES)
+                .map(|i| db.put(format!("s/{i:03}"), "v", None).unwrap())
+                .collect();
+            done_tx.send(revs).unwrap();
+        })
+    };
+    let revs = done_rx
+        .recv_timeout(WAIT)
+        .expect("writers were blocked by a slow watcher");
+    writer.join().unwrap();
+    assert_eq!(revs, (1..=WRITES).collect::<Vec<_>>());
+
+    // The queued events come first, then a clear Compacted naming where to resume.
+    for rev in 1..=QUEUE as i64 {
+        assert_eq!(next(&mut slow).kv.mod_revision, rev);
+    }
+    let err = slow.recv_timeout(WAIT).unwrap_err();
+    let resume = match &err {
+        Error::Compacted { revision, reason } => {
+            assert!(reason.contains("behind"), "{reason}");
+            *revision
+        }
+        other => panic!("expected Compacted, got {other:?}"),
+    };
+    assert_eq!(
+        resume,
+        QUEUE as i64 + 1,
+        "the first revision that could not be delivered"
+    );
+    assert_eq!(err.code(), ErrorCode::Compacted);
+    assert!(slow.next().is_none(), "a cancelled watcher ends");
+    assert_eq!(
+        db.stats().watchers,
+        1,
+        "the cancelled watcher is unregistered"
+    );
+
+    // Cancelling one watcher leaves the others alone.
+    let rev = db.put("other/x", "v", None).unwrap();
+    assert_eq!(next(&mut other).kv.mod_revision, rev);
+    assert_eq!(
+        db.stats().watchers,
+        1,
+        "only the cancelled watcher was unregistered"
+    );
+
+    // Resuming from the revision in the error loses nothing.
+    let mut resumed = watch_from(&db, "s/", true, resume).unwrap();
+    for rev in resume..=QUEUE as i64 * 2 {
+        assert_eq!(next(&mut resumed).kv.mod_revision, rev);
+    }
+}
+
+#[test]
+fn k6_a_watcher_that_keeps_up_is_never_cancelled() {
+    const QUEUE: usize = 2;
+    let db = Tenure::builder().watch_queue(QUEUE).open().unwrap();
+    let mut w = watch(&db, "", true, false);
+    for i in 1..=100 {
+        let rev = db.put("k", format!("{i}"), None).unwrap();
+        assert_eq!(next(&mut w).kv.mod_revision, rev);
+    }
+    assert_idle(&mut w);
+    assert_eq!(db.stats().watchers, 1);
+}
+
+#[test]
+fn k6_watcher_ends_when_the_engine_closes() {
+    let db = mem();
+    let mut w = watch(&db, "k", false, false);
+    let w2 = watch(&db, "", true, false);
+    let blocked = std::thread::spawn(move || w.recv());
+    let iterating = std::thread::spawn(move || w2.count());
+    db.put("k", "v", None).unwrap();
+    db.close().unwrap();
+    let first = blocked.join().unwrap();
+    assert_eq!(first.unwrap().kv.key, b"k");
+    assert_eq!(
+        iterating.join().unwrap(),
+        1,
+        "the iterator yields the event, then ends on close"
+    );
+    assert!(matches!(
+        db.watch("k", WatchOptions::default()),
+        Err(Error::Closed)
+    ));
+
+    // Dropping the last handle closes the engine too.
+    let db = mem();
+    let mut w = watch(&db, "k", false, false);
+    drop(db);
+    assert!(matches!(w.recv_timeout(WAIT), Err(Error::Closed)));
+    assert!(w.next().is_none());
+}
+
+#[test]
+fn k6_immediate_events_are_delivered_once_the_write_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_file(&dir.path().join("imm.tenure"));
+    let mut w = watch(&db, "", true, false);
+    for i in 1..=5 {
+        let commits = db.stats().commits;
+        let rev = db.put("k", format!("{i}"), None).unwrap();
+        assert!(
+            db.stats().commits > commits,
+            "the put was committed before it returned"
+        );
+        // By the time put returns, the event is already in the watcher's queue.
+        let ev = w
+            .try_recv()
+            .unwrap()
+            .expect("event delivered by the time put returns");
+        assert_eq!(ev.kv.mod_revision, rev);
+    }
+}
+
+#[test]
+fn k6_buffered_events_wait_for_the_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("buf.tenure");
+    let db = Tenure::builder()
+        .path(&path)
+        .durability(Durability::Buffered(Duration::from_secs(3600)))
+        .open()
+        .unwrap();
+    let mut w = watch(&db, "", true, false);
+    let commits = db.stats().commits;
+    assert_eq!(db.put("a", "1", None).unwrap(), 1);
+    assert_eq!(db.put("b", "2", None).unwrap(), 2);
+    // Applied (readable) but not yet committed: no event may be seen yet.
+    assert_eq!(db.get("a").unwrap().unwrap().value, b"1");
+    assert_eq!(
+        db.stats().commits,
+        commits,
+        "nothing committed within the interval"
+    );
+    assert_idle(&mut w);
+
+    // A watcher from a past revision still gets the not-yet-durable events only after the flush.
+    let mut replay = watch_from(&db, "", true, 1).unwrap();
+    assert_idle(&mut replay);
+
+    db.close().unwrap(); // flushes
+    for w in [&mut w, &mut replay] {
+        assert_eq!(next(w), put_event(b"a", b"1", 1, 1, 1, None));
+        assert_eq!(next(w), put_event(b"b", b"2", 2, 2, 1, None));
+        assert!(matches!(w.recv_timeout(WAIT), Err(Error::Closed)));
+    }
+    let db = open_file(&path);
+    assert_eq!(db.revision(), 2);
+}
+
+// ---- L4 / L6 / L11 with keys ----------------------------------------------------------------
+
+#[test]
+fn l4_revoke_deletes_every_attached_key_and_the_lease_at_one_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("revoke.tenure");
+    let db = open_file(&path);
+    let l = db.grant(TTL).unwrap();
+    let keep = db.grant(TTL).unwrap();
+    for k in ["s/c", "s/a", "s/b"] {
+        db.put(k, format!("{k}!"), Some(l)).unwrap(); // 1..=3
+    }
+    db.put("s/free", "v", None).unwrap(); // 4
+    db.put("s/kept", "v", Some(keep)).unwrap(); // 5
+    db.attach(l, &["s/bare"]).unwrap(); // attached name without a value: no event
+    let mut w = watch(&db, "s/", true, true);
+
+    db.revoke(l).unwrap();
+    assert_eq!(db.revision(), 6);
+    for (k, create) in [("s/a", 2), ("s/b", 3), ("s/c", 1)] {
+        let ev = next(&mut w);
+        assert_eq!(
+            ev.kv,
+            delete_event(k.as_bytes(), 6).kv,
+            "one DELETE per key, in key order"
+        );
+        assert_eq!(
+            ev.prev_kv,
+            Some(kv(
+                k.as_bytes(),
+                format!("{k}!").as_bytes(),
+                create,
+                create,
+                1,
+                Some(l)
+            ))
+        );
+    }
+    assert_idle(&mut w);
+    assert!(matches!(db.time_to_live(l), Err(Error::LeaseNotFound(id)) if id == l));
+    assert_eq!(
+        keys_of(&db.range("s/", None).unwrap()),
+        bytes(&["s/free", "s/kept"])
+    );
+    assert_eq!(db.lease_of("s/bare"), None);
+    assert_eq!(db.lease_of("s/kept"), Some(keep));
+    assert_eq!(db.stats().revoked, 1);
+
+    assert!(matches!(db.revoke(l), Err(Error::LeaseNotFound(id)) if id == l));
+    assert!(matches!(db.revoke(9999i64), Err(Error::LeaseNotFound(_))));
+    assert_eq!(db.revision(), 6, "a failed revoke takes no revision");
+    assert_idle(&mut w);
+
+    db.close().unwrap();
+    let db = open_file(&path);
+    assert_eq!(db.revision(), 6);
+    assert!(matches!(db.time_to_live(l), Err(Error::LeaseNotFound(_))));
+    assert_eq!(
+        keys_of(&db.range("s/", None).unwrap()),
+        bytes(&["s/free", "s/kept"])
+    );
+    assert_eq!(db.time_to_live(keep).unwrap().keys, bytes(&["s/kept"]));
+}
+
+#[test]
+fn l6_put_with_a_lease_attaches_put_without_detaches_delete_detaches() {
+    let db = mem();
+    let l = db.grant(TTL).unwrap();
+    db.put("k", "1", Some(l)).unwrap();
+    assert_eq!(db.lease_of("k"), Some(l));
+    assert_eq!(db.get("k").unwrap().unwrap().lease, Some(l));
+    assert_eq!(db.time_to_live(l).unwrap().keys, bytes(&["k"]));
+
+    db.put("k", "2", None).unwrap();
+    assert_eq!(db.lease_of("k"), None);
+    assert_eq!(db.get("k").unwrap().unwrap().lease, None);
+    assert!(db.time_to_live(l).unwrap().keys.is_empty());
+
+    db.put("k", "3", Some(l)).unwrap();
+    assert!(db.delete("k").unwrap());
+    assert_eq!(db.lease_of("k"), None);
+    assert!(db.time_to_live(l).unwrap().keys.is_empty());
+
+    // A key re-created without the lease is not deleted by its revoke.
+    db.put("k", "4", None).unwrap();
+    db.put("j", "x", Some(l)).unwrap();
+    db.txn(Txn::new().then([Op::delete("j")])).unwrap();
+    assert!(
+        db.time_to_live(l).unwrap().keys.is_empty(),
+        "a txn delete detaches too"
+    );
+    db.put("p/1", "x", Some(l)).unwrap();
+    db.put("p/2", "x", Some(l)).unwrap();
+    assert_eq!(db.delete_prefix("p/").unwrap(), 2);
+    assert!(
+        db.time_to_live(l).unwrap().keys.is_empty(),
+        "delete_prefix detaches too"
+    );
+    assert_eq!(db.lease_of("p/1"), None);
+    db.revoke(l).unwrap();
+    assert_eq!(db.get("k").unwrap().unwrap().value, b"4");
+}
+
+#[test]
+fn l6_attaching_a_key_attached_elsewhere_moves_it() {
+    let db = mem();
+    let l1 = db.grant(TTL).unwrap();
+    let l2 = db.grant(TTL).unwrap();
+    db.put("k", "v", Some(l1)).unwrap();
+    db.put("m", "v", Some(l1)).unwrap();
+    let rev = db.revision();
+
+    db.attach(l2, &["k"]).unwrap();
+    assert_eq!(db.lease_of("k"), Some(l2));
+    assert_eq!(
+        db.get("k").unwrap(),
+        Some(kv(b"k", b"v", 1, 1, 1, Some(l2)))
+    );
+    assert_eq!(db.time_to_live(l1).unwrap().keys, bytes(&["m"]));
+    assert_eq!(db.time_to_live(l2).unwrap().keys, bytes(&["k"]));
+    assert_eq!(
+        db.revision(),
+        rev,
+        "attach does not change the value or revisions"
+    );
+
+    // A put with the other lease moves it back.
+    db.put("k", "w", Some(l1)).unwrap();
+    assert_eq!(db.time_to_live(l1).unwrap().keys, bytes(&["k", "m"]));
+    assert!(db.time_to_live(l2).unwrap().keys.is_empty());
+
+    // Attach to an unknown lease: LeaseNotFound, nothing changes.
+    assert!(
+        matches!(db.attach(777i64, &["k", "new"]), Err(Error::LeaseNotFound(id)) if id.get() == 777)
+    );
+    assert_eq!(db.lease_of("k"), Some(l1));
+    assert_eq!(db.lease_of("new"), None);
+    // Detach from an unknown lease: LeaseNotFound, never fatal.
+    assert!(matches!(
+        db.detach(777i64, &["k"]),
+        Err(Error::LeaseNotFound(_))
+    ));
+    assert_eq!(db.lease_of("k"), Some(l1));
+    // Detaching from the wrong lease leaves the key where it is.
+    db.detach(l2, &["k"]).unwrap();
+    assert_eq!(db.lease_of("k"), Some(l1));
+
+    // Revoking the lease a key moved away from leaves it alone.
+    db.attach(l2, &["k"]).unwrap();
+    db.revoke(l1).unwrap();
+    assert!(db.get("k").unwrap().is_some());
+    assert!(db.get("m").unwrap().is_none());
+    db.detach(l2, &["k"]).unwrap();
+    assert_eq!(db.lease_of("k"), None);
+    db.revoke(l2).unwrap();
+    assert!(
+        db.get("k").unwrap().is_some(),
+        "a detached key outlives the lease"
+    );
+}
+
+#[test]
+fn l11_expiry_deletes_attached_keys_in_one_write_with_delete_events() {
+    let clock = ManualClock::new();
+    let db = Tenure::builder().clock(clock.clone()).open().unwrap();
+    let short1 = db.grant(Duration::from_secs(5)).unwrap();
+    let short2 = db.grant(Duration::from_secs(5)).unwrap();
+    let long = db.grant(Duration::from_secs(100)).unwrap();
+    db.put("e/1b", "v", Some(short1)).unwrap(); // 1
+    db.put("e/1a", "v", Some(short1)).unwrap(); // 2
+    db.put("e/2a", "v", Some(short2)).unwrap(); // 3
+    db.put("e/long", "v", Some(long)).unwrap(); // 4
+    db.put("e/free", "v", None).unwrap(); // 5
+    let expired = db.expired();
+    let mut w = watch(&db, "e/", true, false);
+
+    clock.advance(Duration::from_secs(4));
+    db.put("e/sync", "v", None).unwrap(); // 6: nothing has expired before its deadline
+    assert_eq!(next(&mut w).kv.key, b"e/sync");
+    assert!(expired.try_recv().is_err());
+
+    clock.advance(Duration::from_secs(2));
+    let mut batch = expired.recv_timeout(WAIT).expect("expired batch");
+    batch.sort_by_key(|e| e.id);
+    assert_eq!(batch.len(), 2, "{batch:?}");
+    assert_eq!(
+        (batch[0].id, batch[0].ttl, &batch[0].keys),
+        (short1, Duration::from_secs(5), &bytes(&["e/1a", "e/1b"]))
+    );
+    assert_eq!((batch[1].id, &batch[1].keys), (short2, &bytes(&["e/2a"])));
+
+    assert_eq!(
+        db.revision(),
+        7,
+        "both leases and their keys went in one write"
+    );
+    let mut deleted = BTreeSet::new();
+    for _ in 0..3 {
+        let ev = next(&mut w);
+        assert_eq!(ev.kind, EventKind::Delete);
+        assert_eq!(ev.kv.mod_revision, 7);
+        deleted.insert(ev.kv.key);
+    }
+    assert_eq!(
+        deleted,
+        bytes(&["e/1a", "e/1b", "e/2a"]).into_iter().collect()
+    );
+    assert_idle(&mut w);
+    assert_eq!(
+        keys_of(&db.range("e/", None).unwrap()),
+        bytes(&["e/free", "e/long", "e/sync"])
+    );
+    assert!(matches!(
+        db.time_to_live(short1),
+        Err(Error::LeaseNotFound(_))
+    ));
+    assert_eq!(db.time_to_live(long).unwrap().keys, bytes(&["e/long"]));
+    assert_eq!(db.stats().expired, 2);
+}
+
+#[test]
+fn l11_expiry_of_one_lease_sends_its_key_deletes_in_key_order() {
+    let clock = ManualClock::new();
+    let db = Tenure::builder().clock(clock.clone()).open().unwrap();
+    let l = db.grant(Duration::from_secs(1)).unwrap();
+    for k in ["z", "b", "m", "a"] {
+        db.put(k, "v", Some(l)).unwrap();
+    }
+    let mut w = watch(&db, "", true, true);
+    let expired = db.expired();
+    clock.advance(Duration::from_secs(1));
+    let batch = expired.recv_timeout(WAIT).unwrap();
+    assert_eq!(batch[0].keys, bytes(&["a", "b", "m", "z"]));
+    for k in ["a", "b", "m", "z"] {
+        let ev = next(&mut w);
+        assert_eq!(ev.kv, delete_event(k.as_bytes(), 5).kv);
+        assert_eq!(ev.prev_kv.unwrap().lease, Some(l));
+    }
+    assert_idle(&mut w);
+}
+
+#[test]
+fn l6_lease_key_index_is_rebuilt_on_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.tenure");
+    let clock = ManualClock::new();
+    let (l1, l2) = {
+        let db = open_file_with_clock(&path, &clock);
+        let l1 = db.grant(Duration::from_secs(100)).unwrap();
+        let l2 = db.grant(Duration::from_secs(50)).unwrap();
+        db.put("a", "1", Some(l1)).unwrap();
+        db.put("b", "2", Some(l1)).unwrap();
+        db.put("c", "3", Some(l2)).unwrap();
+        db.put("d", "4", Some(l2)).unwrap();
+        db.put("free", "5", None).unwrap();
+        db.attach(l2, &["x-bare"]).unwrap(); // a name with no value
+        db.attach(l2, &["b"]).unwrap(); // moved from l1
+        db.put("d", "4'", None).unwrap(); // detached by a put
+        db.close().unwrap();
+        (l1, l2)
+    };
+    let clock = ManualClock::new();
+    let db = open_file_with_clock(&path, &clock);
+    assert_eq!(db.time_to_live(l1).unwrap().keys, bytes(&["a"]));
+    assert_eq!(
+        db.time_to_live(l2).unwrap().keys,
+        bytes(&["b", "c", "x-bare"])
+    );
+    assert_eq!(db.lease_of("a"), Some(l1));
+    assert_eq!(db.lease_of("b"), Some(l2));
+    assert_eq!(db.lease_of("c"), Some(l2));
+    assert_eq!(db.lease_of("d"), None);
+    assert_eq!(db.lease_of("x-bare"), Some(l2));
+    assert_eq!(db.lease_of("free"), None);
+    assert_eq!(db.get("b").unwrap().unwrap().lease, Some(l2));
+    assert_eq!(db.get("x-bare").unwrap(), None);
+
+    // The rebuilt index drives expiry: l2's keys go, l1's stay.
+    let mut w = watch(&db, "", true, false);
+    let expired = db.expired();
+    clock.advance(Duration::from_secs(51));
+    let batch = expired.recv_timeout(WAIT).expect("l2 expires after reopen");
+    assert_eq!(batch.len(), 1);
+    assert_eq!(
+        (batch[0].id, &batch[0].keys),
+        (l2, &bytes(&["b", "c", "x-bare"]))
+    );
+    let rev = db.revision();
+    assert_eq!(next(&mut w), delete_event(b"b", rev));
+    assert_eq!(next(&mut w), delete_event(b"c", rev));
+    assert_idle(&mut w);
+    assert_eq!(
+        keys_of(&db.range("", None).unwrap()),
+        bytes(&["a", "d", "free"])
+    );
+    assert_eq!(db.lease_of("x-bare"), None);
+    db.close().unwrap();
+
+    let db = open_file_with_clock(&path, &clock);
+    assert_eq!(db.time_to_live(l1).unwrap().keys, bytes(&["a"]));
+    assert!(matches!(db.time_to_live(l2), Err(Error::LeaseNotFound(_))));
+    db.revoke(l1).unwrap();
+    assert_eq!(keys_of(&db.range("", None).unwrap()), bytes(&["d", "free"]));
+}
