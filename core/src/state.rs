@@ -87,7 +87,7 @@ impl Machine {
         Ok(ExpiredLease {
             id: LeaseId::new(id),
             ttl: Duration::from_nanos(ttl),
-            keys: keys.into_iter().collect(),
+            keys,
         })
     }
 
@@ -215,7 +215,7 @@ impl Machine {
                 notices.push(ExpiredLease {
                     id: LeaseId::new(d.id),
                     ttl: Duration::from_nanos(lease.ttl),
-                    keys: lease.keys.iter().cloned().collect(),
+                    keys: lease.keys().cloned().collect(),
                 });
                 if !d.redelivery {
                     self.counters.expired += 1;

@@ -10,9 +10,11 @@
 //! expired, `queue.deadline_of(slot) <= lease.deadline`.
 
 use std::collections::BTreeSet;
+use std::hash::BuildHasher;
 use std::time::Duration;
 
-use rustc_hash::FxHashMap;
+use hashbrown::HashTable;
+use rustc_hash::FxBuildHasher;
 
 use super::queue::LeaseExpiredNotifier;
 use crate::error::{Error, Result};
@@ -36,8 +38,18 @@ pub(crate) struct Lease {
     pub(crate) expired: bool,
     /// Renewed since its remaining TTL was last persisted.
     pub(crate) dirty: bool,
-    /// Attached key names, in key order.
-    pub(crate) keys: BTreeSet<Vec<u8>>,
+    /// The key this lease's heap entry has (`NO_TIME`: none), so renew can check I-L1 without
+    /// touching the heap.
+    queued: u64,
+    /// Attached key names, in key order; boxed because most leases have none.
+    keys: Option<Box<BTreeSet<Vec<u8>>>>,
+}
+
+impl Lease {
+    /// The attached key names, in key order.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &Vec<u8>> {
+        self.keys.iter().flat_map(|k| k.iter())
+    }
 }
 
 /// What became of a due lease popped by [`Lessor::pop_due`].
@@ -52,7 +64,8 @@ pub(crate) struct Due {
 pub(crate) struct Lessor {
     slab: Vec<Lease>,
     free: Vec<u32>,
-    index: FxHashMap<i64, u32>,
+    /// Lease ID → slot. Holds only slots (4 bytes a bucket); IDs are read from the slab.
+    index: HashTable<u32>,
     queue: LeaseExpiredNotifier,
     primary: bool,
     auto_revoke: bool,
@@ -67,12 +80,41 @@ pub(crate) fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(NO_TIME - 1)
 }
 
+#[inline]
+fn hash(id: i64) -> u64 {
+    FxBuildHasher.hash_one(id)
+}
+
 impl Lessor {
+    #[inline]
+    fn slot_of(&self, id: i64) -> Option<u32> {
+        let slab = &self.slab;
+        self.index
+            .find(hash(id), |&s| slab[s as usize].id == id)
+            .copied()
+    }
+
+    fn queue_set(&mut self, slot: u32, key: u64) {
+        self.slab[slot as usize].queued = key;
+        self.queue.register_or_update(slot, key);
+    }
+
+    fn queue_remove(&mut self, slot: u32) {
+        self.slab[slot as usize].queued = NO_TIME;
+        self.queue.remove(slot);
+    }
+
+    fn queue_clear(&mut self) {
+        while let Some((_, slot)) = self.queue.pop() {
+            self.slab[slot as usize].queued = NO_TIME;
+        }
+    }
+
     pub(crate) fn new(primary: bool, auto_revoke: bool, min_ttl: Duration) -> Lessor {
         Lessor {
             slab: Vec::new(),
             free: Vec::new(),
-            index: FxHashMap::default(),
+            index: HashTable::new(),
             queue: LeaseExpiredNotifier::new(),
             primary,
             auto_revoke,
@@ -115,7 +157,7 @@ impl Lessor {
             Some(id) if id <= 0 => Err(Error::invalid(format!(
                 "lease ID must be positive, got {id}"
             ))),
-            Some(id) if self.index.contains_key(&id) => Err(Error::LeaseExists(LeaseId::new(id))),
+            Some(id) if self.slot_of(id).is_some() => Err(Error::LeaseExists(LeaseId::new(id))),
             Some(id) => Ok(id),
             None if self.next_id == i64::MAX => Err(Error::invalid(
                 "lease ID space exhausted (an ID of i64::MAX was used)",
@@ -128,7 +170,7 @@ impl Lessor {
     /// from [`check_ttl`](Self::check_ttl). `remaining` is a checkpointed remaining TTL or
     /// `NO_TIME`; on a primary the deadline is `now + life`.
     pub(crate) fn insert(&mut self, id: i64, ttl: u64, remaining: u64, life: u64, now: u64) {
-        debug_assert!(id > 0 && !self.index.contains_key(&id));
+        debug_assert!(id > 0 && self.slot_of(id).is_none());
         if id >= self.next_id {
             self.next_id = id.saturating_add(1);
         }
@@ -144,7 +186,8 @@ impl Lessor {
             remaining,
             expired: false,
             dirty: false,
-            keys: BTreeSet::new(),
+            queued: NO_TIME,
+            keys: None,
         };
         let slot = match self.free.pop() {
             Some(slot) => {
@@ -156,39 +199,50 @@ impl Lessor {
                 (self.slab.len() - 1) as u32
             }
         };
-        self.index.insert(id, slot);
+        let slab = &self.slab;
+        self.index
+            .insert_unique(hash(id), slot, |&s| hash(slab[s as usize].id));
         if deadline != NO_TIME {
-            self.queue.register_or_update(slot, deadline);
+            self.queue_set(slot, deadline);
         }
     }
 
     #[inline]
     pub(crate) fn get(&self, id: i64) -> Option<&Lease> {
-        self.index.get(&id).map(|&s| &self.slab[s as usize])
+        self.slot_of(id).map(|s| &self.slab[s as usize])
     }
 
     pub(crate) fn contains(&self, id: i64) -> bool {
-        self.index.contains_key(&id)
+        self.slot_of(id).is_some()
     }
 
     fn get_mut(&mut self, id: i64) -> Result<&mut Lease> {
-        match self.index.get(&id) {
-            Some(&s) => Ok(&mut self.slab[s as usize]),
+        match self.slot_of(id) {
+            Some(s) => Ok(&mut self.slab[s as usize]),
             None => Err(Error::LeaseNotFound(LeaseId::new(id))),
         }
     }
 
     /// Removes a lease and returns its attached keys (L4). The caller deletes those keys.
-    pub(crate) fn remove(&mut self, id: i64) -> Result<(u64, BTreeSet<Vec<u8>>)> {
-        let slot = self
+    pub(crate) fn remove(&mut self, id: i64) -> Result<(u64, Vec<Vec<u8>>)> {
+        let slab = &self.slab;
+        let slot = match self
             .index
-            .remove(&id)
-            .ok_or(Error::LeaseNotFound(LeaseId::new(id)))?;
-        self.queue.remove(slot);
+            .find_entry(hash(id), |&s| slab[s as usize].id == id)
+        {
+            Ok(entry) => entry.remove().0,
+            Err(_) => return Err(Error::LeaseNotFound(LeaseId::new(id))),
+        };
+        self.queue_remove(slot);
         let lease = &mut self.slab[slot as usize];
         lease.id = 0;
         lease.dirty = false;
-        let keys = std::mem::take(&mut lease.keys);
+        lease.expired = false;
+        let keys = lease
+            .keys
+            .take()
+            .map(|k| k.into_iter().collect())
+            .unwrap_or_default();
         self.free.push(slot);
         Ok((lease.ttl, keys))
     }
@@ -201,7 +255,7 @@ impl Lessor {
         if !self.primary {
             return Err(Error::NotPrimary);
         }
-        let Some(&slot) = self.index.get(&id) else {
+        let Some(slot) = self.slot_of(id) else {
             return Err(Error::LeaseNotFound(LeaseId::new(id)));
         };
         let lease = &mut self.slab[slot as usize];
@@ -221,8 +275,8 @@ impl Lessor {
             self.dirty.push((slot, id));
         }
         let ttl = lease.ttl;
-        if self.queue.deadline_of(slot).is_some_and(|d| d > deadline) {
-            self.queue.register_or_update(slot, deadline);
+        if lease.queued > deadline {
+            self.queue_set(slot, deadline);
         }
         Ok(ttl)
     }
@@ -261,12 +315,21 @@ impl Lessor {
     }
 
     pub(crate) fn attach(&mut self, id: i64, key: &[u8]) -> Result<()> {
-        self.get_mut(id)?.keys.insert(key.to_vec());
+        self.get_mut(id)?
+            .keys
+            .get_or_insert_with(Box::default)
+            .insert(key.to_vec());
         Ok(())
     }
 
     pub(crate) fn detach(&mut self, id: i64, key: &[u8]) -> Result<()> {
-        self.get_mut(id)?.keys.remove(key);
+        let lease = self.get_mut(id)?;
+        if let Some(keys) = &mut lease.keys {
+            keys.remove(key);
+            if keys.is_empty() {
+                lease.keys = None;
+            }
+        }
         Ok(())
     }
 
@@ -274,8 +337,9 @@ impl Lessor {
     /// Leases already delivered for a manual revoke stay expired and are due at once.
     pub(crate) fn promote(&mut self, extend: u64, now: u64) {
         self.primary = true;
-        self.queue.clear();
-        for (slot, lease) in self.slab.iter_mut().enumerate() {
+        self.queue_clear();
+        for slot in 0..self.slab.len() {
+            let lease = &mut self.slab[slot];
             if lease.id == 0 {
                 continue;
             }
@@ -289,14 +353,15 @@ impl Lessor {
                 };
                 now.saturating_add(extend).saturating_add(base)
             };
-            self.queue.register_or_update(slot as u32, lease.deadline);
+            let deadline = lease.deadline;
+            self.queue_set(slot as u32, deadline);
         }
     }
 
     /// L9: standby; no lease has a deadline.
     pub(crate) fn demote(&mut self) {
         self.primary = false;
-        self.queue.clear();
+        self.queue_clear();
         for lease in self.slab.iter_mut() {
             lease.deadline = NO_TIME;
         }
@@ -324,11 +389,14 @@ impl Lessor {
             }
             let lease = &self.slab[slot as usize];
             if !lease.expired && lease.deadline > now {
-                self.queue.register_or_update(slot, lease.deadline);
+                let deadline = lease.deadline;
+                self.queue_set(slot, deadline);
                 fixes += 1;
                 continue;
             }
             self.queue.pop();
+            let lease = &mut self.slab[slot as usize];
+            lease.queued = NO_TIME;
             out.push(Due {
                 id: lease.id,
                 redelivery: lease.expired,
@@ -338,11 +406,11 @@ impl Lessor {
 
     /// Manual revoke: the lease was delivered; deliver it again at `retry_at` unless revoked.
     pub(crate) fn mark_delivered(&mut self, id: i64, retry_at: u64) {
-        if let Some(&slot) = self.index.get(&id) {
+        if let Some(slot) = self.slot_of(id) {
             let lease = &mut self.slab[slot as usize];
             lease.expired = true;
             lease.deadline = retry_at;
-            self.queue.register_or_update(slot, retry_at);
+            self.queue_set(slot, retry_at);
         }
     }
 
@@ -351,7 +419,7 @@ impl Lessor {
             id: LeaseId::new(lease.id),
             ttl: Duration::from_nanos(lease.ttl),
             remaining: self.remaining_of(lease, now).map(Duration::from_nanos),
-            keys: lease.keys.iter().cloned().collect(),
+            keys: lease.keys().cloned().collect(),
         }
     }
 

@@ -52,6 +52,7 @@ impl LeaseExpiredNotifier {
     }
 
     /// The deadline `slot` is registered with, if any.
+    #[cfg(test)]
     #[inline]
     pub(crate) fn deadline_of(&self, slot: u32) -> Option<u64> {
         match self.pos.get(slot as usize) {
@@ -82,13 +83,6 @@ impl LeaseExpiredNotifier {
             }
             _ => false,
         }
-    }
-
-    pub(crate) fn clear(&mut self) {
-        for &(_, s) in &self.heap {
-            self.pos[s as usize] = NONE;
-        }
-        self.heap.clear();
     }
 
     fn remove_at(&mut self, i: usize) {
