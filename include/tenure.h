@@ -195,8 +195,8 @@ typedef int32_t tenure_compare_op;
 // The kind of an operation in a transaction response (`tenure_txn_response_op_type`).
 typedef int32_t tenure_op_type;
 
-// What happened to a key (`tenure_event_type`).
-typedef int32_t tenure_event_type;
+// What happened to a key (returned by `tenure_event_type`).
+typedef int32_t tenure_event_kind;
 
 // Every write is on disk (fsync) when the call returns; concurrent writers share commits.
 #define TENURE_DURABILITY_IMMEDIATE 0
@@ -798,7 +798,7 @@ tenure_result tenure_watcher_next(const struct tenure_watcher *w,
 void tenure_watcher_free(struct tenure_watcher *w);
 
 // `TENURE_EVENT_PUT` or `TENURE_EVENT_DELETE` (-1 if `ev` is NULL).
-tenure_event_type tenure_event_type(const struct tenure_event *ev);
+tenure_event_kind tenure_event_type(const struct tenure_event *ev);
 
 // The revision of the write that made the event (0 if `ev` is NULL).
 int64_t tenure_event_revision(const struct tenure_event *ev);

@@ -14,12 +14,12 @@ pub const TENURE_WATCH_PREFIX: u32 = 1;
 /// Include the previous key-value in each event, when there was one (`tenure_watch` flag).
 pub const TENURE_WATCH_PREV_KV: u32 = 2;
 
-/// What happened to a key (`tenure_event_type`).
-pub type tenure_event_type = i32;
+/// What happened to a key (returned by `tenure_event_type`).
+pub type tenure_event_kind = i32;
 /// The key was created or overwritten.
-pub const TENURE_EVENT_PUT: tenure_event_type = 0;
+pub const TENURE_EVENT_PUT: tenure_event_kind = 0;
 /// The key was deleted (explicitly, by a transaction, or with its lease).
-pub const TENURE_EVENT_DELETE: tenure_event_type = 1;
+pub const TENURE_EVENT_DELETE: tenure_event_kind = 1;
 
 /// A watch (from `tenure_watch`). Events arrive in revision order. It may be used from any
 /// thread; concurrent `tenure_watcher_next` calls on one watcher take turns. It stays valid
@@ -31,7 +31,7 @@ pub struct tenure_watcher {
 
 /// One event (from `tenure_watcher_next`).
 pub struct tenure_event {
-    kind: tenure_event_type,
+    kind: tenure_event_kind,
     revision: i64,
     kv: tenure_kv,
     prev_kv: Option<tenure_kv>,
@@ -126,7 +126,7 @@ pub unsafe extern "C" fn tenure_watcher_free(w: *mut tenure_watcher) {
 
 /// `TENURE_EVENT_PUT` or `TENURE_EVENT_DELETE` (-1 if `ev` is NULL).
 #[no_mangle]
-pub unsafe extern "C" fn tenure_event_type(ev: *const tenure_event) -> tenure_event_type {
+pub unsafe extern "C" fn tenure_event_type(ev: *const tenure_event) -> tenure_event_kind {
     // SAFETY: the caller promises NULL or a live event.
     shield("tenure_event_type", -1, || {
         unsafe { ev.as_ref() }.map_or(-1, |e| e.kind)

@@ -1,0 +1,130 @@
+# C ABI (issue 4): libtenure.so / libtenure.a, include/tenure.h, `make install`, and the C tests.
+#
+#   make header       regenerate include/tenure.h from ffi/src (cbindgen, ffi/cbindgen.toml)
+#   make install      install the release libraries, the header and tenure.pc under PREFIX
+#   make test-c       C tests under ASan+UBSan (leak checking on), the same tests under
+#                     valgrind, and the C and C++ examples built against a temporary install
+#
+# Everything the tests need (a C/C++ compiler, valgrind, pkg-config) is installed here when
+# missing, idempotently.
+
+CC ?= cc
+CXX ?= c++
+DESTDIR ?=
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+INSTALL_PROFILE ?= release
+C_TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+C_BUILD := build/c
+
+# The version comes from the generated header, the one source of truth for C.
+C_VERSION_PART = $(shell sed -n 's/^\#define TENURE_VERSION_$(1) \([0-9]*\).*/\1/p' include/tenure.h)
+C_MAJOR = $(call C_VERSION_PART,MAJOR)
+C_MINOR = $(call C_VERSION_PART,MINOR)
+C_PATCH = $(call C_VERSION_PART,PATCH)
+C_VERSION = $(C_MAJOR).$(C_MINOR).$(C_PATCH)
+# Must match ffi/build.rs: libtenure.so.0.MINOR before 1.0, libtenure.so.MAJOR after.
+C_SONAME = libtenure.so.$(if $(filter 0,$(C_MAJOR)),0.$(C_MINOR),$(C_MAJOR))
+# What a static link needs besides libtenure.a (rustc --print native-static-libs).
+C_STATIC_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+
+C_TEST_SRCS := $(wildcard tests/c/*.c)
+C_TEST_HDRS := $(wildcard tests/c/*.h) include/tenure.h
+C_WARN := -std=c11 -Wall -Wextra -Werror
+C_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: header install test-c c-tools ffi-debug ffi-release test-c-asan test-c-valgrind \
+	test-c-api-coverage test-c-examples
+
+EXTRA_TESTS += test-c
+# The root Makefile expands $(EXTRA_TESTS) in `test`'s prerequisites before this fragment is
+# included, so also attach the suite to `test` directly (make ignores the duplicate).
+test: test-c
+
+header:
+	TENURE_UPDATE_HEADER=1 $(CARGO) test -q -p tenure-ffi --test header
+
+ffi-debug:
+	$(CARGO) build -q -p tenure-ffi
+
+ffi-release:
+	$(CARGO) build -q -p tenure-ffi --release
+
+# Installs only what is missing (a fresh machine); `apt-get update` once, before installing.
+c-tools:
+	@missing=""; \
+	command -v $(CC) >/dev/null 2>&1 || missing="$$missing gcc"; \
+	command -v $(CXX) >/dev/null 2>&1 || missing="$$missing g++"; \
+	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+install: ffi-$(INSTALL_PROFILE)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 644 include/tenure.h $(DESTDIR)$(INCLUDEDIR)/tenure.h
+	install -m 644 $(C_TARGET_DIR)/$(INSTALL_PROFILE)/libtenure.a $(DESTDIR)$(LIBDIR)/libtenure.a
+	install -m 755 $(C_TARGET_DIR)/$(INSTALL_PROFILE)/libtenure.so \
+		$(DESTDIR)$(LIBDIR)/libtenure.so.$(C_VERSION)
+	ln -sf libtenure.so.$(C_VERSION) $(DESTDIR)$(LIBDIR)/$(C_SONAME)
+	ln -sf $(C_SONAME) $(DESTDIR)$(LIBDIR)/libtenure.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+		-e 's|@VERSION@|$(C_VERSION)|' -e 's|@STATIC_LIBS@|$(C_STATIC_LIBS)|' \
+		ffi/tenure.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tenure.pc
+
+$(C_BUILD)/tests-asan: $(C_TEST_SRCS) $(C_TEST_HDRS) ffi-debug | c-tools
+	@mkdir -p $(C_BUILD)
+	$(CC) $(C_WARN) -g -O1 $(C_SAN) -Iinclude $(C_TEST_SRCS) \
+		$(C_TARGET_DIR)/debug/libtenure.a $(C_STATIC_LIBS) -o $@
+
+$(C_BUILD)/tests-plain: $(C_TEST_SRCS) $(C_TEST_HDRS) ffi-debug | c-tools
+	@mkdir -p $(C_BUILD)
+	$(CC) $(C_WARN) -g -O0 -Iinclude $(C_TEST_SRCS) \
+		$(C_TARGET_DIR)/debug/libtenure.a $(C_STATIC_LIBS) -o $@
+
+test-c-asan: $(C_BUILD)/tests-asan
+	ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/c/lsan.supp:print_suppressions=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		$(C_BUILD)/tests-asan
+
+test-c-valgrind: $(C_BUILD)/tests-plain
+	valgrind -q --error-exitcode=1 --leak-check=full --show-leak-kinds=definite,indirect \
+		--errors-for-leak-kinds=definite,indirect --suppressions=tests/c/valgrind.supp \
+		$(C_BUILD)/tests-plain
+
+# Every function the header declares is called by some C test.
+test-c-api-coverage:
+	@missing=""; \
+	for f in $$(sed -n 's/^[a-z0-9_ ]*[ *]\(tenure_[a-z_]*\)(.*/\1/p' include/tenure.h); do \
+		grep -qE "(^|[^a-z_])$$f\(" $(C_TEST_SRCS) || missing="$$missing $$f"; \
+	done; \
+	if [ -n "$$missing" ]; then echo "not called by tests/c:$$missing"; exit 1; fi; \
+	echo "tests/c call all $$(sed -n 's/^[a-z0-9_ ]*[ *]\(tenure_[a-z_]*\)(.*/\1/p' include/tenure.h | wc -l) functions of include/tenure.h"
+
+# The examples build against a temporary install, found through pkg-config only.
+test-c-examples: ffi-debug | c-tools
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(MAKE) --no-print-directory -s install PREFIX="$$tmp/prefix" INSTALL_PROFILE=debug; \
+	export PKG_CONFIG_PATH="$$tmp/prefix/lib/pkgconfig"; \
+	echo "pkg-config --cflags --libs tenure: $$(pkg-config --cflags --libs tenure)"; \
+	test "$$(pkg-config --modversion tenure)" = "$(C_VERSION)"; \
+	$(CC) $(C_WARN) examples/c/leases.c $$(pkg-config --cflags --libs tenure) \
+		-Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/leases-c"; \
+	"$$tmp/leases-c"; \
+	$(CC) $(C_WARN) examples/c/leases.c $$(pkg-config --cflags tenure) \
+		"$$(pkg-config --variable=libdir tenure)/libtenure.a" \
+		$$(pkg-config --static --libs-only-l tenure | sed 's/-ltenure//') -o "$$tmp/leases-static"; \
+	if readelf -d "$$tmp/leases-static" | grep -q 'libtenure'; then \
+		echo "static example still needs libtenure.so"; exit 1; fi; \
+	"$$tmp/leases-static" >/dev/null; \
+	$(CXX) -std=c++17 -Wall -Wextra -Werror examples/cpp/leases.cpp \
+		$$(pkg-config --cflags --libs tenure) -Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/leases-cpp"; \
+	"$$tmp/leases-cpp"
+
+test-c: c-tools test-c-api-coverage test-c-asan test-c-valgrind test-c-examples
+	@echo "test-c: ASan+UBSan, valgrind and the installed C/C++ examples passed"
