@@ -41,7 +41,9 @@ pub(crate) struct Lease {
     /// The key this lease's heap entry has (`NO_TIME`: none), so renew can check I-L1 without
     /// touching the heap.
     queued: u64,
-    /// Attached key names, in key order; boxed because most leases have none.
+    /// Attached key names, in key order. Boxed on purpose: most leases have no keys, and 8
+    /// bytes instead of 24 per lease is a third of the per-lease memory budget.
+    #[allow(clippy::box_collection)]
     keys: Option<Box<BTreeSet<Vec<u8>>>>,
 }
 
