@@ -29,6 +29,9 @@ pub(crate) struct Batch {
     pub(crate) ops: Vec<StoreOp>,
     pub(crate) events: Vec<Event>,
     pub(crate) expired: Vec<Vec<ExpiredLease>>,
+    /// Leases removed (revoked or expired) by these writes, for lease-loss waiters. Drained by
+    /// the engine right after each write; not part of what is committed.
+    pub(crate) gone: Vec<i64>,
 }
 
 impl Batch {
@@ -59,6 +62,7 @@ impl Batch {
             ops: std::mem::take(&mut self.ops),
             events: std::mem::take(&mut self.events),
             expired: std::mem::take(&mut self.expired),
+            gone: Vec::new(),
         }
     }
 }

@@ -8,6 +8,7 @@
 //!
 //! `Shared::store` is used by the committer thread only (and by `close` after it has stopped).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -88,6 +89,8 @@ struct Shared {
     expired_dropped: AtomicU64,
     /// Keeps the clock subscription alive.
     waker: Mutex<Option<Arc<Waker>>>,
+    /// Lease ID → senders dropped when the lease is gone (see `Tenure::lease_gone`).
+    lease_waiters: Mutex<HashMap<i64, Vec<Sender<()>>>>,
 }
 
 /// Builder for [`Tenure`]; every option has a default (see each method).
@@ -350,6 +353,7 @@ impl Tenure {
             commits: AtomicU64::new(0),
             expired_dropped: AtomicU64::new(0),
             waker: Mutex::new(None),
+            lease_waiters: Mutex::new(HashMap::new()),
         });
         let weak = Arc::downgrade(&shared);
         let waker: Arc<Waker> = Arc::new(move || {
@@ -422,6 +426,7 @@ impl Tenure {
                 st.pending.expired.len(),
             );
             let out = f(&mut st.m, &mut st.pending, &Time(&*s.clock))?;
+            notify_gone(s, &mut st.pending);
             let after = (
                 st.pending.ops.len(),
                 st.pending.events.len(),
@@ -654,6 +659,22 @@ impl Tenure {
         close_engine(&self.h.shared, &self.h.threads)
     }
 
+    /// A receiver that disconnects when lease `id` is gone: revoked, expired, or the engine
+    /// closed. `LeaseNotFound` if it is already gone.
+    pub(crate) fn lease_gone(&self, id: LeaseId) -> Result<Receiver<()>> {
+        let s = self.shared();
+        let st = s.state.lock();
+        if st.closed {
+            return Err(Error::Closed);
+        }
+        if !st.m.lessor.contains(id.get()) {
+            return Err(Error::LeaseNotFound(id));
+        }
+        let (tx, rx) = bounded(0);
+        s.lease_waiters.lock().entry(id.get()).or_default().push(tx);
+        Ok(rx)
+    }
+
     fn wake_expiry(&self) {
         let s = self.shared();
         let _g = s.state.lock();
@@ -748,6 +769,18 @@ fn enqueued(s: &Shared, st: &mut State) -> Option<u64> {
             }
             None
         }
+    }
+}
+
+/// Wakes the waiters of leases that writes just removed (at apply time, so a waiter whose
+/// session died stops at once).
+fn notify_gone(s: &Shared, b: &mut Batch) {
+    if b.gone.is_empty() {
+        return;
+    }
+    let mut waiters = s.lease_waiters.lock();
+    for id in b.gone.drain(..) {
+        waiters.remove(&id); // dropping the senders disconnects the receivers
     }
 }
 
@@ -884,6 +917,7 @@ fn expiry_loop(s: &Shared) {
                 let st_ref = &mut *st;
                 st_ref.pending.record_events = s.record_events.load(Ordering::Relaxed);
                 st_ref.m.expire(&due, now, &mut st_ref.pending);
+                notify_gone(s, &mut st_ref.pending);
                 enqueued(s, st_ref);
             }
             if now >= st.next_checkpoint {
@@ -968,6 +1002,7 @@ fn close_engine(s: &Arc<Shared>, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result
         Ok(())
     };
     s.hub.lock().close();
+    s.lease_waiters.lock().clear();
     *s.expired.lock() = None;
     *s.store.lock() = None; // releases the file lock
     *s.waker.lock() = None;

@@ -31,6 +31,7 @@ mod kv;
 mod lease;
 mod state;
 mod store;
+pub mod sync;
 mod types;
 
 pub use crate::clock::{Clock, ManualClock, SystemClock, Waker};

@@ -84,6 +84,7 @@ impl Machine {
             self.kv.delete(key, rev, b);
         }
         b.op(|| StoreOp::DelLease(id));
+        b.gone.push(id);
         Ok(ExpiredLease {
             id: LeaseId::new(id),
             ttl: Duration::from_nanos(ttl),

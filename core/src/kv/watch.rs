@@ -221,7 +221,12 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    fn ended(&mut self) -> Error {
+    /// The raw event channel, for `select!` in the coordination recipes.
+    pub(crate) fn channel(&self) -> &Receiver<Event> {
+        &self.rx
+    }
+
+    pub(crate) fn ended(&mut self) -> Error {
         self.finished = true;
         self.shared.error.lock().take().unwrap_or(Error::Closed)
     }
