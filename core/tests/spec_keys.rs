@@ -1704,3 +1704,44 @@ fn l6_lease_key_index_is_rebuilt_on_reopen() {
     db.revoke(l1).unwrap();
     assert_eq!(keys_of(&db.range("", None).unwrap()), bytes(&["d", "free"]));
 }
+
+#[test]
+fn k6_a_slow_watcher_is_cancelled_between_revisions_never_inside_one() {
+    let db = Tenure::builder().watch_queue(3).open().unwrap();
+    let mut w = db
+        .watch(
+            "p/",
+            WatchOptions {
+                prefix: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    db.put("p/a", "1", None).unwrap();
+    db.put("p/b", "2", None).unwrap();
+    let rev = db.revision() + 1;
+    assert_eq!(db.delete_prefix("p/").unwrap(), 2); // one revision, two events: no room for both
+    assert_eq!(w.recv().unwrap().kv.key, b"p/a");
+    assert_eq!(w.recv().unwrap().kv.key, b"p/b");
+    match w.recv() {
+        Err(Error::Compacted { revision, .. }) => assert_eq!(revision, rev),
+        other => panic!("expected Compacted at {rev}, got {other:?}"),
+    }
+    let mut resumed = db
+        .watch(
+            "p/",
+            WatchOptions {
+                prefix: true,
+                start_revision: Some(rev),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let keys: Vec<_> = (0..2).map(|_| resumed.recv().unwrap().kv.key).collect();
+    assert_eq!(
+        keys,
+        vec![b"p/a".to_vec(), b"p/b".to_vec()],
+        "each delete exactly once"
+    );
+    assert!(resumed.try_recv().unwrap().is_none());
+}

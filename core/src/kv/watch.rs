@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
@@ -158,24 +158,28 @@ impl WatchHub {
             return;
         }
         let queue_cap = self.queue_cap;
-        for ev in &events {
+        // One revision at a time, and a revision enters a watcher's queue whole or not at all,
+        // so a cancelled watcher resumes exactly at the revision it did not get.
+        for group in events.chunk_by(|a, b| a.revision() == b.revision()) {
             self.watchers.retain(|w| {
-                if !w.matches(ev) {
+                let matching = group.iter().filter(|ev| w.matches(ev)).count();
+                if matching == 0 {
                     return true;
                 }
-                match w.tx.try_send(w.prepare(ev)) {
-                    Ok(()) => true,
-                    Err(TrySendError::Disconnected(_)) => false,
-                    Err(TrySendError::Full(_)) => {
-                        *w.shared.error.lock() = Some(Error::Compacted {
-                            revision: ev.revision(),
-                            reason: format!(
-                                "the watcher fell more than {queue_cap} events behind and was cancelled"
-                            ),
-                        });
-                        false
-                    }
+                let room = w.tx.capacity().unwrap_or(usize::MAX) - w.tx.len();
+                if room < matching {
+                    *w.shared.error.lock() = Some(Error::Compacted {
+                        revision: group[0].revision(),
+                        reason: format!(
+                            "the watcher fell more than {queue_cap} events behind and was cancelled"
+                        ),
+                    });
+                    return false;
                 }
+                group
+                    .iter()
+                    .filter(|ev| w.matches(ev))
+                    .all(|ev| w.tx.try_send(w.prepare(ev)).is_ok())
             });
         }
         if self.history_cap == 0 {
