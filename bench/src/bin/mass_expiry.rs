@@ -1,0 +1,129 @@
+//! Mass expiry: `--leases` leases (default 100 000), one key each, all with the same deadline,
+//! plus `--others` (default 1 000) long leases that a second thread keeps renewing.
+//!
+//! A `ManualClock` makes the deadline exactly one instant: everything is granted at clock time
+//! 0 with a 10 s TTL, then the clock advances 10 s. Measured: the wall time from `advance`
+//! until every expired lease (revoked with its key) has arrived on `expired()`, and the latency
+//! of each renew of the other leases during that window (p50 / p99 / max).
+//!
+//! File modes build the population with Buffered(100 ms), close, and reopen in the mode under
+//! test on the same clock (Recovery::Wall: the manual wall clock did not move, so every lease
+//! comes back with its full TTL).
+//!
+//! `cargo run --release -p tenure-bench --bin mass_expiry -- --mode memory|buffered|immediate`
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tenure::{Clock, ManualClock, Tenure, WatchOptions};
+use tenure_bench::{open, summary_us, Args, Mode, Scratch};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn populate(db: &Tenure, n: usize, others: usize) {
+    for id in 1..=n as i64 {
+        db.grant_with_id(id, TTL).expect("grant");
+        db.put(format!("mass/{id:09}"), "value-16-bytes..", Some(id.into()))
+            .expect("put");
+    }
+    for id in n as i64 + 1..=(n + others) as i64 {
+        db.grant_with_id(id, TTL * 1000).expect("grant");
+    }
+}
+
+/// Waits until everything written so far is committed (a marker's put reaches a watcher only
+/// after the commit that holds it and every earlier write).
+fn settle(db: &Tenure) {
+    let mut w = db
+        .watch("bench/settled", WatchOptions::default())
+        .expect("watch");
+    db.put("bench/settled", "", None).expect("put marker");
+    w.recv_timeout(Duration::from_secs(120))
+        .expect("marker delivered");
+}
+
+fn main() {
+    let args = Args::parse(&["mode", "leases", "others"]);
+    let mode: Mode = args.get("mode", Mode::Buffered);
+    let n: usize = args.get("leases", 100_000);
+    let others: usize = args.get("others", 1_000);
+
+    let scratch = Scratch::new(None);
+    let path = scratch.dir.join("mass.tenure");
+    let clock = ManualClock::new();
+    let dyn_clock = || Some(clock.clone() as Arc<dyn Clock>);
+    let db = if mode == Mode::Memory {
+        let db = open(mode, &path, dyn_clock());
+        populate(&db, n, others);
+        db
+    } else {
+        let db = open(Mode::Buffered, &path, dyn_clock());
+        populate(&db, n, others);
+        db.close().expect("close after populating");
+        drop(db);
+        let db = open(mode, &path, dyn_clock());
+        settle(&db);
+        db
+    };
+    assert_eq!(db.stats().leases as usize, n + others);
+    let rx = db.expired();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let measuring = Arc::new(AtomicBool::new(false));
+    let renewer = {
+        let (db, stop, measuring) = (db.clone(), stop.clone(), measuring.clone());
+        thread::spawn(move || {
+            let mut lat = Vec::new();
+            let mut renews = 0u64;
+            'outer: loop {
+                for id in n as i64 + 1..=(n + others) as i64 {
+                    if stop.load(Ordering::Relaxed) {
+                        break 'outer;
+                    }
+                    let on = measuring.load(Ordering::Relaxed);
+                    let t = Instant::now();
+                    db.renew(id).expect("renew of a long lease");
+                    if on {
+                        lat.push(t.elapsed());
+                        renews += 1;
+                    }
+                }
+                if !measuring.load(Ordering::Relaxed) {
+                    thread::yield_now();
+                }
+            }
+            (lat, renews)
+        })
+    };
+
+    // Let the renewer run for a moment before the deadline, then cross it.
+    thread::sleep(Duration::from_millis(50));
+    measuring.store(true, Ordering::SeqCst);
+    let start = Instant::now();
+    clock.advance(TTL);
+    let mut got = 0;
+    let mut keys = 0;
+    while got < n {
+        let batch = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("every lease expires");
+        got += batch.len();
+        keys += batch.iter().map(|l| l.keys.len()).sum::<usize>();
+    }
+    let all_revoked = start.elapsed();
+    measuring.store(false, Ordering::SeqCst);
+    stop.store(true, Ordering::SeqCst);
+    let (mut lat, renews) = renewer.join().expect("renewer");
+    assert_eq!(got, n, "exactly the short leases expire");
+    assert_eq!(keys, n, "each expired lease had its key deleted");
+    let stats = db.stats();
+    assert_eq!(stats.leases as usize, others);
+    db.close().expect("close");
+    println!(
+        "mass_expiry mode={mode} leases={n} others={others} all_revoked_ms={:.1} renews={renews} {}",
+        all_revoked.as_secs_f64() * 1e3,
+        summary_us("renew", &mut lat),
+    );
+}

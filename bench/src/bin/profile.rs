@@ -1,0 +1,135 @@
+//! One fixture of an etcd lessor workload (as in `core/benches/lessor.rs`: a fresh engine on a
+//! file, Buffered(100 ms), IDs 1..=size, TTLs in [1000, 2000) s), for profilers. The measured
+//! part runs inside a function named `profiled_<workload>` so that a profiler can be limited to
+//! it, e.g.
+//!
+//! `valgrind --tool=callgrind --toggle-collect='*profiled_renew*' target/release/profile --workload renew --size 100000`
+//!
+//! `find_expired` expires on the engine's thread: collect `*expire*` there instead. Prints the
+//! wall time of the measured part (meaningless under valgrind, useful under perf).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tenure::{Clock, ManualClock, Tenure, WatchOptions};
+use tenure_bench::{open, Args, Mode, Scratch};
+
+fn settle(db: &Tenure) {
+    let mut w = db
+        .watch("bench/settled", WatchOptions::default())
+        .expect("watch");
+    db.put("bench/settled", "", None).expect("put marker");
+    w.recv_timeout(Duration::from_secs(120))
+        .expect("marker delivered");
+}
+
+fn ttls(n: u64, min: u64, max: u64) -> Vec<Duration> {
+    let mut rng = StdRng::seed_from_u64(7);
+    (0..n)
+        .map(|_| Duration::from_secs(rng.random_range(min..max)))
+        .collect()
+}
+
+#[inline(never)]
+fn profiled_grant(db: &Tenure, ttls: &[Duration]) {
+    for (j, t) in ttls.iter().enumerate() {
+        db.grant_with_id(j as i64 + 1, *t).expect("grant");
+    }
+}
+
+#[inline(never)]
+fn profiled_renew(db: &Tenure, n: u64, passes: u64) {
+    for _ in 0..passes {
+        for j in 1..=n as i64 {
+            db.renew(j).expect("renew");
+        }
+    }
+}
+
+#[inline(never)]
+fn profiled_revoke(db: &Tenure, n: u64) {
+    for j in 1..=n as i64 {
+        db.revoke(j).expect("revoke");
+    }
+}
+
+#[inline(never)]
+fn profiled_find_expired(db: &Tenure, clock: &ManualClock, due: usize) {
+    let rx = db.expired();
+    clock.advance(Duration::from_secs(1000));
+    let mut got = 0;
+    while got < due {
+        got += rx
+            .recv_timeout(Duration::from_secs(600))
+            .expect("due leases")
+            .len();
+    }
+}
+
+fn main() {
+    let args = Args::parse(&["workload", "size", "passes", "mode"]);
+    let workload: String = args.get("workload", "renew".to_string());
+    let n: u64 = args.get("size", 100_000);
+    let passes: u64 = args.get("passes", 1);
+    let mode: Mode = args.get("mode", Mode::Buffered);
+    let scratch = Scratch::new(None);
+    let path = scratch.dir.join("profile.tenure");
+    let clock = ManualClock::new();
+    // The criterion benches run grant/renew/revoke on the real clock, find_expired on a manual one.
+    let manual = (workload == "find_expired").then(|| clock.clone() as Arc<dyn Clock>);
+    let db = open(mode, &path, manual);
+    let t = Instant::now();
+    match workload.as_str() {
+        "grant" => profiled_grant(&db, &ttls(n, 1000, 2000)),
+        "renew" | "revoke" => {
+            let ttls = ttls(n, 1000, 2000);
+            for (j, t) in ttls.iter().enumerate() {
+                db.grant_with_id(j as i64 + 1, *t).expect("grant");
+            }
+            if mode != Mode::Memory {
+                settle(&db);
+            }
+            let t0 = Instant::now();
+            if workload == "renew" {
+                profiled_renew(&db, n, passes);
+            } else {
+                profiled_revoke(&db, n);
+            }
+            println!(
+                "{workload} size={n} measured_ms={:.2}",
+                t0.elapsed().as_secs_f64() * 1e3
+            );
+            db.close().expect("close");
+            return;
+        }
+        "find_expired" => {
+            let ttls = ttls(n, 500, 1500);
+            let due = ttls
+                .iter()
+                .filter(|t| **t <= Duration::from_secs(1000))
+                .count();
+            for (j, t) in ttls.iter().enumerate() {
+                db.grant_with_id(j as i64 + 1, *t).expect("grant");
+            }
+            if mode != Mode::Memory {
+                settle(&db);
+            }
+            let t0 = Instant::now();
+            profiled_find_expired(&db, &clock, due);
+            println!(
+                "{workload} size={n} due={due} measured_ms={:.2}",
+                t0.elapsed().as_secs_f64() * 1e3
+            );
+            db.close().expect("close");
+            return;
+        }
+        other => panic!("unknown workload {other}"),
+    }
+    println!(
+        "{workload} size={n} measured_ms={:.2}",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    db.close().expect("close");
+}

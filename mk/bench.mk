@@ -1,0 +1,23 @@
+# Benchmarks (issue 6): `make bench` runs etcd's lessor workloads through tenure's public API
+# (criterion, core/benches/lessor.rs), the benchmarks beyond etcd (bench/ binaries) and, when
+# ../shared/bench/etcd-lessor-bench.sh is there, etcd's own benchmarks in the same session.
+# Results land in target/bench/results.txt; BENCHMARKS.md explains each figure.
+#
+#   make bench                 everything (about 6-8 minutes on 2 cores)
+#   make bench ETCD=0          without etcd
+#   make bench-python          tenure's Python binding vs cachetools.TTLCache
+#
+# `make test` only builds and smoke-runs the benches (`cargo test --all-targets` runs each
+# criterion bench once on a small fixture); nothing here is part of it.
+
+.PHONY: bench bench-python
+
+bench:
+	ETCD=$(or $(ETCD),1) CARGO=$(CARGO) bash bench/run.sh
+
+BENCH_PY := build/bench-py
+
+bench-python: python-install
+	@PYTHONPATH=$(BENCH_PY) $(PY_BIN)/python -c "import cachetools" 2>/dev/null || \
+		$(PY_BIN)/python -m pip install --quiet --target $(BENCH_PY) 'cachetools>=5'
+	PYTHONPATH=$(BENCH_PY) $(PY_BIN)/python bench/python_vs_ttlcache.py
