@@ -359,3 +359,185 @@ fn s6_record_lock_succeeds_only_for_the_current_owner() {
         "an expired hold frees the record"
     );
 }
+
+mod elector {
+    use super::*;
+    use crossbeam_channel::{unbounded, Receiver};
+    use tenure::sync::{ElectorCallbacks, ElectorConfig, LeaderElector, Stop};
+
+    fn cfg(id: &str, release_on_cancel: bool) -> ElectorConfig {
+        ElectorConfig {
+            name: "leader/svc".into(),
+            identity: id.into(),
+            lease_duration: secs(10),
+            renew_deadline: secs(5),
+            retry_period: secs(2),
+            release_on_cancel,
+        }
+    }
+
+    /// Callbacks that report to a channel: "new:<id>", "started:<token>", "returned", "stopped".
+    fn reporting() -> (ElectorCallbacks, Receiver<String>) {
+        let (tx, rx) = unbounded();
+        let (t1, t2, t3) = (tx.clone(), tx.clone(), tx);
+        let cbs = ElectorCallbacks {
+            on_started_leading: Box::new(move |token, stop: Stop| {
+                t1.send(format!("started:{token}")).unwrap();
+                stop.wait();
+                t1.send("returned".into()).unwrap();
+            }),
+            on_stopped_leading: Box::new(move || t2.send("stopped".into()).unwrap()),
+            on_new_leader: Box::new(move |id| t3.send(format!("new:{id}")).unwrap()),
+        };
+        (cbs, rx)
+    }
+
+    fn start(
+        db: &Tenure,
+        c: ElectorConfig,
+    ) -> (
+        Arc<LeaderElector>,
+        Stop,
+        std::thread::JoinHandle<tenure::Result<()>>,
+        Receiver<String>,
+    ) {
+        let (cbs, rx) = reporting();
+        let e = Arc::new(LeaderElector::new(db, c, cbs).unwrap());
+        let stop = Stop::new();
+        let (e2, s2) = (e.clone(), stop.clone());
+        let h = std::thread::spawn(move || e2.run(&s2));
+        (e, stop, h, rx)
+    }
+
+    fn record(db: &Tenure) -> (i64, String) {
+        let kv = db.get("leader/svc").unwrap().unwrap();
+        let s = String::from_utf8(kv.value).unwrap();
+        (kv.mod_revision, s)
+    }
+
+    fn field(rec: &str, i: usize) -> i64 {
+        rec.split(' ').nth(i).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn s5_inconsistent_configs_are_invalid_arguments() {
+        let (_c, db) = manual();
+        let ok = cfg("a", true);
+        assert!(ok.validate().is_ok());
+        let bad = [
+            ElectorConfig {
+                identity: String::new(),
+                ..ok.clone()
+            },
+            ElectorConfig {
+                lease_duration: secs(5),
+                ..ok.clone()
+            },
+            ElectorConfig {
+                renew_deadline: Duration::from_millis(2400),
+                ..ok.clone()
+            },
+            ElectorConfig {
+                renew_deadline: secs(9),
+                ..ok.clone()
+            },
+            ElectorConfig {
+                retry_period: Duration::ZERO,
+                ..ok.clone()
+            },
+        ];
+        for c in bad {
+            let (cbs, _rx) = reporting();
+            assert!(
+                matches!(
+                    LeaderElector::new(&db, c.clone(), cbs),
+                    Err(Error::InvalidArgument(_))
+                ),
+                "{c:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn s5_one_leader_and_failover_only_after_the_engine_expires_its_lease() {
+        let (clock, db) = manual();
+        let (a, stop_a, ha, rx_a) = start(&db, cfg("a", false));
+        assert_eq!(rx_a.recv_timeout(WAIT).unwrap(), "new:a");
+        let token_a: i64 = rx_a.recv_timeout(WAIT).unwrap()["started:".len()..]
+            .parse()
+            .unwrap();
+        assert!(a.is_leader());
+        let (b, stop_b, hb, rx_b) = start(&db, cfg("b", false));
+        assert_eq!(rx_b.recv_timeout(WAIT).unwrap(), "new:a");
+        for _ in 0..5 {
+            let (rev, _) = record(&db);
+            clock.advance(secs(2));
+            eventually("a renews", || record(&db).0 > rev);
+            assert!(!b.is_leader(), "b must not lead while a renews");
+        }
+        assert_eq!(b.leader().as_deref(), Some("a"));
+        let (_, rec) = record(&db);
+        let last_renew = field(&rec, 2);
+        stop_a.stop();
+        ha.join().unwrap().unwrap();
+        assert_eq!(rx_a.recv_timeout(WAIT).unwrap(), "returned");
+        assert_eq!(rx_a.recv_timeout(WAIT).unwrap(), "stopped");
+        let mut started = None;
+        for _ in 0..40 {
+            clock.advance(secs(1));
+            if let Ok(m) = rx_b.recv_timeout(Duration::from_millis(100)) {
+                started = Some(m);
+                break;
+            }
+        }
+        let m = started.expect("b never took over");
+        assert_eq!(m, "new:b");
+        let token_b: i64 = rx_b.recv_timeout(WAIT).unwrap()["started:".len()..]
+            .parse()
+            .unwrap();
+        assert!(token_b > token_a);
+        let (_, rec) = record(&db);
+        assert!(rec.ends_with(" b"), "{rec}");
+        assert!(
+            field(&rec, 1) - last_renew >= 10_000,
+            "took over before a's lease expired: {rec}"
+        );
+        assert_eq!(field(&rec, 3), 1, "one leader transition");
+        stop_b.stop();
+        hb.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn s5_release_on_cancel_frees_leadership_at_once_and_callbacks_are_ordered() {
+        let (clock, db) = manual();
+        let (_a, stop_a, ha, rx_a) = start(&db, cfg("a", true));
+        assert_eq!(rx_a.recv_timeout(WAIT).unwrap(), "new:a");
+        assert!(rx_a.recv_timeout(WAIT).unwrap().starts_with("started:"));
+        let (b, stop_b, hb, rx_b) = start(&db, cfg("b", true));
+        assert_eq!(rx_b.recv_timeout(WAIT).unwrap(), "new:a");
+        let released_at = field(&record(&db).1, 2);
+        stop_a.stop();
+        ha.join().unwrap().unwrap();
+        let order: Vec<String> = rx_a.try_iter().collect();
+        assert_eq!(
+            order,
+            vec!["returned", "stopped"],
+            "stopped only after started returned"
+        );
+        for _ in 0..10 {
+            clock.advance(secs(1));
+            if b.is_leader() {
+                break;
+            }
+            let _ = rx_b.recv_timeout(Duration::from_millis(100));
+        }
+        eventually("b leads", || b.is_leader());
+        let rec = record(&db).1;
+        assert!(
+            field(&rec, 1) - released_at < 10_000,
+            "released at once, not after expiry: {rec}"
+        );
+        stop_b.stop();
+        hb.join().unwrap().unwrap();
+    }
+}

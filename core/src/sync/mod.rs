@@ -6,6 +6,7 @@
 //! `concurrency` package uses the etcd client.
 
 mod election;
+mod elector;
 mod fence;
 mod mutex;
 mod record;
@@ -13,6 +14,7 @@ mod session;
 mod wait;
 
 pub use election::{Election, Leadership, Observer};
+pub use elector::{ElectorCallbacks, ElectorConfig, LeaderElector, Stop, JITTER};
 pub use fence::FenceGate;
 pub use mutex::{LockGuard, Mutex};
 pub use record::RecordLock;

@@ -1,0 +1,452 @@
+//! A Kubernetes-style leader elector (SPEC S5), after client-go's `leaderelection`, on tenure's
+//! primitives: the leader holds a lease of `lease_duration`; the record key `name` (not bound to
+//! any lease, so its history survives) names the holder, its lease, the acquire and renew times
+//! and the number of leader transitions. A record whose lease no longer exists is free: expiry
+//! is decided by the engine's clock alone.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{unbounded, Sender};
+use parking_lot::{Condvar, Mutex};
+
+use crate::clock::{Clock, Waker};
+use crate::error::{Error, Result};
+use crate::kv::txn::{Compare, CompareOp, Op, Txn};
+use crate::types::LeaseId;
+use crate::Tenure;
+
+/// client-go's jitter factor: acquisition is retried every `retry_period × [1, 2.2)`.
+pub const JITTER: f64 = 1.2;
+
+/// Configuration of a [`LeaderElector`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElectorConfig {
+    /// The record key.
+    pub name: String,
+    /// This candidate's identity (non-empty).
+    pub identity: String,
+    /// TTL of the leader's lease: how long others wait after the leader stops renewing.
+    pub lease_duration: Duration,
+    /// The leader steps down if it could not renew for this long.
+    pub renew_deadline: Duration,
+    /// How often to try to acquire or renew.
+    pub retry_period: Duration,
+    /// On stop, revoke the lease so another candidate can lead at once.
+    pub release_on_cancel: bool,
+}
+
+impl ElectorConfig {
+    /// Checks `lease_duration > renew_deadline > retry_period × JITTER`,
+    /// `renew_deadline + retry_period < lease_duration`, all positive, identity non-empty.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::invalid(format!("leader elector: {m}")));
+        if self.identity.is_empty() {
+            return bad("identity must not be empty");
+        }
+        if self.name.is_empty() {
+            return bad("name must not be empty");
+        }
+        if self.lease_duration.is_zero()
+            || self.renew_deadline.is_zero()
+            || self.retry_period.is_zero()
+        {
+            return bad("durations must be positive");
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return bad("lease_duration must be greater than renew_deadline");
+        }
+        if self.renew_deadline.as_secs_f64() <= self.retry_period.as_secs_f64() * JITTER {
+            return bad("renew_deadline must be greater than retry_period × 1.2");
+        }
+        if self.renew_deadline + self.retry_period >= self.lease_duration {
+            return bad("renew_deadline + retry_period must be less than lease_duration");
+        }
+        Ok(())
+    }
+}
+
+/// A stop flag that sleepers on the engine clock can wait on. Cloning shares it.
+#[derive(Clone, Default)]
+pub struct Stop {
+    inner: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl std::fmt::Debug for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stop")
+            .field("stopped", &self.is_stopped())
+            .finish()
+    }
+}
+
+impl Stop {
+    /// A flag not yet raised.
+    pub fn new() -> Stop {
+        Stop::default()
+    }
+
+    /// Raises the flag and wakes every waiter.
+    pub fn stop(&self) {
+        *self.inner.0.lock() = true;
+        self.inner.1.notify_all();
+    }
+
+    /// Whether the flag is raised.
+    pub fn is_stopped(&self) -> bool {
+        *self.inner.0.lock()
+    }
+
+    /// Blocks until the flag is raised.
+    pub fn wait(&self) {
+        let mut s = self.inner.0.lock();
+        while !*s {
+            self.inner.1.wait(&mut s);
+        }
+    }
+
+    fn wake(&self) {
+        let _g = self.inner.0.lock();
+        self.inner.1.notify_all();
+    }
+
+    /// Sleeps until `clock` reaches `t` or the flag is raised; true if raised.
+    fn sleep_until(&self, clock: &dyn Clock, t: Duration) -> bool {
+        let mut s = self.inner.0.lock();
+        loop {
+            if *s {
+                return true;
+            }
+            if clock.now() >= t {
+                return false;
+            }
+            match clock.instant_at(t) {
+                Some(at) => {
+                    self.inner.1.wait_until(&mut s, at);
+                }
+                None => self.inner.1.wait(&mut s),
+            }
+        }
+    }
+}
+
+/// The callbacks of a [`LeaderElector`], all run on one thread, one at a time.
+pub struct ElectorCallbacks {
+    /// Became leader with this fencing token; should return once the [`Stop`] is raised.
+    pub on_started_leading: Box<dyn FnMut(i64, Stop) + Send>,
+    /// Stopped leading; only after a start, and after `on_started_leading` has returned.
+    pub on_stopped_leading: Box<dyn FnMut() + Send>,
+    /// The observed leader changed (this candidate included).
+    pub on_new_leader: Box<dyn FnMut(&str) + Send>,
+}
+
+impl std::fmt::Debug for ElectorCallbacks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ElectorCallbacks")
+    }
+}
+
+enum Call {
+    Started(i64, Stop),
+    Stopped,
+    NewLeader(String),
+}
+
+/// The leader record stored at the record key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Record {
+    lease: i64,
+    acquire_ms: i64,
+    renew_ms: i64,
+    transitions: i64,
+    holder: String,
+}
+
+impl Record {
+    fn encode(&self) -> Vec<u8> {
+        format!(
+            "{} {} {} {} {}",
+            self.lease, self.acquire_ms, self.renew_ms, self.transitions, self.holder
+        )
+        .into_bytes()
+    }
+
+    fn decode(b: &[u8]) -> Option<Record> {
+        let s = std::str::from_utf8(b).ok()?;
+        let mut it = s.splitn(5, ' ');
+        Some(Record {
+            lease: it.next()?.parse().ok()?,
+            acquire_ms: it.next()?.parse().ok()?,
+            renew_ms: it.next()?.parse().ok()?,
+            transitions: it.next()?.parse().ok()?,
+            holder: it.next()?.to_string(),
+        })
+    }
+}
+
+/// Leadership state shared with observers of the elector.
+#[derive(Default)]
+struct Shared {
+    is_leader: AtomicBool,
+    leader: Mutex<Option<String>>,
+}
+
+/// A client-go–style leader elector (SPEC S5). See the module docs.
+pub struct LeaderElector {
+    db: Tenure,
+    cfg: ElectorConfig,
+    callbacks: Mutex<Option<ElectorCallbacks>>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for LeaderElector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderElector")
+            .field("cfg", &self.cfg)
+            .field("is_leader", &self.is_leader())
+            .finish()
+    }
+}
+
+/// Small deterministic jitter source (xorshift), seeded per elector.
+struct Jitter(u64);
+
+impl Jitter {
+    fn next_unit(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+impl LeaderElector {
+    /// Validates `cfg` (`InvalidArgument` if inconsistent) and prepares an elector.
+    pub fn new(
+        db: &Tenure,
+        cfg: ElectorConfig,
+        callbacks: ElectorCallbacks,
+    ) -> Result<LeaderElector> {
+        cfg.validate()?;
+        Ok(LeaderElector {
+            db: db.clone(),
+            cfg,
+            callbacks: Mutex::new(Some(callbacks)),
+            shared: Arc::default(),
+        })
+    }
+
+    /// Whether this candidate leads now.
+    pub fn is_leader(&self) -> bool {
+        self.shared.is_leader.load(Ordering::Acquire)
+    }
+
+    /// The identity of the last observed leader.
+    pub fn leader(&self) -> Option<String> {
+        self.shared.leader.lock().clone()
+    }
+
+    /// Campaigns, leads and renews until `stop` is raised, then returns once every callback has
+    /// run. A second call fails with `InvalidArgument`. `Closed` if the engine closes.
+    pub fn run(&self, stop: &Stop) -> Result<()> {
+        let mut callbacks = self
+            .callbacks
+            .lock()
+            .take()
+            .ok_or_else(|| Error::invalid("LeaderElector::run may be called once"))?;
+        let (tx, rx) = unbounded::<Call>();
+        let worker: JoinHandle<()> = std::thread::Builder::new()
+            .name(format!("tenure-elector-{}", self.cfg.identity))
+            .spawn(move || {
+                for call in rx {
+                    match call {
+                        Call::Started(token, s) => (callbacks.on_started_leading)(token, s),
+                        Call::Stopped => (callbacks.on_stopped_leading)(),
+                        Call::NewLeader(who) => (callbacks.on_new_leader)(&who),
+                    }
+                }
+            })
+            .map_err(|e| Error::Storage(format!("cannot start the elector thread: {e}")))?;
+        let clock = self.db.clock();
+        let s = stop.clone();
+        let waker: Arc<Waker> = Arc::new(move || s.wake());
+        clock.subscribe(Arc::downgrade(&waker));
+        let result = self.campaign_loop(stop, &*clock, &tx);
+        drop(waker);
+        drop(tx);
+        let _ = worker.join();
+        result
+    }
+
+    fn observe(&self, holder: &str, tx: &Sender<Call>) {
+        let mut leader = self.shared.leader.lock();
+        if leader.as_deref() != Some(holder) && !holder.is_empty() {
+            *leader = Some(holder.to_string());
+            let _ = tx.send(Call::NewLeader(holder.to_string()));
+        }
+    }
+
+    fn campaign_loop(&self, stop: &Stop, clock: &dyn Clock, tx: &Sender<Call>) -> Result<()> {
+        let mut jitter = Jitter(
+            self.cfg
+                .identity
+                .bytes()
+                .fold(0x9e37_79b9_7f4a_7c15u64, |h, b| {
+                    (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+                })
+                | 1,
+        );
+        loop {
+            match self.try_acquire(clock)? {
+                Some((lease, token, rev)) => {
+                    self.observe(&self.cfg.identity, tx);
+                    self.lead(stop, clock, tx, lease, token, rev)?;
+                    if stop.is_stopped() {
+                        return Ok(());
+                    }
+                }
+                None => {
+                    if let Some(holder) = self.current_holder()? {
+                        self.observe(&holder, tx);
+                    }
+                }
+            }
+            let wait = self
+                .cfg
+                .retry_period
+                .mul_f64(1.0 + jitter.next_unit() * JITTER);
+            if stop.sleep_until(clock, clock.now() + wait) {
+                return Ok(());
+            }
+        }
+    }
+
+    fn current_holder(&self) -> Result<Option<String>> {
+        Ok(self
+            .db
+            .get(&self.cfg.name)?
+            .and_then(|kv| Record::decode(&kv.value))
+            .filter(|r| self.db.time_to_live(r.lease).is_ok())
+            .map(|r| r.holder))
+    }
+
+    /// One acquisition attempt: the record is free if absent, undecodable, released, or its
+    /// lease is gone. Returns (lease, token, record mod revision) on success.
+    fn try_acquire(&self, clock: &dyn Clock) -> Result<Option<(LeaseId, i64, i64)>> {
+        let db = &self.db;
+        let current = db.get(&self.cfg.name)?;
+        let prev = current.as_ref().and_then(|kv| Record::decode(&kv.value));
+        if let Some(r) = &prev {
+            if !r.holder.is_empty() && db.time_to_live(r.lease).is_ok() {
+                return Ok(None); // held, and its lease is alive on the engine's clock
+            }
+        }
+        let guard = match &current {
+            Some(kv) => Compare::mod_revision(&self.cfg.name, CompareOp::Equal, kv.mod_revision),
+            None => Compare::version(&self.cfg.name, CompareOp::Equal, 0),
+        };
+        let lease = db.grant(self.cfg.lease_duration)?;
+        let now = clock.wall_ms();
+        let record = Record {
+            lease: lease.get(),
+            acquire_ms: now,
+            renew_ms: now,
+            transitions: prev.as_ref().map_or(0, |r| {
+                r.transitions + i64::from(r.holder != self.cfg.identity)
+            }),
+            holder: self.cfg.identity.clone(),
+        };
+        let r = db.txn(Txn::new().when([guard]).then([Op::put(
+            &self.cfg.name,
+            record.encode(),
+            None,
+        )]))?;
+        if r.succeeded {
+            Ok(Some((lease, r.revision, r.revision)))
+        } else {
+            let _ = db.revoke(lease);
+            Ok(None)
+        }
+    }
+
+    /// Leads until the lease cannot be renewed within `renew_deadline`, someone else took the
+    /// record, or `stop` is raised.
+    fn lead(
+        &self,
+        stop: &Stop,
+        clock: &dyn Clock,
+        tx: &Sender<Call>,
+        lease: LeaseId,
+        token: i64,
+        mut rev: i64,
+    ) -> Result<()> {
+        let leading = Stop::new();
+        self.shared.is_leader.store(true, Ordering::Release);
+        let _ = tx.send(Call::Started(token, leading.clone()));
+        let mut last_ok = clock.now();
+        let outcome = loop {
+            if stop.sleep_until(clock, clock.now() + self.cfg.retry_period) {
+                break Ok(());
+            }
+            match self.renew(clock, lease, rev) {
+                Ok(Some(new_rev)) => {
+                    rev = new_rev;
+                    last_ok = clock.now();
+                }
+                Ok(None) => break Ok(()), // the record was taken: no longer leader
+                Err(Error::Closed) => break Err(Error::Closed),
+                Err(_) if clock.now().saturating_sub(last_ok) < self.cfg.renew_deadline => {}
+                Err(_) => break Ok(()),
+            }
+        };
+        self.shared.is_leader.store(false, Ordering::Release);
+        if stop.is_stopped() && self.cfg.release_on_cancel {
+            let _ = self.db.revoke(lease);
+        }
+        leading.stop();
+        let _ = tx.send(Call::Stopped);
+        outcome
+    }
+
+    /// Renews the lease and the record's renew time; `Ok(None)` if the record is no longer ours.
+    fn renew(&self, clock: &dyn Clock, lease: LeaseId, rev: i64) -> Result<Option<i64>> {
+        match self.db.renew(lease) {
+            Ok(_) => {}
+            Err(Error::LeaseNotFound(_) | Error::LeaseExpired(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let Some(kv) = self.db.get(&self.cfg.name)? else {
+            return Ok(None);
+        };
+        let Some(mut record) = Record::decode(&kv.value).filter(|r| r.lease == lease.get()) else {
+            return Ok(None);
+        };
+        record.renew_ms = clock.wall_ms();
+        let r = self.db.txn(
+            Txn::new()
+                .when([Compare::mod_revision(&self.cfg.name, CompareOp::Equal, rev)])
+                .then([Op::put(&self.cfg.name, record.encode(), None)]),
+        )?;
+        Ok(r.succeeded.then_some(r.revision))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_with_spaces_in_the_identity() {
+        let r = Record {
+            lease: 7,
+            acquire_ms: 1,
+            renew_ms: 2,
+            transitions: 3,
+            holder: "host a (pod 1)".into(),
+        };
+        assert_eq!(Record::decode(&r.encode()), Some(r));
+        assert_eq!(Record::decode(b"garbage"), None);
+    }
+}
