@@ -9,9 +9,11 @@
  *   tenure_result_str(code) names it; tenure_last_error_message() gives the detail of the
  *   last failure on the calling thread (which function, lease, key or path).
  * - Out-parameters are written only on success; on failure they are left untouched.
- * - Every pointer argument must be NULL or point to a live object of the right type. NULL
- *   where an object is required gives TENURE_ERR_NULL_POINTER (and nothing is done); the few
- *   optional out-parameters are marked "may be NULL".
+ * - Every pointer argument must be NULL or point to a live object of the right type. A NULL
+ *   object or out-parameter gives TENURE_ERR_NULL_POINTER, checked before anything is done.
+ *   (Exceptions: tenure_open's path and options, and options.clock, where NULL means "in
+ *   memory", "defaults" and "system clock"; *_free and tenure_close take NULL as a no-op;
+ *   accessors answer NULL objects with an empty value.)
  * - Keys, values and prefixes are (const uint8_t *, size_t) pairs of arbitrary bytes: the
  *   pointer must address that many readable bytes. A length of 0 is the empty string whatever
  *   the pointer (NULL is fine); a NULL pointer with a non-zero length is
@@ -384,9 +386,9 @@ const char *tenure_last_error_message(void);
 const char *tenure_version(void);
 
 // Puts `key` (non-empty) = `value`, attached to `lease` (0 = no lease, which detaches the key).
-// `*out_revision` receives the new store revision; it may be NULL when not wanted.
+// `*out_revision` receives the new store revision.
 //
-// Errors: `TENURE_ERR_NULL_POINTER` (`db`, or a NULL buffer with a non-zero length),
+// Errors: `TENURE_ERR_NULL_POINTER` (also a NULL buffer with a non-zero length),
 // `TENURE_ERR_INVALID_ARGUMENT` (empty key), `TENURE_ERR_LEASE_NOT_FOUND`, `TENURE_ERR_STORAGE`,
 // `TENURE_ERR_CLOSED`.
 tenure_result tenure_put(const struct tenure *db,
@@ -406,9 +408,9 @@ tenure_result tenure_get(const struct tenure *db,
                          size_t key_len,
                          struct tenure_kv **out);
 
-// Deletes a key (non-empty); `*out_deleted` receives whether it existed (may be NULL).
+// Deletes a key (non-empty); `*out_deleted` receives whether it existed.
 //
-// Errors: `TENURE_ERR_NULL_POINTER` (`db`, NULL key with a length),
+// Errors: `TENURE_ERR_NULL_POINTER` (also a NULL key with a non-zero length),
 // `TENURE_ERR_INVALID_ARGUMENT` (empty key), `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED`.
 tenure_result tenure_delete(const struct tenure *db,
                             const uint8_t *key,
@@ -416,10 +418,10 @@ tenure_result tenure_delete(const struct tenure *db,
                             bool *out_deleted);
 
 // Deletes every key starting with `prefix` (empty: every key) at one revision;
-// `*out_count` receives how many (may be NULL).
+// `*out_count` receives how many.
 //
-// Errors: `TENURE_ERR_NULL_POINTER` (`db`, NULL prefix with a length), `TENURE_ERR_STORAGE`,
-// `TENURE_ERR_CLOSED`.
+// Errors: `TENURE_ERR_NULL_POINTER` (also a NULL prefix with a non-zero length),
+// `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED`.
 tenure_result tenure_delete_prefix(const struct tenure *db,
                                    const uint8_t *prefix,
                                    size_t prefix_len,
@@ -491,10 +493,9 @@ tenure_result tenure_lease_grant(const struct tenure *db,
 // `TENURE_ERR_CLOSED`.
 tenure_result tenure_lease_revoke(const struct tenure *db, int64_t id);
 
-// Renews a lease (deadline = now + TTL); `*out_ttl_ms` receives its granted TTL. `out_ttl_ms`
-// may be NULL when the TTL is not wanted.
+// Renews a lease (deadline = now + TTL); `*out_ttl_ms` receives its granted TTL.
 //
-// Errors: `TENURE_ERR_NULL_POINTER` (`db`), `TENURE_ERR_LEASE_NOT_FOUND`,
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_LEASE_NOT_FOUND`,
 // `TENURE_ERR_LEASE_EXPIRED` (held for a manual revoke), `TENURE_ERR_NOT_PRIMARY`,
 // `TENURE_ERR_CLOSED`.
 tenure_result tenure_lease_renew(const struct tenure *db, int64_t id, int64_t *out_ttl_ms);

@@ -30,11 +30,11 @@ C_STATIC_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 
 C_TEST_SRCS := $(wildcard tests/c/*.c)
 C_TEST_HDRS := $(wildcard tests/c/*.h) include/tenure.h
-C_WARN := -std=c11 -Wall -Wextra -Werror
+C_WARN := -std=c11 -Wall -Wextra -Wpedantic -Werror
 C_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: header install test-c c-tools ffi-debug ffi-release test-c-asan test-c-valgrind \
+.PHONY: header install test-c c-tools ffi-debug ffi-release ffi-test-hooks test-c-asan test-c-valgrind \
 	test-c-api-coverage test-c-examples
 
 EXTRA_TESTS += test-c
@@ -50,6 +50,10 @@ ffi-debug:
 
 ffi-release:
 	$(CARGO) build -q -p tenure-ffi --release
+
+# The C tests link a debug libtenure.a with the panic test hooks (see ffi/src/test_hooks.rs).
+ffi-test-hooks:
+	$(CARGO) build -q -p tenure-ffi --features test-hooks
 
 # Installs only what is missing (a fresh machine); `apt-get update` once, before installing.
 c-tools:
@@ -76,24 +80,24 @@ install: ffi-$(INSTALL_PROFILE)
 		-e 's|@VERSION@|$(C_VERSION)|' -e 's|@STATIC_LIBS@|$(C_STATIC_LIBS)|' \
 		ffi/tenure.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tenure.pc
 
-$(C_BUILD)/tests-asan: $(C_TEST_SRCS) $(C_TEST_HDRS) ffi-debug | c-tools
+$(C_BUILD)/tests-asan: $(C_TEST_SRCS) $(C_TEST_HDRS) ffi-test-hooks | c-tools
 	@mkdir -p $(C_BUILD)
 	$(CC) $(C_WARN) -g -O1 $(C_SAN) -Iinclude $(C_TEST_SRCS) \
 		$(C_TARGET_DIR)/debug/libtenure.a $(C_STATIC_LIBS) -o $@
 
-$(C_BUILD)/tests-plain: $(C_TEST_SRCS) $(C_TEST_HDRS) ffi-debug | c-tools
+$(C_BUILD)/tests-plain: $(C_TEST_SRCS) $(C_TEST_HDRS) ffi-test-hooks | c-tools
 	@mkdir -p $(C_BUILD)
 	$(CC) $(C_WARN) -g -O0 -Iinclude $(C_TEST_SRCS) \
 		$(C_TARGET_DIR)/debug/libtenure.a $(C_STATIC_LIBS) -o $@
 
 test-c-asan: $(C_BUILD)/tests-asan
-	ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1 \
+	RUST_BACKTRACE=0 ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1 \
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/c/lsan.supp:print_suppressions=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		$(C_BUILD)/tests-asan
 
 test-c-valgrind: $(C_BUILD)/tests-plain
-	valgrind -q --error-exitcode=1 --leak-check=full --show-leak-kinds=definite,indirect \
+	RUST_BACKTRACE=0 valgrind -q --error-exitcode=1 --leak-check=full --show-leak-kinds=definite,indirect \
 		--errors-for-leak-kinds=definite,indirect --suppressions=tests/c/valgrind.supp \
 		$(C_BUILD)/tests-plain
 
@@ -113,6 +117,8 @@ test-c-examples: ffi-debug | c-tools
 	export PKG_CONFIG_PATH="$$tmp/prefix/lib/pkgconfig"; \
 	echo "pkg-config --cflags --libs tenure: $$(pkg-config --cflags --libs tenure)"; \
 	test "$$(pkg-config --modversion tenure)" = "$(C_VERSION)"; \
+	if nm -D "$$tmp/prefix/lib/libtenure.so" | grep -q tenure_test_; then \
+		echo "installed libtenure.so exports test hooks"; exit 1; fi; \
 	$(CC) $(C_WARN) examples/c/leases.c $$(pkg-config --cflags --libs tenure) \
 		-Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/leases-c"; \
 	"$$tmp/leases-c"; \
@@ -122,7 +128,7 @@ test-c-examples: ffi-debug | c-tools
 	if readelf -d "$$tmp/leases-static" | grep -q 'libtenure'; then \
 		echo "static example still needs libtenure.so"; exit 1; fi; \
 	"$$tmp/leases-static" >/dev/null; \
-	$(CXX) -std=c++17 -Wall -Wextra -Werror examples/cpp/leases.cpp \
+	$(CXX) -std=c++17 -Wall -Wextra -Wpedantic -Werror examples/cpp/leases.cpp \
 		$$(pkg-config --cflags --libs tenure) -Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/leases-cpp"; \
 	"$$tmp/leases-cpp"
 

@@ -48,8 +48,10 @@ int main(void) {
     int64_t web1 = 0, web2 = 0;
     TRY(tenure_lease_grant(db, 10000, 0, &web1));
     TRY(tenure_lease_grant(db, 150, 0, &web2)); /* a short one, left to expire */
-    TRY(tenure_put(db, BYTES("services/web/1"), BYTES("10.0.0.1:80"), web1, NULL));
-    TRY(tenure_put(db, BYTES("services/web/2"), BYTES("10.0.0.2:80"), web2, NULL));
+    int64_t revision = 0;
+    TRY(tenure_put(db, BYTES("services/web/1"), BYTES("10.0.0.1:80"), web1, &revision));
+    TRY(tenure_put(db, BYTES("services/web/2"), BYTES("10.0.0.2:80"), web2, &revision));
+    printf("registered 2 instances, store revision %lld\n", (long long)revision);
 
     /* Keep-alive: renewing restarts the TTL. */
     int64_t ttl = 0;

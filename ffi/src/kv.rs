@@ -56,9 +56,9 @@ impl tenure_kv_list {
 }
 
 /// Puts `key` (non-empty) = `value`, attached to `lease` (0 = no lease, which detaches the key).
-/// `*out_revision` receives the new store revision; it may be NULL when not wanted.
+/// `*out_revision` receives the new store revision.
 ///
-/// Errors: `TENURE_ERR_NULL_POINTER` (`db`, or a NULL buffer with a non-zero length),
+/// Errors: `TENURE_ERR_NULL_POINTER` (also a NULL buffer with a non-zero length),
 /// `TENURE_ERR_INVALID_ARGUMENT` (empty key), `TENURE_ERR_LEASE_NOT_FOUND`, `TENURE_ERR_STORAGE`,
 /// `TENURE_ERR_CLOSED`.
 #[no_mangle]
@@ -73,19 +73,16 @@ pub unsafe extern "C" fn tenure_put(
 ) -> tenure_result {
     guard("tenure_put", || {
         // SAFETY: the caller promises a live handle and readable buffers.
-        let (db, key, value) = unsafe {
+        let (db, key, value, out) = unsafe {
             (
                 engine(db)?,
                 bytes(key, key_len, "key")?,
                 bytes(value, value_len, "value")?,
+                Out::new(out_revision, "out_revision")?,
             )
         };
         let lease = (lease != 0).then_some(LeaseId::new(lease));
-        let rev = db.put(key, value, lease)?;
-        if !out_revision.is_null() {
-            // SAFETY: non-NULL; the caller promises it is writable.
-            unsafe { out_revision.write(rev) };
-        }
+        out.set(db.put(key, value, lease)?);
         Ok(())
     })
 }
@@ -116,9 +113,9 @@ pub unsafe extern "C" fn tenure_get(
     })
 }
 
-/// Deletes a key (non-empty); `*out_deleted` receives whether it existed (may be NULL).
+/// Deletes a key (non-empty); `*out_deleted` receives whether it existed.
 ///
-/// Errors: `TENURE_ERR_NULL_POINTER` (`db`, NULL key with a length),
+/// Errors: `TENURE_ERR_NULL_POINTER` (also a NULL key with a non-zero length),
 /// `TENURE_ERR_INVALID_ARGUMENT` (empty key), `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED`.
 #[no_mangle]
 pub unsafe extern "C" fn tenure_delete(
@@ -129,21 +126,23 @@ pub unsafe extern "C" fn tenure_delete(
 ) -> tenure_result {
     guard("tenure_delete", || {
         // SAFETY: the caller promises a live handle and readable bytes.
-        let (db, key) = unsafe { (engine(db)?, bytes(key, key_len, "key")?) };
-        let existed = db.delete(key)?;
-        if !out_deleted.is_null() {
-            // SAFETY: non-NULL; the caller promises it is writable.
-            unsafe { out_deleted.write(existed) };
-        }
+        let (db, key, out) = unsafe {
+            (
+                engine(db)?,
+                bytes(key, key_len, "key")?,
+                Out::new(out_deleted, "out_deleted")?,
+            )
+        };
+        out.set(db.delete(key)?);
         Ok(())
     })
 }
 
 /// Deletes every key starting with `prefix` (empty: every key) at one revision;
-/// `*out_count` receives how many (may be NULL).
+/// `*out_count` receives how many.
 ///
-/// Errors: `TENURE_ERR_NULL_POINTER` (`db`, NULL prefix with a length), `TENURE_ERR_STORAGE`,
-/// `TENURE_ERR_CLOSED`.
+/// Errors: `TENURE_ERR_NULL_POINTER` (also a NULL prefix with a non-zero length),
+/// `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED`.
 #[no_mangle]
 pub unsafe extern "C" fn tenure_delete_prefix(
     db: *const tenure,
@@ -153,12 +152,14 @@ pub unsafe extern "C" fn tenure_delete_prefix(
 ) -> tenure_result {
     guard("tenure_delete_prefix", || {
         // SAFETY: the caller promises a live handle and readable bytes.
-        let (db, prefix) = unsafe { (engine(db)?, bytes(prefix, prefix_len, "prefix")?) };
-        let n = db.delete_prefix(prefix)?;
-        if !out_count.is_null() {
-            // SAFETY: non-NULL; the caller promises it is writable.
-            unsafe { out_count.write(n) };
-        }
+        let (db, prefix, out) = unsafe {
+            (
+                engine(db)?,
+                bytes(prefix, prefix_len, "prefix")?,
+                Out::new(out_count, "out_count")?,
+            )
+        };
+        out.set(db.delete_prefix(prefix)?);
         Ok(())
     })
 }

@@ -69,10 +69,9 @@ pub unsafe extern "C" fn tenure_lease_revoke(db: *const tenure, id: i64) -> tenu
     })
 }
 
-/// Renews a lease (deadline = now + TTL); `*out_ttl_ms` receives its granted TTL. `out_ttl_ms`
-/// may be NULL when the TTL is not wanted.
+/// Renews a lease (deadline = now + TTL); `*out_ttl_ms` receives its granted TTL.
 ///
-/// Errors: `TENURE_ERR_NULL_POINTER` (`db`), `TENURE_ERR_LEASE_NOT_FOUND`,
+/// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_LEASE_NOT_FOUND`,
 /// `TENURE_ERR_LEASE_EXPIRED` (held for a manual revoke), `TENURE_ERR_NOT_PRIMARY`,
 /// `TENURE_ERR_CLOSED`.
 #[no_mangle]
@@ -82,13 +81,9 @@ pub unsafe extern "C" fn tenure_lease_renew(
     out_ttl_ms: *mut i64,
 ) -> tenure_result {
     guard("tenure_lease_renew", || {
-        // SAFETY: the caller promises a live handle.
-        let db = unsafe { engine(db) }?;
-        let ttl = db.renew(id)?;
-        if !out_ttl_ms.is_null() {
-            // SAFETY: non-NULL; the caller promises it is writable.
-            unsafe { out_ttl_ms.write(to_ms(ttl)) };
-        }
+        // SAFETY: the caller promises a live handle and a writable pointer.
+        let (db, out) = unsafe { (engine(db)?, Out::new(out_ttl_ms, "out_ttl_ms")?) };
+        out.set(to_ms(db.renew(id)?));
         Ok(())
     })
 }

@@ -24,6 +24,9 @@ pub mod engine;
 pub mod error;
 pub mod kv;
 pub mod lease;
+/// cbindgen:ignore
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
 pub mod txn;
 mod util;
 pub mod watch;

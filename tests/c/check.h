@@ -53,6 +53,12 @@ extern atomic_long check_count;   /* checks run in total */
 /* The last error message on this thread contains `needle`. */
 #define CHECK_MSG(needle) CHECK(strstr(tenure_last_error_message(), (needle)) != NULL)
 
+/* Throwaway out-parameters, for calls whose output a test does not look at (every
+ * out-parameter is required). */
+#define OUT_I64 (&(int64_t){0})
+#define OUT_U64 (&(uint64_t){0})
+#define OUT_BOOL (&(bool){false})
+
 /* A C string as a (const uint8_t *, size_t) pair of arguments. */
 #define S(str) (const uint8_t *)(str), strlen(str)
 

@@ -6,6 +6,11 @@
 
 #include "check.h"
 
+/* Test hooks of a libtenure built with the `test-hooks` feature (deliberately not in the
+ * header): they panic inside the boundary. */
+tenure_result tenure_test_panic(void);
+int64_t tenure_test_panic_value(void);
+
 static void version_string_matches_the_header_defines(void) {
     char want[64];
     snprintf(want, sizeof want, "%d.%d.%d", TENURE_VERSION_MAJOR, TENURE_VERSION_MINOR,
@@ -304,11 +309,17 @@ static void null_in_every_pointer_parameter_is_a_null_pointer_error(void) {
     CHECK_EQ(tenure_txn_response_len(resp), 0);
     tenure_txn_response_free(resp);
 
-    /* The optional out-parameters really are optional. */
-    CHECK_OK(tenure_put(db, S("k"), S("v"), lease, NULL));
-    CHECK_OK(tenure_lease_renew(db, lease, NULL));
-    CHECK_OK(tenure_delete(db, S("k"), NULL));
-    CHECK_OK(tenure_delete_prefix(db, S("k"), NULL));
+    /* Out-parameters are never optional, and a NULL one stops the call before it acts. */
+    CHECK_RC(tenure_put(db, S("k"), S("v"), lease, NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_MSG("`out_revision`");
+    CHECK_RC(tenure_lease_renew(db, lease, NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_OK(tenure_put(db, S("k"), S("v"), lease, OUT_I64));
+    CHECK_RC(tenure_delete(db, S("k"), NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_delete_prefix(db, S("k"), NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_OK(tenure_stats_read(db, &s));
+    CHECK_EQ(s.keys, 1);
+    CHECK_EQ(s.revision, 1);
+    CHECK_EQ(s.renewed, 0);
 
     tenure_watcher_free(w);
     tenure_txn_free(txn);
@@ -385,6 +396,18 @@ static void manual_clock_refuses_negative_advance(void) {
     tenure_clock_free(clock);
 }
 
+static void a_rust_panic_becomes_tenure_err_panic_and_never_reaches_c(void) {
+    fprintf(stderr, "(two deliberate panic messages follow)\n");
+    CHECK_RC(tenure_test_panic(), TENURE_ERR_PANIC);
+    CHECK_MSG("tenure_test_panic: panic: deliberate panic");
+    CHECK_EQ(tenure_test_panic_value(), -1);
+    CHECK_MSG("tenure_test_panic_value: panic:");
+    /* The library keeps working after a caught panic. */
+    tenure *db = open_memory(NULL);
+    CHECK_OK(tenure_put(db, S("after"), S("panic"), 0, OUT_I64));
+    tenure_close(db);
+}
+
 void api_tests(void) {
     RUN(version_string_matches_the_header_defines);
     RUN(result_str_names_every_code_and_unknown_numbers);
@@ -396,4 +419,5 @@ void api_tests(void) {
     RUN(free_and_close_of_null_are_no_ops);
     RUN(accessors_of_null_objects_return_empty_values);
     RUN(manual_clock_refuses_negative_advance);
+    RUN(a_rust_panic_becomes_tenure_err_panic_and_never_reaches_c);
 }

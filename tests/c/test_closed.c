@@ -13,7 +13,7 @@ static void every_call_on_a_closed_engine_is_closed(void) {
     CHECK_OK(tenure_clone(other, &third));
     int64_t lease = 0;
     CHECK_OK(tenure_lease_grant(db, 60000, 0, &lease));
-    CHECK_OK(tenure_put(other, S("k"), S("v"), lease, NULL));
+    CHECK_OK(tenure_put(other, S("k"), S("v"), lease, OUT_I64));
     tenure_watcher *w = NULL;
     CHECK_OK(tenure_watch(third, S("k"), 0, 0, &w));
     tenure_txn *txn = NULL;
@@ -95,9 +95,9 @@ static void freeing_the_last_handle_closes_the_engine(void) {
     tenure *db = NULL, *other = NULL;
     CHECK_OK(tenure_open(path, NULL, &db));
     CHECK_OK(tenure_clone(db, &other));
-    CHECK_OK(tenure_put(db, S("k"), S("v"), 0, NULL));
+    CHECK_OK(tenure_put(db, S("k"), S("v"), 0, OUT_I64));
     tenure_free(db); /* not the last: the engine stays open */
-    CHECK_OK(tenure_put(other, S("k2"), S("v"), 0, NULL));
+    CHECK_OK(tenure_put(other, S("k2"), S("v"), 0, OUT_I64));
     tenure *second = NULL;
     CHECK_RC(tenure_open(path, NULL, &second), TENURE_ERR_ALREADY_OPEN);
     tenure_free(other); /* the last: closes the engine and releases the file */

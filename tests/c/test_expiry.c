@@ -12,8 +12,8 @@ static void auto_revoke_expires_at_the_deadline_with_keys(void) {
     tenure *db = open_memory(clock);
     int64_t id = 0;
     CHECK_OK(tenure_lease_grant(db, 1000, 0, &id));
-    CHECK_OK(tenure_put(db, S("e/b"), S("2"), id, NULL));
-    CHECK_OK(tenure_put(db, S("e/a"), S("1"), id, NULL));
+    CHECK_OK(tenure_put(db, S("e/b"), S("2"), id, OUT_I64));
+    CHECK_OK(tenure_put(db, S("e/a"), S("1"), id, OUT_I64));
 
     CHECK_OK(tenure_clock_advance(clock, 999));
     tenure_expired *e = (tenure_expired *)1;
@@ -46,7 +46,7 @@ static void auto_revoke_expires_at_the_deadline_with_keys(void) {
     tenure_kv *kv = (tenure_kv *)1;
     CHECK_OK(tenure_get(db, S("e/a"), &kv));
     CHECK(kv == NULL);
-    CHECK_RC(tenure_lease_renew(db, id, NULL), TENURE_ERR_LEASE_NOT_FOUND);
+    CHECK_RC(tenure_lease_renew(db, id, OUT_I64), TENURE_ERR_LEASE_NOT_FOUND);
     CHECK_RC(tenure_lease_time_to_live(db, id, &info), TENURE_ERR_LEASE_NOT_FOUND);
     tenure_stats s;
     CHECK_OK(tenure_stats_read(db, &s));
@@ -65,7 +65,7 @@ static void renew_before_the_deadline_postpones_expiry(void) {
     int64_t id = 0;
     CHECK_OK(tenure_lease_grant(db, 1000, 0, &id));
     CHECK_OK(tenure_clock_advance(clock, 800));
-    CHECK_OK(tenure_lease_renew(db, id, NULL));
+    CHECK_OK(tenure_lease_renew(db, id, OUT_I64));
     CHECK_OK(tenure_clock_advance(clock, 800)); /* 1600 > first deadline, < renewed one */
     tenure_lease_info *info = NULL;
     CHECK_OK(tenure_lease_time_to_live(db, id, &info));
@@ -92,7 +92,7 @@ static void manual_revoke_holds_expired_leases_and_redelivers_them(void) {
     CHECK_OK(tenure_open(NULL, &o, &db));
     int64_t id = 0;
     CHECK_OK(tenure_lease_grant(db, 1000, 0, &id));
-    CHECK_OK(tenure_put(db, S("m"), S("1"), id, NULL));
+    CHECK_OK(tenure_put(db, S("m"), S("1"), id, OUT_I64));
     CHECK_OK(tenure_clock_advance(clock, 1000));
 
     tenure_expired *e = NULL;
@@ -106,7 +106,7 @@ static void manual_revoke_holds_expired_leases_and_redelivers_them(void) {
     CHECK_OK(tenure_get(db, S("m"), &kv));
     CHECK(kv != NULL);
     tenure_kv_free(kv);
-    CHECK_RC(tenure_lease_renew(db, id, NULL), TENURE_ERR_LEASE_EXPIRED);
+    CHECK_RC(tenure_lease_renew(db, id, OUT_I64), TENURE_ERR_LEASE_EXPIRED);
     CHECK_MSG("has expired");
 
     /* Not revoked within the retry interval: delivered again. */
@@ -142,7 +142,7 @@ static void a_standby_never_expires_until_promoted(void) {
     CHECK_OK(tenure_clock_advance(clock, 60000));
     tenure_expired *e = NULL;
     CHECK_RC(tenure_expired_next(db, 0, &e), TENURE_ERR_TIMEOUT);
-    CHECK_RC(tenure_lease_renew(db, id, NULL), TENURE_ERR_NOT_PRIMARY);
+    CHECK_RC(tenure_lease_renew(db, id, OUT_I64), TENURE_ERR_NOT_PRIMARY);
 
     CHECK_OK(tenure_promote(db, 0));
     tenure_lease_info *info = NULL;
@@ -169,7 +169,7 @@ static void a_wall_clock_jump_moves_no_deadline(void) {
     CHECK_OK(tenure_lease_time_to_live(db, id, &info));
     CHECK_EQ(tenure_lease_info_remaining_ms(info), 1000);
     tenure_lease_info_free(info);
-    CHECK_OK(tenure_lease_renew(db, id, NULL));
+    CHECK_OK(tenure_lease_renew(db, id, OUT_I64));
     tenure_close(db);
     tenure_clock_free(clock);
 }

@@ -25,8 +25,8 @@ static void a_file_round_trip_keeps_keys_leases_and_revisions(void) {
     CHECK(db != NULL);
     int64_t lease = 0, rev = 0;
     CHECK_OK(tenure_lease_grant(db, 3600 * 1000, 0, &lease));
-    CHECK_OK(tenure_put(db, S("cfg/a"), S("alpha"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("svc/x"), S("10.0.0.1"), lease, NULL));
+    CHECK_OK(tenure_put(db, S("cfg/a"), S("alpha"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("svc/x"), S("10.0.0.1"), lease, OUT_I64));
     tenure_txn *txn = NULL;
     tenure_txn_response *r = NULL;
     CHECK_OK(tenure_txn_new(&txn));
@@ -147,7 +147,7 @@ static void wall_recovery_ages_leases_by_the_wall_time_since_persisting(void) {
     int64_t keep = 0, gone = 0;
     CHECK_OK(tenure_lease_grant(db, 10000, 0, &keep));
     CHECK_OK(tenure_lease_grant(db, 3000, 0, &gone));
-    CHECK_OK(tenure_put(db, S("gone/k"), S("v"), gone, NULL));
+    CHECK_OK(tenure_put(db, S("gone/k"), S("v"), gone, OUT_I64));
     tenure_close(db);
 
     /* 4 s of wall time pass while the database is closed. */
@@ -209,7 +209,7 @@ static void buffered_durability_flushes_on_close(void) {
     o.durability = TENURE_DURABILITY_BUFFERED;
     o.flush_interval_ms = 50;
     tenure *db = open_file(path, &o);
-    for (int i = 0; i < 20; i++) CHECK_OK(tenure_put(db, S("b"), S("v"), 0, NULL));
+    for (int i = 0; i < 20; i++) CHECK_OK(tenure_put(db, S("b"), S("v"), 0, OUT_I64));
     tenure_close(db);
     db = open_file(path, NULL);
     int64_t rev = 0;

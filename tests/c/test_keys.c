@@ -25,7 +25,7 @@ static void put_and_get_track_revisions_versions_and_leases(void) {
     tenure_kv_free(kv);
 
     /* Put without a lease detaches. */
-    CHECK_OK(tenure_put(db, S("k"), S("v3"), 0, NULL));
+    CHECK_OK(tenure_put(db, S("k"), S("v3"), 0, OUT_I64));
     CHECK_OK(tenure_get(db, S("k"), &kv));
     CHECK_EQ(tenure_kv_lease(kv), 0);
     CHECK_EQ(tenure_kv_version(kv), 3);
@@ -63,7 +63,7 @@ static void put_with_unknown_lease_writes_nothing(void) {
 static void zero_lengths_empty_keys_and_huge_lengths(void) {
     tenure *db = open_memory(NULL);
     /* Empty value, NULL pointer: fine. */
-    CHECK_OK(tenure_put(db, S("empty"), NULL, 0, 0, NULL));
+    CHECK_OK(tenure_put(db, S("empty"), NULL, 0, 0, OUT_I64));
     tenure_kv *kv = NULL;
     CHECK_OK(tenure_get(db, S("empty"), &kv));
     CHECK(kv != NULL);
@@ -71,22 +71,22 @@ static void zero_lengths_empty_keys_and_huge_lengths(void) {
     tenure_kv_free(kv);
 
     /* Empty keys are refused where a key is written. */
-    CHECK_RC(tenure_put(db, NULL, 0, S("v"), 0, NULL), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_put(db, NULL, 0, S("v"), 0, OUT_I64), TENURE_ERR_INVALID_ARGUMENT);
     CHECK_MSG("key must not be empty");
-    CHECK_RC(tenure_put(db, (const uint8_t *)"x", 0, S("v"), 0, NULL),
+    CHECK_RC(tenure_put(db, (const uint8_t *)"x", 0, S("v"), 0, OUT_I64),
              TENURE_ERR_INVALID_ARGUMENT);
-    CHECK_RC(tenure_delete(db, NULL, 0, NULL), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_delete(db, NULL, 0, OUT_BOOL), TENURE_ERR_INVALID_ARGUMENT);
 
     /* Lengths no buffer can have are refused before anything is read. */
     const uint8_t small[1] = {'k'};
-    CHECK_RC(tenure_put(db, small, SIZE_MAX, S("v"), 0, NULL), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_put(db, small, SIZE_MAX, S("v"), 0, OUT_I64), TENURE_ERR_INVALID_ARGUMENT);
     CHECK_MSG("larger than PTRDIFF_MAX");
-    CHECK_RC(tenure_put(db, S("k"), small, SIZE_MAX, 0, NULL), TENURE_ERR_INVALID_ARGUMENT);
-    CHECK_RC(tenure_put(db, small, (SIZE_MAX >> 1) + 1, S("v"), 0, NULL),
+    CHECK_RC(tenure_put(db, S("k"), small, SIZE_MAX, 0, OUT_I64), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_put(db, small, (SIZE_MAX >> 1) + 1, S("v"), 0, OUT_I64),
              TENURE_ERR_INVALID_ARGUMENT);
     CHECK_RC(tenure_get(db, small, SIZE_MAX, &kv), TENURE_ERR_INVALID_ARGUMENT);
-    CHECK_RC(tenure_delete(db, small, SIZE_MAX, NULL), TENURE_ERR_INVALID_ARGUMENT);
-    CHECK_RC(tenure_delete_prefix(db, small, SIZE_MAX, NULL), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_delete(db, small, SIZE_MAX, OUT_BOOL), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_delete_prefix(db, small, SIZE_MAX, OUT_U64), TENURE_ERR_INVALID_ARGUMENT);
     tenure_kv_list *l = NULL;
     CHECK_RC(tenure_range(db, small, SIZE_MAX, 0, &l), TENURE_ERR_INVALID_ARGUMENT);
     CHECK(l == NULL);
@@ -106,7 +106,7 @@ static void keys_and_values_are_arbitrary_bytes(void) {
     tenure *db = open_memory(NULL);
     const uint8_t key[] = {0x00, 0xff, 0x00, 'k', 0x80};
     const uint8_t val[] = {0x00, 0x00, 0xfe};
-    CHECK_OK(tenure_put(db, key, sizeof key, val, sizeof val, 0, NULL));
+    CHECK_OK(tenure_put(db, key, sizeof key, val, sizeof val, 0, OUT_I64));
     tenure_kv *kv = NULL;
     CHECK_OK(tenure_get(db, key, sizeof key, &kv));
     tenure_bytes k = tenure_kv_key(kv), v = tenure_kv_value(kv);
@@ -125,7 +125,7 @@ static void large_values_round_trip(void) {
     uint8_t *big = malloc(n);
     CHECK(big != NULL);
     for (size_t i = 0; i < n; i++) big[i] = (uint8_t)(i * 31u + 7u);
-    CHECK_OK(tenure_put(db, S("big"), big, n, 0, NULL));
+    CHECK_OK(tenure_put(db, S("big"), big, n, 0, OUT_I64));
     tenure_kv *kv = NULL;
     CHECK_OK(tenure_get(db, S("big"), &kv));
     tenure_bytes v = tenure_kv_value(kv);
@@ -137,9 +137,9 @@ static void large_values_round_trip(void) {
 
 static void delete_and_delete_prefix_report_what_they_removed(void) {
     tenure *db = open_memory(NULL);
-    CHECK_OK(tenure_put(db, S("a/1"), S("1"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("a/2"), S("2"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("b/1"), S("3"), 0, NULL));
+    CHECK_OK(tenure_put(db, S("a/1"), S("1"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("a/2"), S("2"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("b/1"), S("3"), 0, OUT_I64));
     bool deleted = false;
     CHECK_OK(tenure_delete(db, S("a/1"), &deleted));
     CHECK(deleted);
@@ -150,7 +150,7 @@ static void delete_and_delete_prefix_report_what_they_removed(void) {
     CHECK_EQ(n, 1);
     CHECK_OK(tenure_delete_prefix(db, S("zzz"), &n));
     CHECK_EQ(n, 0);
-    CHECK_OK(tenure_put(db, S("c"), S("4"), 0, NULL));
+    CHECK_OK(tenure_put(db, S("c"), S("4"), 0, OUT_I64));
     /* The empty prefix is every key. */
     CHECK_OK(tenure_delete_prefix(db, NULL, 0, &n));
     CHECK_EQ(n, 2);
@@ -162,10 +162,10 @@ static void delete_and_delete_prefix_report_what_they_removed(void) {
 
 static void range_returns_keys_in_order_with_a_limit(void) {
     tenure *db = open_memory(NULL);
-    CHECK_OK(tenure_put(db, S("p/c"), S("3"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("p/a"), S("1"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("p/b"), S("2"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("q"), S("x"), 0, NULL));
+    CHECK_OK(tenure_put(db, S("p/c"), S("3"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("p/a"), S("1"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("p/b"), S("2"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("q"), S("x"), 0, OUT_I64));
     tenure_kv_list *l = NULL;
     CHECK_OK(tenure_range(db, S("p/"), 0, &l));
     CHECK_EQ(tenure_kv_list_len(l), 3);
@@ -235,8 +235,8 @@ static void txn_compares_every_field_with_every_op(void) {
     tenure *db = open_memory(NULL);
     int64_t lease = 0;
     CHECK_OK(tenure_lease_grant(db, 10000, 0, &lease));
-    CHECK_OK(tenure_put(db, S("k"), S("m"), lease, NULL)); /* rev 1 */
-    CHECK_OK(tenure_put(db, S("k"), S("m"), lease, NULL)); /* rev 2, version 2 */
+    CHECK_OK(tenure_put(db, S("k"), S("m"), lease, OUT_I64)); /* rev 1 */
+    CHECK_OK(tenure_put(db, S("k"), S("m"), lease, OUT_I64)); /* rev 2, version 2 */
     struct {
         int field; /* 0 value, 1 version, 2 create, 3 mod, 4 lease */
         tenure_compare_op op;
@@ -295,11 +295,11 @@ static void txn_compares_every_field_with_every_op(void) {
 
 static void txn_runs_every_op_kind_at_one_revision(void) {
     tenure *db = open_memory(NULL);
-    CHECK_OK(tenure_put(db, S("d/1"), S("1"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("d/2"), S("2"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("single"), S("s"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("r/a"), S("a"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("r/b"), S("b"), 0, NULL)); /* rev 5 */
+    CHECK_OK(tenure_put(db, S("d/1"), S("1"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("d/2"), S("2"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("single"), S("s"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("r/a"), S("a"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("r/b"), S("b"), 0, OUT_I64)); /* rev 5 */
     tenure_txn *txn = NULL;
     CHECK_OK(tenure_txn_new(&txn));
     CHECK_OK(tenure_txn_put(txn, true, S("new"), NULL, 0, 0));

@@ -101,8 +101,8 @@ static void time_to_live_reports_ttl_remaining_and_keys_in_order(void) {
     tenure *db = open_memory(clock);
     int64_t id = 0;
     CHECK_OK(tenure_lease_grant(db, 1000, 0, &id));
-    CHECK_OK(tenure_put(db, S("b"), S(""), id, NULL));
-    CHECK_OK(tenure_put(db, S("a"), S(""), id, NULL));
+    CHECK_OK(tenure_put(db, S("b"), S(""), id, OUT_I64));
+    CHECK_OK(tenure_put(db, S("a"), S(""), id, OUT_I64));
     CHECK_OK(tenure_lease_attach(db, id, S("c")));
     CHECK_OK(tenure_clock_advance(clock, 400));
 
@@ -184,7 +184,7 @@ static void checkpoint_is_used_by_promote_l8_l9(void) {
     CHECK_EQ(tenure_lease_info_remaining_ms(info), -1); /* no deadline on a standby */
     CHECK_EQ(tenure_lease_info_ttl_ms(info), 10000);
     tenure_lease_info_free(info);
-    CHECK_RC(tenure_lease_renew(db, id, NULL), TENURE_ERR_NOT_PRIMARY);
+    CHECK_RC(tenure_lease_renew(db, id, OUT_I64), TENURE_ERR_NOT_PRIMARY);
     CHECK_MSG("not the primary");
 
     CHECK_RC(tenure_promote(db, -1), TENURE_ERR_INVALID_ARGUMENT);

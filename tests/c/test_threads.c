@@ -19,12 +19,13 @@ static void *work(void *arg) {
     struct worker *w = arg;
     char key[64];
     for (int i = 0; i < ROUNDS; i++) {
-        int64_t id = 0, ttl = 0, of = 0;
+        int64_t id = 0, ttl = 0, of = 0, rev = 0;
         snprintf(key, sizeof key, "t%d/%03d", w->n, i);
         CHECK_OK(tenure_lease_grant(w->db, 60000, 0, &id));
         w->granted[i] = id;
         CHECK_OK(tenure_put(w->db, (const uint8_t *)key, strlen(key), (const uint8_t *)key,
-                            strlen(key), id, NULL));
+                            strlen(key), id, &rev));
+        CHECK(rev > 0);
         CHECK_OK(tenure_lease_renew(w->db, id, &ttl));
         CHECK_EQ(ttl, 60000);
         CHECK_OK(tenure_lease_of(w->db, (const uint8_t *)key, strlen(key), &of));

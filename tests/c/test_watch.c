@@ -21,10 +21,10 @@ static void watch_key_sees_puts_and_deletes_in_order(void) {
     CHECK_RC(tenure_watcher_next(w, 20, &ev), TENURE_ERR_TIMEOUT);
     CHECK(ev == (tenure_event *)1);
 
-    CHECK_OK(tenure_put(db, S("k"), S("1"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("other"), S("x"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("k"), S("2"), 0, NULL));
-    CHECK_OK(tenure_delete(db, S("k"), NULL));
+    CHECK_OK(tenure_put(db, S("k"), S("1"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("other"), S("x"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("k"), S("2"), 0, OUT_I64));
+    CHECK_OK(tenure_delete(db, S("k"), OUT_BOOL));
 
     ev = next_event(w);
     CHECK_EQ(tenure_event_type(ev), TENURE_EVENT_PUT);
@@ -55,11 +55,11 @@ static void watch_key_sees_puts_and_deletes_in_order(void) {
 static void prefix_and_prev_kv_flags(void) {
     tenure *db = open_memory(NULL);
     tenure_watcher *w = NULL;
-    CHECK_OK(tenure_put(db, S("svc/a"), S("old"), 0, NULL));
+    CHECK_OK(tenure_put(db, S("svc/a"), S("old"), 0, OUT_I64));
     CHECK_OK(tenure_watch(db, S("svc/"), TENURE_WATCH_PREFIX | TENURE_WATCH_PREV_KV, 0, &w));
-    CHECK_OK(tenure_put(db, S("svc/a"), S("new"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("svx"), S("no"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("svc/b"), S("b"), 0, NULL));
+    CHECK_OK(tenure_put(db, S("svc/a"), S("new"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("svx"), S("no"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("svc/b"), S("b"), 0, OUT_I64));
 
     tenure_event *ev = next_event(w);
     CHECK(bytes_eq(tenure_kv_value(tenure_event_kv(ev)), "new"));
@@ -85,8 +85,8 @@ static void revoke_shows_one_delete_per_key_at_one_revision(void) {
     tenure *db = open_memory(NULL);
     int64_t lease = 0, rev = 0;
     CHECK_OK(tenure_lease_grant(db, 10000, 0, &lease));
-    CHECK_OK(tenure_put(db, S("l/b"), S("2"), lease, NULL));
-    CHECK_OK(tenure_put(db, S("l/a"), S("1"), lease, NULL));
+    CHECK_OK(tenure_put(db, S("l/b"), S("2"), lease, OUT_I64));
+    CHECK_OK(tenure_put(db, S("l/a"), S("1"), lease, OUT_I64));
     tenure_watcher *w = NULL;
     CHECK_OK(tenure_watch(db, S("l/"), TENURE_WATCH_PREFIX, 0, &w));
     CHECK_OK(tenure_lease_revoke(db, lease));
@@ -110,7 +110,7 @@ static void start_revision_replays_history_and_old_revisions_are_compacted(void)
     tenure_options_init(&o);
     o.watch_history = 3;
     CHECK_OK(tenure_open(NULL, &o, &db));
-    for (int i = 0; i < 6; i++) CHECK_OK(tenure_put(db, S("h"), S("v"), 0, NULL));
+    for (int i = 0; i < 6; i++) CHECK_OK(tenure_put(db, S("h"), S("v"), 0, OUT_I64));
     /* Revisions 4..6 are retained. */
     tenure_watcher *w = NULL;
     CHECK_OK(tenure_watch(db, S("h"), 0, 5, &w));
@@ -139,7 +139,7 @@ static void a_watcher_that_falls_behind_is_cancelled_with_compacted(void) {
     CHECK_OK(tenure_open(NULL, &o, &db));
     tenure_watcher *w = NULL;
     CHECK_OK(tenure_watch(db, S("q"), 0, 0, &w));
-    for (int i = 0; i < 5; i++) CHECK_OK(tenure_put(db, S("q"), S("v"), 0, NULL));
+    for (int i = 0; i < 5; i++) CHECK_OK(tenure_put(db, S("q"), S("v"), 0, OUT_I64));
     tenure_event *ev = NULL;
     /* The queued events are delivered, then the cancellation. */
     CHECK_OK(tenure_watcher_next(w, WAIT_MS, &ev));
@@ -160,8 +160,8 @@ static void huge_timeouts_return_as_soon_as_an_event_is_there(void) {
     tenure *db = open_memory(NULL);
     tenure_watcher *w = NULL;
     CHECK_OK(tenure_watch(db, S("t"), 0, 0, &w));
-    CHECK_OK(tenure_put(db, S("t"), S("1"), 0, NULL));
-    CHECK_OK(tenure_put(db, S("t"), S("2"), 0, NULL));
+    CHECK_OK(tenure_put(db, S("t"), S("1"), 0, OUT_I64));
+    CHECK_OK(tenure_put(db, S("t"), S("2"), 0, OUT_I64));
     tenure_event *ev = NULL;
     CHECK_OK(tenure_watcher_next(w, INT64_MAX, &ev));
     tenure_event_free(ev);
