@@ -1,0 +1,749 @@
+//! Crash test (issue 3, SPEC D1): a child process does acknowledged grants, revokes, checkpoints,
+//! puts, deletes, attaches and transactions with `Durability::Immediate` and is killed with
+//! SIGKILL at a random moment; the parent then reopens the file and checks that every
+//! acknowledged operation is there and no operation is there in part.
+//!
+//! The child is this test binary, re-executed with `TENURE_CRASH_CHILD` set: the
+//! `child_process_entry` test runs the workload then, and returns at once otherwise. Before each
+//! call the child prints `@@B <seq> <op>`, after it returns `@@A <seq> <result>` (one flushed
+//! `write` per line). The parent replays every acknowledged op on the reference model of
+//! `common/mod.rs` (and checks the child saw the result the model predicts). At most one op is
+//! in flight when the child dies: the reopened state must then equal, exactly, the model either
+//! without it or with it — a partial op (half a revoke, half a txn) matches neither. The revision
+//! must be at least the last acknowledged one, and every key must point at a live lease.
+//! Checkpoints are seen through `time_to_live` after the reopen (`Recovery::Wall`): the remaining
+//! time must match the persisted checkpoint (or TTL) minus the wall time since it was written.
+//!
+//! Rounds: 20, or `TENURE_CRASH_ROUNDS`. Seed: random, or `TENURE_CRASH_SEED` (printed on failure).
+//! Leases live for hours on a real `SystemClock`, so nothing expires during the test.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tenure::{Compare, CompareOp, Durability, LeaseId, Op, OpResponse, Tenure, Txn, TxnResponse};
+
+use common::{assert_integrity, engine_snapshot, observed, MResult, Model, Snapshot};
+
+const CHILD_ENV: &str = "TENURE_CRASH_CHILD";
+const CHILD_SEED_ENV: &str = "TENURE_CRASH_CHILD_SEED";
+const CHILD_TAG_ENV: &str = "TENURE_CRASH_CHILD_TAG";
+/// A child that is never killed stops by itself after this long.
+const CHILD_MAX_RUN: Duration = Duration::from_secs(30);
+/// The longest a round lets the child run before the kill.
+const MAX_KILL_DELAY_MS: u64 = 250;
+
+const KEYS: [&[u8]; 6] = [b"a", b"a/1", b"a/2", b"b", b"b/1", b"c"];
+const PREFIXES: [&str; 4] = ["a", "a/", "b", "x"];
+
+// ---- the operations and their one-line text form ----------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TOp {
+    Put(String, String, i64),
+    Delete(String),
+    DeletePrefix(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Cmp {
+    key: String,
+    op: CompareOp,
+    /// `ver`, `cre`, `mod` or `lease`.
+    kind: String,
+    arg: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum COp {
+    Grant(u64),
+    GrantId(i64, u64),
+    Revoke(i64),
+    Checkpoint(i64, u64),
+    Put(String, String, i64),
+    Delete(String),
+    DeletePrefix(String),
+    Attach(i64, String),
+    Detach(i64, String),
+    Txn(Vec<Cmp>, Vec<TOp>, Vec<TOp>),
+}
+
+fn op_char(op: CompareOp) -> &'static str {
+    match op {
+        CompareOp::Equal => "=",
+        CompareOp::NotEqual => "!",
+        CompareOp::Less => "<",
+        CompareOp::Greater => ">",
+    }
+}
+
+fn char_op(s: &str) -> CompareOp {
+    match s {
+        "=" => CompareOp::Equal,
+        "!" => CompareOp::NotEqual,
+        "<" => CompareOp::Less,
+        ">" => CompareOp::Greater,
+        other => panic!("bad compare op {other:?}"),
+    }
+}
+
+impl COp {
+    fn encode(&self) -> String {
+        let tops = |ops: &[TOp]| {
+            let mut s = ops.len().to_string();
+            for op in ops {
+                match op {
+                    TOp::Put(k, v, l) => s += &format!(" p {k} {v} {l}"),
+                    TOp::Delete(k) => s += &format!(" d {k}"),
+                    TOp::DeletePrefix(p) => s += &format!(" dp {p}"),
+                }
+            }
+            s
+        };
+        match self {
+            COp::Grant(ttl) => format!("grant {ttl}"),
+            COp::GrantId(id, ttl) => format!("grant_id {id} {ttl}"),
+            COp::Revoke(id) => format!("revoke {id}"),
+            COp::Checkpoint(id, r) => format!("ckpt {id} {r}"),
+            COp::Put(k, v, l) => format!("put {k} {v} {l}"),
+            COp::Delete(k) => format!("del {k}"),
+            COp::DeletePrefix(p) => format!("delp {p}"),
+            COp::Attach(id, k) => format!("attach {id} {k}"),
+            COp::Detach(id, k) => format!("detach {id} {k}"),
+            COp::Txn(cmps, succ, fail) => {
+                let mut s = format!("txn {}", cmps.len());
+                for c in cmps {
+                    s += &format!(" {} {} {} {}", c.key, op_char(c.op), c.kind, c.arg);
+                }
+                format!("{s} {} {}", tops(succ), tops(fail))
+            }
+        }
+    }
+
+    fn decode(line: &str) -> COp {
+        let mut t = line.split(' ');
+        let mut next = || {
+            t.next()
+                .unwrap_or_else(|| panic!("truncated op {line:?}"))
+                .to_string()
+        };
+        let num = |s: String| -> i64 {
+            s.parse()
+                .unwrap_or_else(|_| panic!("bad number {s:?} in {line:?}"))
+        };
+        let op = next();
+        match op.as_str() {
+            "grant" => COp::Grant(num(next()) as u64),
+            "grant_id" => {
+                let id = num(next());
+                COp::GrantId(id, num(next()) as u64)
+            }
+            "revoke" => COp::Revoke(num(next())),
+            "ckpt" => {
+                let id = num(next());
+                COp::Checkpoint(id, num(next()) as u64)
+            }
+            "put" => {
+                let (k, v) = (next(), next());
+                COp::Put(k, v, num(next()))
+            }
+            "del" => COp::Delete(next()),
+            "delp" => COp::DeletePrefix(next()),
+            "attach" => {
+                let id = num(next());
+                COp::Attach(id, next())
+            }
+            "detach" => {
+                let id = num(next());
+                COp::Detach(id, next())
+            }
+            "txn" => {
+                let n = num(next());
+                let cmps = (0..n)
+                    .map(|_| {
+                        let (key, op, kind) = (next(), char_op(&next()), next());
+                        Cmp {
+                            key,
+                            op,
+                            kind,
+                            arg: num(next()),
+                        }
+                    })
+                    .collect();
+                let mut tops = || {
+                    let n = num(next());
+                    (0..n)
+                        .map(|_| match next().as_str() {
+                            "p" => {
+                                let (k, v) = (next(), next());
+                                TOp::Put(k, v, num(next()))
+                            }
+                            "d" => TOp::Delete(next()),
+                            "dp" => TOp::DeletePrefix(next()),
+                            other => panic!("bad txn op {other:?} in {line:?}"),
+                        })
+                        .collect::<Vec<_>>()
+                };
+                let succ = tops();
+                let fail = tops();
+                COp::Txn(cmps, succ, fail)
+            }
+            other => panic!("unknown op {other:?}"),
+        }
+    }
+
+    fn txn(&self) -> Txn {
+        let COp::Txn(cmps, succ, fail) = self else {
+            panic!("not a txn")
+        };
+        let ops = |ops: &[TOp]| -> Vec<Op> {
+            ops.iter()
+                .map(|o| match o {
+                    TOp::Put(k, v, l) => Op::put(k, v, (*l != 0).then_some(LeaseId::new(*l))),
+                    TOp::Delete(k) => Op::delete(k),
+                    TOp::DeletePrefix(p) => Op::delete_prefix(p),
+                })
+                .collect()
+        };
+        Txn::new()
+            .when(cmps.iter().map(|c| match c.kind.as_str() {
+                "ver" => Compare::version(&c.key, c.op, c.arg),
+                "cre" => Compare::create_revision(&c.key, c.op, c.arg),
+                "mod" => Compare::mod_revision(&c.key, c.op, c.arg),
+                "lease" => Compare::lease(&c.key, c.op, c.arg),
+                other => panic!("bad compare kind {other:?}"),
+            }))
+            .then(ops(succ))
+            .otherwise(ops(fail))
+    }
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn lease_arg(l: i64) -> Option<LeaseId> {
+    (l != 0).then_some(LeaseId::new(l))
+}
+
+/// A result in its one-line form; the child prints it, the parent predicts it.
+fn show<T>(r: MResult<T>, ok: impl FnOnce(T) -> String) -> String {
+    match r {
+        Ok(v) => ok(v),
+        Err(e) => format!("err {} {}", e.code as i32, e.lease.unwrap_or(0)),
+    }
+}
+
+fn show_txn(r: &TxnResponse) -> String {
+    let mut s = format!("txn {} {}", u8::from(r.succeeded), r.revision);
+    for resp in &r.responses {
+        s += &match resp {
+            OpResponse::Put { revision } => format!(" p{revision}"),
+            OpResponse::Delete(existed) => format!(" d{}", u8::from(*existed)),
+            OpResponse::DeletePrefix(n) => format!(" n{n}"),
+            other => panic!("the crash workload reads nothing in a txn: {other:?}"),
+        };
+    }
+    s
+}
+
+fn unit(_: ()) -> String {
+    "ok".to_string()
+}
+
+fn run_on_engine(db: &Tenure, op: &COp) -> String {
+    match op {
+        COp::Grant(ttl) => show(observed(db.grant(secs(*ttl))), |id| format!("id {id}")),
+        COp::GrantId(id, ttl) => show(observed(db.grant_with_id(*id, secs(*ttl))), |id| {
+            format!("id {id}")
+        }),
+        COp::Revoke(id) => show(observed(db.revoke(*id)), unit),
+        COp::Checkpoint(id, r) => show(observed(db.checkpoint(*id, secs(*r))), unit),
+        COp::Put(k, v, l) => show(observed(db.put(k, v, lease_arg(*l))), |r| {
+            format!("rev {r}")
+        }),
+        COp::Delete(k) => show(observed(db.delete(k)), |d| format!("del {}", u8::from(d))),
+        COp::DeletePrefix(p) => show(observed(db.delete_prefix(p)), |n| format!("n {n}")),
+        COp::Attach(id, k) => show(observed(db.attach(*id, &[k])), unit),
+        COp::Detach(id, k) => show(observed(db.detach(*id, &[k])), unit),
+        COp::Txn(..) => show(observed(db.txn(op.txn())), |r| show_txn(&r)),
+    }
+}
+
+fn run_on_model(m: &mut Model, op: &COp) -> String {
+    match op {
+        COp::Grant(ttl) => show(m.grant(None, secs(*ttl)), |id| format!("id {id}")),
+        COp::GrantId(id, ttl) => show(m.grant(Some(*id), secs(*ttl)), |id| format!("id {id}")),
+        COp::Revoke(id) => show(m.revoke(*id), unit),
+        COp::Checkpoint(id, r) => show(m.checkpoint(*id, secs(*r)), unit),
+        COp::Put(k, v, l) => show(m.put(k.as_bytes(), v.as_bytes(), *l), |r| {
+            format!("rev {r}")
+        }),
+        COp::Delete(k) => show(m.delete(k.as_bytes()), |d| format!("del {}", u8::from(d))),
+        COp::DeletePrefix(p) => format!("n {}", m.delete_prefix(p.as_bytes())),
+        COp::Attach(id, k) => show(m.attach(*id, &[k.as_bytes().to_vec()]), unit),
+        COp::Detach(id, k) => show(m.detach(*id, &[k.as_bytes().to_vec()]), unit),
+        COp::Txn(..) => show(m.txn(&op.txn()), |r| show_txn(&r)),
+    }
+}
+
+// ---- the child --------------------------------------------------------------------------------
+
+fn random_op(rng: &mut StdRng, live: &[i64], last_rev: i64, value: &str) -> COp {
+    let lease = |rng: &mut StdRng| {
+        if !live.is_empty() && rng.random_bool(0.85) {
+            live[rng.random_range(0..live.len())]
+        } else {
+            rng.random_range(1..=60)
+        }
+    };
+    let key = |rng: &mut StdRng| {
+        String::from_utf8(KEYS[rng.random_range(0..KEYS.len())].to_vec()).unwrap()
+    };
+    let prefix = |rng: &mut StdRng| PREFIXES[rng.random_range(0..PREFIXES.len())].to_string();
+    // TTLs are multiples of 100 s from 3600 s; checkpoints multiples of 100 s below that, so the
+    // parent can tell which one a lease was recovered from.
+    let ttl = |rng: &mut StdRng| 3600 + 100 * rng.random_range(0..20u64);
+    let put_lease = |rng: &mut StdRng| match rng.random_range(0..10) {
+        0..4 => 0,
+        4..9 => lease(rng),
+        _ => 1000 + rng.random_range(0..10),
+    };
+    match rng.random_range(0..100) {
+        0..15 => COp::Grant(ttl(rng)),
+        15..19 => {
+            let id = rng.random_range(1..=60);
+            COp::GrantId(id, ttl(rng))
+        }
+        19..29 => COp::Revoke(lease(rng)),
+        29..37 => {
+            let id = lease(rng);
+            COp::Checkpoint(id, 100 * rng.random_range(1..30u64))
+        }
+        37..57 => {
+            let (k, l) = (key(rng), put_lease(rng));
+            COp::Put(k, value.to_string(), l)
+        }
+        57..65 => COp::Delete(key(rng)),
+        65..69 => COp::DeletePrefix(prefix(rng)),
+        69..74 => {
+            let id = lease(rng);
+            COp::Attach(id, key(rng))
+        }
+        74..77 => {
+            let id = lease(rng);
+            COp::Detach(id, key(rng))
+        }
+        _ => {
+            let cmps = (0..rng.random_range(0..3))
+                .map(|_| {
+                    let (key, op) = (
+                        key(rng),
+                        [
+                            CompareOp::Equal,
+                            CompareOp::NotEqual,
+                            CompareOp::Less,
+                            CompareOp::Greater,
+                        ][rng.random_range(0..4)],
+                    );
+                    let (kind, arg) = match rng.random_range(0..4) {
+                        0 => ("ver", rng.random_range(0..3)),
+                        1 => ("cre", rng.random_range(0..=last_rev + 1)),
+                        2 => ("mod", rng.random_range(0..=last_rev + 1)),
+                        _ => ("lease", if rng.random_bool(0.3) { 0 } else { lease(rng) }),
+                    };
+                    Cmp {
+                        key,
+                        op,
+                        kind: kind.to_string(),
+                        arg,
+                    }
+                })
+                .collect();
+            let tops = |rng: &mut StdRng, n: usize| {
+                (0..n)
+                    .map(|_| match rng.random_range(0..6) {
+                        0..3 => {
+                            let (k, l) = (key(rng), put_lease(rng));
+                            TOp::Put(k, value.to_string(), l)
+                        }
+                        3..5 => TOp::Delete(key(rng)),
+                        _ => TOp::DeletePrefix(prefix(rng)),
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let succ_n = rng.random_range(1..4);
+            let succ = tops(rng, succ_n);
+            let fail_n = rng.random_range(0..3);
+            let fail = tops(rng, fail_n);
+            COp::Txn(cmps, succ, fail)
+        }
+    }
+}
+
+/// One flushed `write` per line, so the parent never sees half a line from a live child.
+fn emit(line: &str) {
+    let mut out = std::io::stdout().lock();
+    out.write_all(line.as_bytes()).expect("stdout");
+    out.flush().expect("stdout");
+}
+
+fn child_workload(path: &Path, seed: u64, tag: &str) {
+    let db = Tenure::builder()
+        .path(path)
+        .durability(Durability::Immediate)
+        .open()
+        .expect("child: open");
+    let mut live: Vec<i64> = db.leases().iter().map(|l| l.id.get()).collect();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let start = Instant::now();
+    let mut seq = 0u64;
+    while start.elapsed() < CHILD_MAX_RUN {
+        let op = random_op(&mut rng, &live, db.revision(), &format!("{tag}.{seq}"));
+        emit(&format!("@@B {seq} {}\n", op.encode()));
+        let result = run_on_engine(&db, &op);
+        match (&op, result.strip_prefix("id ")) {
+            (COp::Grant(_) | COp::GrantId(..), Some(id)) => live.push(id.parse().expect("id")),
+            (COp::Revoke(id), _) if result == "ok" => live.retain(|l| l != id),
+            _ => {}
+        }
+        emit(&format!("@@A {seq} {result}\n"));
+        seq += 1;
+    }
+}
+
+/// The child's entry point: runs the workload when re-executed by the crash test, and returns at
+/// once in a normal test run.
+#[test]
+fn child_process_entry() {
+    let Some(path) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let seed: u64 = std::env::var(CHILD_SEED_ENV)
+        .expect("seed")
+        .parse()
+        .expect("seed");
+    let tag = std::env::var(CHILD_TAG_ENV).expect("tag");
+    child_workload(Path::new(&path), seed, &tag);
+}
+
+// ---- the parent -------------------------------------------------------------------------------
+
+fn wall_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64
+}
+
+/// When a lease row was written: its base (checkpoint or TTL, ms) and a wall-time window
+/// (ms) that contains the moment it was persisted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Written {
+    base_ms: i64,
+    from: i64,
+    to: i64,
+}
+
+/// What the file must hold: the model, and when each lease row was persisted.
+#[derive(Debug, Clone)]
+struct Expected {
+    m: Model,
+    rows: BTreeMap<i64, Written>,
+}
+
+impl Expected {
+    /// Applies `op` to the model; returns the result the engine must have reported.
+    fn apply(&mut self, op: &COp, from: i64, to: i64) -> String {
+        let result = run_on_model(&mut self.m, op);
+        let ok = !result.starts_with("err");
+        match op {
+            COp::Grant(ttl) | COp::GrantId(_, ttl) if ok => {
+                let id = result.strip_prefix("id ").expect("id").parse().expect("id");
+                let base_ms = *ttl as i64 * 1000;
+                self.rows.insert(id, Written { base_ms, from, to });
+            }
+            COp::Checkpoint(id, r) if ok => {
+                let base_ms = *r as i64 * 1000;
+                self.rows.insert(*id, Written { base_ms, from, to });
+            }
+            _ => {}
+        }
+        self.rows.retain(|id, _| self.m.leases.contains_key(id));
+        result
+    }
+
+    /// Whether the reopened engine shows exactly this state.
+    fn matches(
+        &self,
+        got: &Snapshot,
+        remaining: &BTreeMap<i64, i64>,
+        opened: i64,
+        read: i64,
+    ) -> Result<(), String> {
+        let want = self.m.snapshot(&KEYS);
+        if *got != want {
+            return Err(format!("state differs: expected {want:?}"));
+        }
+        // L13 (wall): remaining = base - (now - persisted), persisted within [from, to].
+        const SLACK_MS: i64 = 1000;
+        for (id, w) in &self.rows {
+            let r = remaining[id];
+            let (lo, hi) = (
+                w.base_ms - (read - w.from) - SLACK_MS,
+                w.base_ms - (opened - w.to) + SLACK_MS,
+            );
+            if r < lo || r > hi {
+                return Err(format!(
+                    "lease {id}: remaining {r} ms, expected {lo}..={hi} from {w:?}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Round {
+    /// Acknowledged ops, with the result the child reported.
+    acked: Vec<(COp, String)>,
+    /// The op whose call had started when the child died, if any.
+    in_flight: Option<COp>,
+}
+
+fn parse_round(lines: &[String]) -> Round {
+    let mut acked = Vec::new();
+    let mut started: Option<(u64, COp)> = None;
+    for line in lines {
+        if let Some(rest) = line.strip_prefix("@@B ") {
+            let (seq, op) = rest.split_once(' ').expect("B line");
+            assert!(
+                started.is_none(),
+                "two ops in flight: {started:?} and {line:?}"
+            );
+            started = Some((seq.parse().expect("seq"), COp::decode(op)));
+        } else if let Some(rest) = line.strip_prefix("@@A ") {
+            let (seq, result) = rest.split_once(' ').expect("A line");
+            let (s, op) = started
+                .take()
+                .unwrap_or_else(|| panic!("result without op: {line:?}"));
+            assert_eq!(seq.parse::<u64>().expect("seq"), s, "results out of order");
+            acked.push((op, result.to_string()));
+        }
+    }
+    Round {
+        acked,
+        in_flight: started.map(|(_, op)| op),
+    }
+}
+
+/// Runs the child until a random moment, kills it with SIGKILL, and returns its complete lines.
+fn run_child(
+    path: &Path,
+    seed: u64,
+    tag: &str,
+    rng: &mut StdRng,
+    stderr_path: &Path,
+) -> Vec<String> {
+    let mut child = Command::new(std::env::current_exe().expect("current_exe"))
+        .args([
+            "--exact",
+            "child_process_entry",
+            "--nocapture",
+            "--test-threads",
+            "1",
+            "-q",
+        ])
+        .env(CHILD_ENV, path)
+        .env(CHILD_SEED_ENV, seed.to_string())
+        .env(CHILD_TAG_ENV, tag)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(stderr_path).expect("stderr file"))
+        .spawn()
+        .expect("spawn child");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = crossbeam_channel::unbounded::<String>();
+    let reader = std::thread::spawn(move || {
+        let mut r = BufReader::new(stdout);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match r.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => return,
+                // A line cut by the kill (no newline) was never fully reported: not acknowledged.
+                Ok(_) if buf.last() != Some(&b'\n') => return,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf[..buf.len() - 1]).into_owned();
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    // Kill either after a random time, or right as a random op starts (likely mid-commit).
+    let by_time = rng.random_bool(0.5);
+    let deadline = Instant::now() + Duration::from_millis(rng.random_range(0..=MAX_KILL_DELAY_MS));
+    let kill_at_op = rng.random_range(0..60usize);
+    let mut begun = 0;
+    loop {
+        let line = if by_time {
+            match rx.recv_deadline(deadline) {
+                Ok(l) => l,
+                Err(_) => break,
+            }
+        } else {
+            match rx.recv_timeout(Duration::from_secs(10)) {
+                Ok(l) => l,
+                Err(_) => break,
+            }
+        };
+        let begins = line.starts_with("@@B ");
+        lines.push(line);
+        if begins {
+            begun += 1;
+            if !by_time && begun > kill_at_op {
+                break;
+            }
+        }
+    }
+    let _ = child.kill(); // SIGKILL; an error means it had already exited
+    let status = child.wait().expect("wait child");
+    lines.extend(rx.iter()); // what it wrote before it died
+    reader.join().expect("reader");
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "the child must die by SIGKILL, not on its own: {status:?}\n{}",
+            std::fs::read_to_string(stderr_path).unwrap_or_default()
+        );
+    }
+    lines
+}
+
+/// The store revision an acknowledged put or txn reported.
+fn acknowledged_revision(reported: &str) -> Option<i64> {
+    let mut t = reported.split(' ');
+    match t.next()? {
+        "rev" => t.next()?.parse().ok(),
+        "txn" => t.nth(1)?.parse().ok(),
+        _ => None,
+    }
+}
+
+/// D1: after a kill -9 at any instant, reopening shows every acknowledged operation and no
+/// partial one; the revision never goes back; no key points at a missing lease.
+#[test]
+fn kill_9_at_random_moments_keeps_every_acknowledged_op_and_no_partial_one() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return; // inside a child: only the workload runs
+    }
+    let rounds: usize = std::env::var("TENURE_CRASH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    let seed: u64 = std::env::var("TENURE_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| rand::rng().random());
+    eprintln!("crash test: {rounds} rounds, TENURE_CRASH_SEED={seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("crash.tenure");
+    let stderr_path = dir.path().join("child.stderr");
+    // Create the file first: the test is about acknowledged operations, not file creation.
+    Tenure::open(&path).expect("create").close().expect("close");
+
+    let mut expected = Expected {
+        m: Model::new(true),
+        rows: BTreeMap::new(),
+    };
+    let (mut total_acked, mut in_flight_rounds, mut max_acked_rev) = (0, 0, 0i64);
+    let (mut in_flight_kept, mut in_flight_lost) = (0, 0);
+    for round in 0..rounds {
+        let from = wall_ms();
+        let lines = run_child(
+            &path,
+            rng.random(),
+            &format!("r{round}"),
+            &mut rng,
+            &stderr_path,
+        );
+        let to = wall_ms();
+        let Round { acked, in_flight } = parse_round(&lines);
+        let ctx = format!("seed {seed}, round {round}");
+        for (i, (op, reported)) in acked.iter().enumerate() {
+            let want = expected.apply(op, from, to);
+            assert_eq!(
+                *reported, want,
+                "{ctx}: op {i} {op:?}: the engine's result differs from the model's"
+            );
+            if let Some(rev) = acknowledged_revision(reported) {
+                max_acked_rev = max_acked_rev.max(rev);
+            }
+        }
+        total_acked += acked.len();
+        let mut candidates = vec![expected.clone()];
+        if let Some(op) = &in_flight {
+            in_flight_rounds += 1;
+            let mut with = expected.clone();
+            with.apply(op, from, to);
+            candidates.push(with);
+        }
+
+        let opened = wall_ms();
+        let db = Tenure::open(&path).unwrap_or_else(|e| panic!("{ctx}: reopen after kill -9: {e}"));
+        let got = engine_snapshot(&db, &KEYS);
+        let remaining: BTreeMap<i64, i64> = db
+            .leases()
+            .iter()
+            .map(|l| (l.id.get(), l.remaining.expect("primary").as_millis() as i64))
+            .collect();
+        assert_integrity(&db, &KEYS);
+        let read = wall_ms();
+        db.close().expect("close");
+
+        assert!(
+            got.revision >= max_acked_rev,
+            "{ctx}: revision {} is below the last acknowledged one {max_acked_rev}",
+            got.revision
+        );
+        let verdicts: Vec<Result<(), String>> = candidates
+            .iter()
+            .map(|c| c.matches(&got, &remaining, opened, read))
+            .collect();
+        let Some(pick) = verdicts.iter().rposition(Result::is_ok) else {
+            panic!(
+                "{ctx}: the reopened state is neither the acknowledged state nor that plus the \
+                 in-flight op {in_flight:?}\ngot {got:?}\n{verdicts:#?}"
+            );
+        };
+        if candidates.len() == 2 && verdicts[0].is_ok() != verdicts[1].is_ok() {
+            // The in-flight op made a difference: was it durable before the kill, or not?
+            if pick == 1 {
+                in_flight_kept += 1;
+            } else {
+                in_flight_lost += 1;
+            }
+        }
+        expected = candidates.swap_remove(pick);
+    }
+    eprintln!(
+        "crash test: {total_acked} acknowledged ops; {in_flight_rounds} kills with an op in flight, \
+         of which {in_flight_kept} were durable and {in_flight_lost} lost (the rest changed nothing)"
+    );
+    assert!(
+        total_acked > 0,
+        "the children acknowledged nothing: the test tested nothing"
+    );
+}
