@@ -14,7 +14,7 @@
 //! Checkpoints are seen through `time_to_live` after the reopen (`Recovery::Wall`): the remaining
 //! time must match the persisted checkpoint (or TTL) minus the wall time since it was written.
 //!
-//! Rounds: 20, or `TENURE_CRASH_ROUNDS`. Seed: random, or `TENURE_CRASH_SEED` (printed on failure).
+//! Rounds: 32, or `TENURE_CRASH_ROUNDS`. Seed: random, or `TENURE_CRASH_SEED` (printed on failure).
 //! Leases live for hours on a real `SystemClock`, so nothing expires during the test.
 
 mod common;
@@ -651,7 +651,7 @@ fn kill_9_at_random_moments_keeps_every_acknowledged_op_and_no_partial_one() {
     let rounds: usize = std::env::var("TENURE_CRASH_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+        .unwrap_or(32);
     let seed: u64 = std::env::var("TENURE_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -746,4 +746,22 @@ fn kill_9_at_random_moments_keeps_every_acknowledged_op_and_no_partial_one() {
         total_acked > 0,
         "the children acknowledged nothing: the test tested nothing"
     );
+}
+
+/// The harness itself: every op the child can generate survives its one-line text form, so the
+/// parent replays exactly what the child ran.
+#[test]
+fn crash_workload_ops_round_trip_through_their_text_form() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut live = Vec::new();
+    let mut kinds = std::collections::BTreeSet::new();
+    for i in 0..5000 {
+        let op = random_op(&mut rng, &live, i / 10, &format!("r0.{i}"));
+        assert_eq!(COp::decode(&op.encode()), op);
+        kinds.insert(op.encode().split(' ').next().unwrap().to_string());
+        if let COp::Grant(_) = op {
+            live.push(i);
+        }
+    }
+    assert_eq!(kinds.len(), 10, "every kind of op is generated: {kinds:?}");
 }

@@ -9,7 +9,10 @@
 //! the batch the model predicts. Time is a `ManualClock`; nothing sleeps.
 //!
 //! Cases run in memory, on a file with `Durability::Buffered` (fast reopens) and on a file with
-//! `Durability::Immediate`. `PROPTEST_CASES` sets the number of cases (default 256).
+//! `Durability::Immediate`; with auto revoke (L11) or manual revoke (L12: expired leases are
+//! delivered, stay, and are delivered again every retry interval). The periodic checkpoint is
+//! disabled (its moment is up to the expiry thread); explicit checkpoints and the one on close
+//! are modelled. `PROPTEST_CASES` sets the number of cases (default 256).
 
 mod common;
 
@@ -203,7 +206,18 @@ fn backing() -> impl Strategy<Value = Backing> {
 
 // ---- the harness ------------------------------------------------------------------------------
 
+/// Retry interval of manual revoke (L12), as in the builder's default.
+const RETRY: Duration = Duration::from_secs(3);
+
+/// What a case runs on: the storage, and auto or manual revoke.
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    backing: Backing,
+    auto_revoke: bool,
+}
+
 struct Harness {
+    setup: Setup,
     backing: Backing,
     _dir: Option<tempfile::TempDir>,
     path: Option<std::path::PathBuf>,
@@ -214,7 +228,7 @@ struct Harness {
 }
 
 fn open(
-    backing: Backing,
+    setup: Setup,
     path: Option<&std::path::Path>,
     clock: &Arc<ManualClock>,
     primary: bool,
@@ -222,8 +236,10 @@ fn open(
     let mut b = Tenure::builder()
         .clock(clock.clone())
         .primary(primary)
+        .auto_revoke(setup.auto_revoke)
+        .expired_retry_interval(RETRY)
         .checkpoint_interval(NO_PERIODIC_CHECKPOINT);
-    b = match (backing, path) {
+    b = match (setup.backing, path) {
         (Backing::Memory, _) | (_, None) => b.in_memory(),
         (Backing::Buffered, Some(p)) => b.path(p).durability(Durability::Buffered(ms(2))),
         (Backing::Immediate, Some(p)) => b.path(p).durability(Durability::Immediate),
@@ -232,20 +248,22 @@ fn open(
 }
 
 impl Harness {
-    fn new(backing: Backing, primary: bool) -> Harness {
+    fn new(setup: Setup, primary: bool) -> Harness {
+        let backing = setup.backing;
         let dir = (backing != Backing::Memory).then(|| tempfile::tempdir().expect("tempdir"));
         let path = dir.as_ref().map(|d| d.path().join("model.tenure"));
         let clock = ManualClock::new();
-        let db = open(backing, path.as_deref(), &clock, primary);
+        let db = open(setup, path.as_deref(), &clock, primary);
         let rx = db.expired();
         Harness {
+            setup,
             backing,
             _dir: dir,
             path,
             clock,
             db,
             rx,
-            m: Model::new(primary),
+            m: Model::with_revoke(primary, setup.auto_revoke, RETRY),
         }
     }
 
@@ -317,7 +335,7 @@ impl Harness {
             Err(ErrorCode::Closed),
             "{ctx}: D7 a closed engine refuses calls"
         );
-        self.db = open(self.backing, self.path.as_deref(), &self.clock, primary);
+        self.db = open(self.setup, self.path.as_deref(), &self.clock, primary);
         self.rx = self.db.expired();
         self.m.reopen(primary);
         let expires_now = self.m.clone().expire_due().is_some();
@@ -484,11 +502,12 @@ impl Harness {
     }
 }
 
-fn run_case(backing: Backing, primary: bool, steps: &[Step]) {
-    let mut h = Harness::new(backing, primary);
+fn run_case(setup: Setup, primary: bool, steps: &[Step]) {
+    let backing = setup.backing;
+    let mut h = Harness::new(setup, primary);
     h.check("open");
     for (i, step) in steps.iter().enumerate() {
-        let ctx = format!("step {i} {step:?} ({backing:?})");
+        let ctx = format!("step {i} {step:?} ({setup:?})");
         h.run(step, &ctx);
         h.check(&ctx);
     }
@@ -501,7 +520,7 @@ fn run_case(backing: Backing, primary: bool, steps: &[Step]) {
     );
     if backing != Backing::Memory {
         // One last reopen: everything acknowledged is there.
-        let db = open(backing, h.path.as_deref(), &h.clock, h.m.primary);
+        let db = open(setup, h.path.as_deref(), &h.clock, h.m.primary);
         h.m.reopen(h.m.primary);
         let mut m = h.m.clone();
         if m.expire_due().is_none() {
@@ -526,10 +545,11 @@ proptest! {
     #[test]
     fn engine_agrees_with_the_reference_model_after_every_step(
         backing in backing(),
+        auto_revoke in prop::bool::weighted(0.75),
         primary in prop::bool::weighted(0.85),
         steps in prop::collection::vec(step(), 1..60),
     ) {
-        run_case(backing, primary, &steps);
+        run_case(Setup { backing, auto_revoke }, primary, &steps);
     }
 }
 

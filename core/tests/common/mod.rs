@@ -91,6 +91,8 @@ pub struct MLease {
     pub ckpt: Option<u64>,
     /// Renewed since its last checkpoint.
     pub dirty: bool,
+    /// Manual revoke: delivered on `expired()`, waiting for the application's revoke.
+    pub expired: bool,
     /// Attached key names (with or without a value).
     pub keys: BTreeSet<Vec<u8>>,
     pub row: Row,
@@ -127,6 +129,10 @@ pub struct Model {
     pub revision: i64,
     pub next_id: i64,
     pub primary: bool,
+    /// `false`: etcd's manual revoke (L12), expired leases are delivered and stay.
+    pub auto_revoke: bool,
+    /// Manual revoke: how long until an unrevoked expired lease is delivered again, ns.
+    pub retry: u64,
     /// Monotonic time, ns (a `ManualClock` starts at zero).
     pub now: u64,
     /// Wall time, ms, relative to the clock's starting wall time.
@@ -136,13 +142,21 @@ pub struct Model {
 }
 
 impl Model {
+    /// An empty engine with auto revoke.
     pub fn new(primary: bool) -> Model {
+        Model::with_revoke(primary, true, Duration::from_secs(3))
+    }
+
+    /// An empty engine; `auto_revoke = false` is L12's manual revoke, redelivering every `retry`.
+    pub fn with_revoke(primary: bool, auto_revoke: bool, retry: Duration) -> Model {
         Model {
             leases: BTreeMap::new(),
             kv: BTreeMap::new(),
             revision: 0,
             next_id: 1,
             primary,
+            auto_revoke,
+            retry: ns(retry),
             now: 0,
             wall: 0,
             counters: MCounters::default(),
@@ -179,6 +193,7 @@ impl Model {
                 deadline: self.primary.then(|| self.now.saturating_add(ttl)),
                 ckpt: None,
                 dirty: false,
+                expired: false,
                 keys: BTreeSet::new(),
                 row: Row {
                     ttl,
@@ -212,15 +227,22 @@ impl Model {
         Ok(())
     }
 
-    /// L5 (auto revoke): returns the TTL in ns.
+    /// L5: returns the TTL in ns. A lease past its deadline is never brought back.
     pub fn renew(&mut self, id: i64) -> MResult<u64> {
         if !self.primary {
             return Err(err(ErrorCode::NotPrimary));
         }
-        let now = self.now;
+        let (now, auto) = (self.now, self.auto_revoke);
         let lease = self.leases.get_mut(&id).ok_or(not_found(id))?;
-        if lease.deadline.is_some_and(|d| d <= now) {
-            return Err(not_found(id));
+        if lease.expired || lease.deadline.is_some_and(|d| d <= now) {
+            return Err(if lease.expired || !auto {
+                MErr {
+                    code: ErrorCode::LeaseExpired,
+                    lease: Some(id),
+                }
+            } else {
+                not_found(id)
+            });
         }
         lease.deadline = Some(now.saturating_add(lease.ttl));
         lease.ckpt = None;
@@ -295,12 +317,16 @@ impl Model {
         Ok(())
     }
 
-    /// L9.
+    /// L9. A lease delivered for a manual revoke stays expired and is due at once.
     pub fn promote(&mut self, extend: Duration) {
         self.primary = true;
         let base = self.now.saturating_add(ns(extend));
         for lease in self.leases.values_mut() {
-            lease.deadline = Some(base.saturating_add(lease.ckpt.unwrap_or(lease.ttl)));
+            lease.deadline = Some(if lease.expired {
+                self.now
+            } else {
+                base.saturating_add(lease.ckpt.unwrap_or(lease.ttl))
+            });
         }
     }
 
@@ -318,8 +344,10 @@ impl Model {
         self.wall += d.as_millis() as i64;
     }
 
-    /// L10/L11: every lease whose deadline has passed, revoked in one batch at one revision.
-    /// Returns the notices (sorted by lease ID), or `None` when nothing is due.
+    /// L10–L12: every lease whose deadline has passed, in one batch. Auto revoke: revoked, at
+    /// one revision. Manual: delivered with its current keys, kept, and due again after `retry`
+    /// (a redelivery is not counted as a new expiry). Returns the notices (sorted by lease ID),
+    /// or `None` when nothing is due.
     pub fn expire_due(&mut self) -> Option<Vec<ExpiredLease>> {
         if !self.primary {
             return None;
@@ -332,6 +360,24 @@ impl Model {
             .collect();
         if due.is_empty() {
             return None;
+        }
+        if !self.auto_revoke {
+            let retry_at = self.now.saturating_add(self.retry);
+            let mut notices = Vec::new();
+            for id in due {
+                let lease = self.leases.get_mut(&id).expect("due");
+                notices.push(ExpiredLease {
+                    id: LeaseId::new(id),
+                    ttl: Duration::from_nanos(lease.ttl),
+                    keys: lease.keys.iter().cloned().collect(),
+                });
+                if !lease.expired {
+                    self.counters.expired += 1;
+                }
+                lease.expired = true;
+                lease.deadline = Some(retry_at);
+            }
+            return Some(notices);
         }
         let notices: Vec<ExpiredLease> = due
             .into_iter()
@@ -353,7 +399,7 @@ impl Model {
                 continue;
             }
             lease.dirty = false;
-            let Some(deadline) = lease.deadline else {
+            let Some(deadline) = lease.deadline.filter(|_| !lease.expired) else {
                 continue;
             };
             let r = deadline.saturating_sub(now);
@@ -378,6 +424,7 @@ impl Model {
             lease.ckpt = Some(left);
             lease.deadline = primary.then(|| now.saturating_add(left));
             lease.dirty = false;
+            lease.expired = false;
         }
     }
 
@@ -595,6 +642,9 @@ impl Model {
     fn remaining(&self, lease: &MLease) -> Option<Duration> {
         if !self.primary {
             return None;
+        }
+        if lease.expired {
+            return Some(Duration::ZERO);
         }
         lease
             .deadline
