@@ -1,0 +1,64 @@
+//! `tenure.ManualClock`: time that moves only when told to (tests).
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use tenure::{Clock, ManualClock};
+
+use crate::convert::{seconds, secs_f64};
+use crate::errors::blocking;
+
+/// A clock that moves only when told to; pass it to `tenure.open(clock=...)`.
+///
+/// `advance(seconds)` moves it forward and wakes every engine using it, so expiry, checkpoints
+/// and keep-alives are driven deterministically, without sleeping.
+#[pyclass(frozen, module = "tenure", name = "ManualClock")]
+pub(crate) struct PyManualClock {
+    pub(crate) inner: Arc<ManualClock>,
+}
+
+#[pymethods]
+impl PyManualClock {
+    #[new]
+    fn new() -> Self {
+        PyManualClock {
+            inner: ManualClock::new(),
+        }
+    }
+
+    /// Moves monotonic and wall time forward by `seconds` and wakes the engines using the clock.
+    fn advance(&self, py: Python<'_>, seconds: f64) -> PyResult<()> {
+        let d = self::seconds(seconds, "seconds")?;
+        let clock = self.inner.clone();
+        // Waking an engine takes its lock: never while holding the GIL.
+        blocking(py, move || {
+            clock.advance(d);
+            Ok(())
+        })
+    }
+
+    /// Steps wall time alone (either way), leaving monotonic time where it is.
+    fn step_wall(&self, py: Python<'_>, seconds: f64) -> PyResult<()> {
+        if !seconds.is_finite() {
+            return Err(crate::errors::invalid(format!(
+                "seconds must be finite, got {seconds}"
+            )));
+        }
+        let ms = (seconds * 1000.0).round() as i64;
+        let clock = self.inner.clone();
+        blocking(py, move || {
+            clock.step_wall(ms);
+            Ok(())
+        })
+    }
+
+    /// Monotonic time since the clock was made, in seconds.
+    #[getter]
+    fn now(&self) -> f64 {
+        secs_f64(self.inner.now())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("tenure.ManualClock(now={:?})", secs_f64(self.inner.now()))
+    }
+}

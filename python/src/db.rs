@@ -1,0 +1,480 @@
+//! `tenure.open()` and `tenure.Tenure`, the engine handle.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use tenure::{Durability, LeaseId, Recovery, Tenure, Txn, WatchOptions};
+
+use crate::clock::PyManualClock;
+use crate::convert::{
+    bytes_arg, keys_arg, lease_arg, limit_arg, opt_lease_arg, seconds, secs_f64, timeout, ttl,
+    ForkSafe,
+};
+use crate::errors::{blocking, closed, invalid};
+use crate::iter::{PyExpiredIter, PyWatcher};
+use crate::lease::PyLease;
+use crate::txn::{PyCompare, PyOp};
+use crate::types::{PyKeyValue, PyLeaseInfo, PyTxnResponse};
+
+/// Drops `v` with the GIL released (a drop may close an engine: join threads, fsync). Falls back
+/// to a plain drop when the interpreter cannot be re-entered (finalization).
+pub(crate) fn drop_detached<T: Send>(v: T) {
+    let mut slot = Some(v);
+    Python::try_attach(|py| py.detach(|| drop(slot.take())));
+    drop(slot);
+}
+
+/// An open tenure database (made by `tenure.open()`); also a context manager that closes it.
+///
+/// One handle may be shared by any number of threads. Every call that can block releases the
+/// GIL. After `os.fork()` the child sees the handle as closed (`tenure.Closed`): it must open
+/// its own.
+#[pyclass(frozen, weakref, module = "tenure", name = "Tenure")]
+pub(crate) struct PyTenure {
+    engine: ForkSafe<Tenure>,
+    min_ttl: Duration,
+    path: Option<PathBuf>,
+    /// The database file's canonical path, to release its descriptors in a forked child.
+    pub(crate) file: Option<PathBuf>,
+}
+
+impl Drop for PyTenure {
+    fn drop(&mut self) {
+        // Garbage-collected without close(): close cleanly, without holding the GIL. In a
+        // forked child the inherited engine is leaked, never closed (see ForkSafe).
+        if let Some(engine) = self.engine.take_for_drop() {
+            drop_detached(engine);
+        }
+    }
+}
+
+impl PyTenure {
+    /// The engine, or `Closed` in a forked child.
+    pub(crate) fn engine(&self) -> PyResult<&Tenure> {
+        self.engine.get()
+    }
+
+    /// The engine, refusing with `Closed` once it is closed (for the calls whose Rust
+    /// counterpart answers a default value on a closed engine).
+    fn open_engine(&self, py: Python<'_>) -> PyResult<&Tenure> {
+        let e = self.engine()?;
+        if blocking(py, || Ok(e.is_closed()))? {
+            return Err(closed());
+        }
+        Ok(e)
+    }
+
+    pub(crate) fn renew_id(&self, py: Python<'_>, id: i64) -> PyResult<f64> {
+        let e = self.engine()?;
+        blocking(py, || e.renew(id)).map(secs_f64)
+    }
+
+    pub(crate) fn revoke_id(&self, py: Python<'_>, id: i64) -> PyResult<()> {
+        let e = self.engine()?;
+        blocking(py, || e.revoke(id))
+    }
+
+    pub(crate) fn time_to_live_id(&self, py: Python<'_>, id: i64) -> PyResult<PyLeaseInfo> {
+        let e = self.engine()?;
+        blocking(py, || e.time_to_live(id)).map(PyLeaseInfo)
+    }
+}
+
+fn durability_arg(durability: &str, flush_interval: f64) -> PyResult<Durability> {
+    match durability {
+        "immediate" => Ok(Durability::Immediate),
+        "buffered" => Ok(Durability::Buffered(seconds(
+            flush_interval,
+            "flush_interval",
+        )?)),
+        other => Err(invalid(format!(
+            "durability must be \"immediate\" or \"buffered\", not {other:?}"
+        ))),
+    }
+}
+
+fn recovery_arg(recovery: &str, extend: f64) -> PyResult<Recovery> {
+    let extend = seconds(extend, "extend")?;
+    match recovery {
+        "wall" => Ok(Recovery::Wall),
+        "extend" => Ok(Recovery::Extend(extend)),
+        other => Err(invalid(format!(
+            "recovery must be \"wall\" or \"extend\", not {other:?}"
+        ))),
+    }
+}
+
+/// Opens (or creates) a database; `path=None` keeps everything in memory.
+///
+/// Options: `durability` "immediate" (fsync before every write returns) or "buffered"
+/// (committed at least every `flush_interval` seconds); `recovery` "wall" or "extend" (every
+/// lease restarts from its checkpointed remaining TTL plus `extend` seconds); `min_ttl`,
+/// `checkpoint_interval`, `expired_retry_interval` in seconds; `primary`; `auto_revoke`;
+/// `clock`, a `tenure.ManualClock` for tests.
+#[pyfunction]
+#[pyo3(signature = (
+    path=None, *, durability="immediate", flush_interval=0.01, recovery="wall", extend=0.0,
+    min_ttl=0.0, checkpoint_interval=5.0, primary=true, auto_revoke=true,
+    expired_retry_interval=3.0, clock=None
+))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn open(
+    py: Python<'_>,
+    path: Option<PathBuf>,
+    durability: &str,
+    flush_interval: f64,
+    recovery: &str,
+    extend: f64,
+    min_ttl: f64,
+    checkpoint_interval: f64,
+    primary: bool,
+    auto_revoke: bool,
+    expired_retry_interval: f64,
+    clock: Option<PyRef<'_, PyManualClock>>,
+) -> PyResult<Py<PyTenure>> {
+    let min_ttl = seconds(min_ttl, "min_ttl")?;
+    let mut b = Tenure::builder()
+        .durability(durability_arg(durability, flush_interval)?)
+        .recovery(recovery_arg(recovery, extend)?)
+        .min_ttl(min_ttl)
+        .checkpoint_interval(seconds(checkpoint_interval, "checkpoint_interval")?)
+        .expired_retry_interval(seconds(expired_retry_interval, "expired_retry_interval")?)
+        .primary(primary)
+        .auto_revoke(auto_revoke);
+    if let Some(p) = &path {
+        b = b.path(p);
+    }
+    if let Some(c) = &clock {
+        b = b.clock(c.inner.clone());
+    }
+    let engine = blocking(py, move || b.open())?;
+    let file = path.as_ref().and_then(|p| std::fs::canonicalize(p).ok());
+    let db = Py::new(
+        py,
+        PyTenure {
+            engine: ForkSafe::new(engine),
+            min_ttl,
+            path,
+            file,
+        },
+    )?;
+    crate::hooks::track(py, db.bind(py))?;
+    Ok(db)
+}
+
+#[pymethods]
+impl PyTenure {
+    // ---- leases -------------------------------------------------------------------------------
+
+    /// Grants a lease of `ttl` seconds, with a fresh ID or the given `id`.
+    #[pyo3(signature = (ttl=10.0, id=None))]
+    fn grant(slf: &Bound<'_, Self>, ttl: f64, id: Option<&Bound<'_, PyAny>>) -> PyResult<PyLease> {
+        let py = slf.py();
+        let this = slf.get();
+        let ttl = self::ttl(ttl)?;
+        let id = id.filter(|i| !i.is_none()).map(lease_arg).transpose()?;
+        let e = this.engine()?;
+        let granted = blocking(py, || match id {
+            Some(id) => e.grant_with_id(id, ttl),
+            None => e.grant(ttl),
+        })?;
+        Ok(PyLease {
+            id: granted.get(),
+            ttl: ttl.max(this.min_ttl),
+            db: slf.clone().unbind(),
+        })
+    }
+
+    /// Revokes a lease and deletes its keys in one durable write.
+    fn revoke(&self, py: Python<'_>, lease: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.revoke_id(py, lease_arg(lease)?)
+    }
+
+    /// Renews a lease (deadline = now + TTL); returns its TTL in seconds.
+    fn renew(&self, py: Python<'_>, lease: &Bound<'_, PyAny>) -> PyResult<f64> {
+        self.renew_id(py, lease_arg(lease)?)
+    }
+
+    /// A lease's TTL, remaining time and attached keys.
+    fn time_to_live(&self, py: Python<'_>, lease: &Bound<'_, PyAny>) -> PyResult<PyLeaseInfo> {
+        self.time_to_live_id(py, lease_arg(lease)?)
+    }
+
+    /// Every live lease, soonest deadline first.
+    fn leases<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let e = self.open_engine(py)?;
+        let list = blocking(py, || Ok(e.leases()))?;
+        PyList::new(py, list.into_iter().map(PyLeaseInfo))
+    }
+
+    /// Attaches one key or an iterable of keys to a lease (a key attached elsewhere moves).
+    fn attach(
+        &self,
+        py: Python<'_>,
+        lease: &Bound<'_, PyAny>,
+        keys: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let id = lease_arg(lease)?;
+        let keys = keys_arg(keys)?;
+        let e = self.engine()?;
+        blocking(py, || e.attach(id, &keys))
+    }
+
+    /// Detaches one key or an iterable of keys from a lease.
+    fn detach(
+        &self,
+        py: Python<'_>,
+        lease: &Bound<'_, PyAny>,
+        keys: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let id = lease_arg(lease)?;
+        let keys = keys_arg(keys)?;
+        let e = self.engine()?;
+        blocking(py, || e.detach(id, &keys))
+    }
+
+    /// The ID of the lease a key is attached to, or `None`.
+    fn lease_of(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+        let key = bytes_arg(key, "key")?;
+        let e = self.open_engine(py)?;
+        blocking(py, || Ok(e.lease_of(&key).map(LeaseId::get)))
+    }
+
+    /// Records a remaining TTL (seconds) used by the next promote or reopen, durably.
+    fn checkpoint(&self, py: Python<'_>, lease: &Bound<'_, PyAny>, remaining: f64) -> PyResult<()> {
+        let id = lease_arg(lease)?;
+        let remaining = seconds(remaining, "remaining")?;
+        let e = self.engine()?;
+        blocking(py, || e.checkpoint(id, remaining))
+    }
+
+    /// Becomes primary: every deadline = now + extend + (checkpointed remaining, else TTL).
+    #[pyo3(signature = (extend=0.0))]
+    fn promote(&self, py: Python<'_>, extend: f64) -> PyResult<()> {
+        let extend = seconds(extend, "extend")?;
+        let e = self.engine()?;
+        blocking(py, || e.promote(extend))
+    }
+
+    /// Becomes standby: no lease expires and renew raises `NotPrimary`.
+    fn demote(&self, py: Python<'_>) -> PyResult<()> {
+        let e = self.engine()?;
+        blocking(py, || e.demote())
+    }
+
+    /// Whether this engine is the primary.
+    #[getter]
+    fn is_primary(&self, py: Python<'_>) -> PyResult<bool> {
+        let e = self.open_engine(py)?;
+        blocking(py, || Ok(e.is_primary()))
+    }
+
+    /// An iterator of expired-lease batches (`list[ExpiredLease]`). `next()` waits with the
+    /// GIL released, at most `timeout` seconds (then `tenure.Timeout`); it stops when the
+    /// engine closes. Ctrl-C interrupts the wait.
+    #[pyo3(signature = (timeout=None))]
+    fn expired(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyExpiredIter> {
+        let py = slf.py();
+        let timeout = self::timeout(timeout)?;
+        let e = slf.get().open_engine(py)?;
+        let rx = blocking(py, || Ok(e.expired()))?;
+        Ok(PyExpiredIter::new(slf.clone().unbind(), rx, timeout))
+    }
+
+    // ---- keys ---------------------------------------------------------------------------------
+
+    /// Puts `key = value`, attached to `lease` (or detached); returns the new revision.
+    #[pyo3(signature = (key, value, lease=None))]
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        lease: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<i64> {
+        let key = bytes_arg(key, "key")?;
+        let value = bytes_arg(value, "value")?;
+        let lease = opt_lease_arg(lease)?;
+        let e = self.engine()?;
+        blocking(py, || e.put(&key, &value, lease))
+    }
+
+    /// The key's value and revisions, or `None`.
+    fn get(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<PyKeyValue>> {
+        let key = bytes_arg(key, "key")?;
+        let e = self.engine()?;
+        Ok(blocking(py, || e.get(&key))?.map(PyKeyValue))
+    }
+
+    /// Keys starting with `prefix`, in key order, at most `limit`.
+    #[pyo3(signature = (prefix, limit=None))]
+    fn range<'py>(
+        &self,
+        py: Python<'py>,
+        prefix: &Bound<'_, PyAny>,
+        limit: Option<i64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let prefix = bytes_arg(prefix, "prefix")?;
+        let limit = limit_arg(limit)?;
+        let e = self.engine()?;
+        let kvs = blocking(py, || e.range(&prefix, limit))?;
+        PyList::new(py, kvs.into_iter().map(PyKeyValue))
+    }
+
+    /// Deletes a key; returns whether it existed.
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let key = bytes_arg(key, "key")?;
+        let e = self.engine()?;
+        blocking(py, || e.delete(&key))
+    }
+
+    /// Deletes every key starting with `prefix`; returns how many.
+    fn delete_prefix(&self, py: Python<'_>, prefix: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let prefix = bytes_arg(prefix, "prefix")?;
+        let e = self.engine()?;
+        blocking(py, || e.delete_prefix(&prefix))
+    }
+
+    /// The current store revision.
+    #[getter]
+    fn revision(&self, py: Python<'_>) -> PyResult<i64> {
+        let e = self.open_engine(py)?;
+        blocking(py, || Ok(e.revision()))
+    }
+
+    /// Runs a transaction: if every `compare` holds, the `success` operations, else the
+    /// `failure` ones; atomically, at one revision. Build the parts with `tenure.txn`.
+    #[pyo3(signature = (compare=None, success=None, failure=None))]
+    fn txn(
+        &self,
+        py: Python<'_>,
+        compare: Option<&Bound<'_, PyAny>>,
+        success: Option<&Bound<'_, PyAny>>,
+        failure: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyTxnResponse> {
+        let mut t = Txn::new();
+        if let Some(c) = compare {
+            for item in c.try_iter()? {
+                let item = item?;
+                let cmp = item.cast::<PyCompare>().map_err(|_| {
+                    pyo3::exceptions::PyTypeError::new_err(
+                        "compare items must be tenure.txn comparisons, e.g. tenure.txn.version(k) == 0",
+                    )
+                })?;
+                t.compares.push(cmp.get().0.clone());
+            }
+        }
+        for (branch, ops) in [(&mut t.success, success), (&mut t.failure, failure)] {
+            if let Some(ops) = ops {
+                for item in ops.try_iter()? {
+                    let item = item?;
+                    let op = item.cast::<PyOp>().map_err(|_| {
+                        pyo3::exceptions::PyTypeError::new_err(
+                            "operations must be made by tenure.txn.put/get/delete/delete_prefix/range",
+                        )
+                    })?;
+                    branch.push(op.get().0.clone());
+                }
+            }
+        }
+        let e = self.engine()?;
+        let r = blocking(py, || e.txn(t))?;
+        PyTxnResponse::new(py, r)
+    }
+
+    /// Watches a key (or every key under a prefix) from now or from `start_revision`.
+    /// Returns an iterator of `Event`s that is also a context manager (exit cancels it);
+    /// `next()` waits with the GIL released, at most `timeout` seconds (then `tenure.Timeout`),
+    /// and stops when the watch is cancelled or the engine closes.
+    #[pyo3(signature = (key, prefix=false, start_revision=None, prev_kv=false, timeout=None))]
+    fn watch(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        prefix: bool,
+        start_revision: Option<i64>,
+        prev_kv: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<PyWatcher> {
+        let py = slf.py();
+        let key = bytes_arg(key, "key")?;
+        let timeout = self::timeout(timeout)?;
+        let opts = WatchOptions {
+            prefix,
+            start_revision,
+            prev_kv,
+        };
+        let e = slf.get().engine()?;
+        let w = blocking(py, || e.watch(&key, opts))?;
+        Ok(PyWatcher::new(slf.clone().unbind(), w, timeout))
+    }
+
+    // ---- engine -------------------------------------------------------------------------------
+
+    /// Counters and gauges: granted, revoked, renewed, expired, leases, keys, revision, commits,
+    /// fsyncs, expired_dropped, watchers. Still readable after close.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let e = self.engine()?;
+        let s = blocking(py, || Ok(e.stats()))?;
+        let d = PyDict::new(py);
+        d.set_item("granted", s.granted)?;
+        d.set_item("revoked", s.revoked)?;
+        d.set_item("renewed", s.renewed)?;
+        d.set_item("expired", s.expired)?;
+        d.set_item("leases", s.leases)?;
+        d.set_item("keys", s.keys)?;
+        d.set_item("revision", s.revision)?;
+        d.set_item("commits", s.commits)?;
+        d.set_item("fsyncs", s.fsyncs)?;
+        d.set_item("expired_dropped", s.expired_dropped)?;
+        d.set_item("watchers", s.watchers)?;
+        Ok(d)
+    }
+
+    /// Whether the handle is closed (always true in a process forked after it was opened).
+    #[getter]
+    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
+        match self.engine() {
+            Ok(e) => blocking(py, || Ok(e.is_closed())),
+            Err(_) => Ok(true),
+        }
+    }
+
+    /// The database file, or `None` in memory.
+    #[getter]
+    fn path(&self) -> Option<PathBuf> {
+        self.path.clone()
+    }
+
+    /// Checkpoints, flushes and closes the database. Idempotent; every later call raises
+    /// `tenure.Closed`. In a forked child it only forgets the inherited engine.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        match self.engine() {
+            Ok(e) => blocking(py, || e.close()),
+            Err(_) => Ok(()),
+        }
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let state = if self.closed(py).unwrap_or(true) {
+            "closed"
+        } else {
+            "open"
+        };
+        match &self.path {
+            Some(p) => format!("<tenure.Tenure {:?} {state}>", p.display().to_string()),
+            None => format!("<tenure.Tenure in memory {state}>"),
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Errors: `tenure::Error` → the Python exception of its C code, panics → `TenureError`.
+//!
+//! The mapping table is `tenure::Error::code()` (core/src/error.rs). The Python classes live in
+//! `tenure/_errors.py`, each carrying its C code as `code`; `_BY_CODE` indexes them by it, so this
+//! file only looks the number up.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyDict;
+use tenure::{Error, ErrorCode};
+
+static BY_CODE: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+
+fn classes(py: Python<'_>) -> PyResult<&Bound<'_, PyDict>> {
+    BY_CODE.import(py, "tenure._errors", "_BY_CODE")
+}
+
+/// The exception for a C result code: the class whose `code` it is, else `TenureError`.
+fn raise(py: Python<'_>, code: i32, message: String) -> PyErr {
+    let found = classes(py).and_then(|by_code| {
+        let cls = match by_code.get_item(code)? {
+            Some(cls) => cls,
+            None => by_code
+                .get_item(ErrorCode::Panic as i32)?
+                .ok_or_else(|| PyRuntimeError::new_err("tenure._errors has no TenureError"))?,
+        };
+        cls.call1((message.clone(),))
+    });
+    match found {
+        Ok(exc) => PyErr::from_value(exc),
+        Err(e) => e,
+    }
+}
+
+/// Converts an engine error into its Python exception.
+pub(crate) fn to_py(py: Python<'_>, err: Error) -> PyErr {
+    raise(py, err.code() as i32, err.to_string())
+}
+
+/// `to_py` for places that have no `Python` token at hand (`map_err(err)`).
+pub(crate) fn err(e: Error) -> PyErr {
+    Python::attach(|py| to_py(py, e))
+}
+
+/// A caught panic: `tenure.TenureError` (the C `TENURE_ERR_PANIC`).
+pub(crate) fn panic_to_py(py: Python<'_>, payload: Box<dyn Any + Send>) -> PyErr {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned());
+    raise(
+        py,
+        ErrorCode::Panic as i32,
+        format!("internal error (panic) in tenure: {what}"),
+    )
+}
+
+/// Runs an engine call with the GIL released, turning its error and any panic into Python
+/// exceptions. Every call that takes an engine lock, waits or may fsync goes through here.
+pub(crate) fn blocking<T, F>(py: Python<'_>, f: F) -> PyResult<T>
+where
+    F: FnOnce() -> Result<T, Error> + Send,
+    T: Send,
+{
+    match py.detach(|| catch_unwind(AssertUnwindSafe(f))) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(to_py(py, e)),
+        Err(payload) => Err(panic_to_py(py, payload)),
+    }
+}
+
+/// The shorthand for an `InvalidArgument` raised by the binding itself.
+pub(crate) fn invalid(msg: impl Into<String>) -> PyErr {
+    err(Error::InvalidArgument(msg.into()))
+}
+
+/// `Closed`, raised by the binding itself (closed handle, or one inherited across `fork`).
+pub(crate) fn closed() -> PyErr {
+    err(Error::Closed)
+}

@@ -1,0 +1,219 @@
+//! Blocking iterators: `expired()` and `watch()`. They wait in slices of at most
+//! [`SLICE`] with the GIL released and check for signals between slices, so Ctrl-C interrupts
+//! them promptly and other threads keep running.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+use tenure::{Error, ExpiredLease, Watcher};
+
+use crate::convert::{lock, timeout, ForkSafe, SLICE};
+use crate::db::{drop_detached, PyTenure};
+use crate::errors::{blocking, err};
+use crate::types::{PyEvent, PyExpiredLease};
+
+/// What one slice of waiting produced.
+enum Slice<T> {
+    Item(T),
+    /// Nothing yet.
+    Empty,
+    /// The stream ended (engine closed, watch cancelled).
+    End,
+}
+
+/// Waits for the next item, slice by slice, until `deadline` (`None`: for ever). Between
+/// slices it runs pending signal handlers (KeyboardInterrupt surfaces here).
+fn wait<T: Send>(
+    py: Python<'_>,
+    deadline: Option<Instant>,
+    mut slice: impl FnMut(Duration) -> Result<Slice<T>, Error> + Send,
+) -> PyResult<Option<T>> {
+    loop {
+        let step = match deadline {
+            Some(d) => SLICE.min(d.saturating_duration_since(Instant::now())),
+            None => SLICE,
+        };
+        match blocking(py, || slice(step))? {
+            Slice::Item(v) => return Ok(Some(v)),
+            Slice::End => return Ok(None),
+            Slice::Empty => {}
+        }
+        py.check_signals()?;
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(err(Error::Timeout));
+        }
+    }
+}
+
+fn deadline(t: Option<Duration>) -> Option<Instant> {
+    t.map(|t| Instant::now().checked_add(t).unwrap_or_else(far_future))
+}
+
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+}
+
+/// Iterator over batches of expired leases (`Tenure.expired()`).
+#[pyclass(frozen, module = "tenure", name = "ExpiredIterator")]
+pub(crate) struct PyExpiredIter {
+    // Keeps the engine open while someone iterates.
+    _db: Py<PyTenure>,
+    rx: ForkSafe<Receiver<Vec<ExpiredLease>>>,
+    timeout: Option<Duration>,
+}
+
+impl PyExpiredIter {
+    pub(crate) fn new(
+        db: Py<PyTenure>,
+        rx: Receiver<Vec<ExpiredLease>>,
+        timeout: Option<Duration>,
+    ) -> Self {
+        PyExpiredIter {
+            _db: db,
+            rx: ForkSafe::new(rx),
+            timeout,
+        }
+    }
+
+    fn next_batch<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<Duration>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let rx = self.rx.get()?;
+        let batch = wait(py, deadline(timeout), |step| {
+            Ok(match rx.recv_timeout(step) {
+                Ok(b) => Slice::Item(b),
+                Err(RecvTimeoutError::Timeout) => Slice::Empty,
+                Err(RecvTimeoutError::Disconnected) => Slice::End,
+            })
+        })?;
+        batch
+            .map(|b| PyList::new(py, b.into_iter().map(PyExpiredLease)))
+            .transpose()
+    }
+}
+
+#[pymethods]
+impl PyExpiredIter {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// The next batch; waits at most the iterator's timeout, then raises `tenure.Timeout`.
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        self.next_batch(py, self.timeout)
+    }
+
+    /// The next batch, waiting at most `timeout` seconds (`None`: for ever); `tenure.Timeout`
+    /// when none came, `tenure.Closed` once the engine is closed.
+    #[pyo3(signature = (timeout=None))]
+    fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyList>> {
+        self.next_batch(py, self::timeout(timeout)?)?
+            .ok_or_else(crate::errors::closed)
+    }
+}
+
+/// A watch on a key or prefix (`Tenure.watch()`): an iterator of `Event`s and a context
+/// manager that cancels the watch on exit.
+#[pyclass(frozen, module = "tenure", name = "Watcher")]
+pub(crate) struct PyWatcher {
+    _db: Py<PyTenure>,
+    inner: ForkSafe<Mutex<Option<Watcher>>>,
+    timeout: Option<Duration>,
+}
+
+impl PyWatcher {
+    pub(crate) fn new(db: Py<PyTenure>, w: Watcher, timeout: Option<Duration>) -> Self {
+        PyWatcher {
+            _db: db,
+            inner: ForkSafe::new(Mutex::new(Some(w))),
+            timeout,
+        }
+    }
+
+    fn next_event(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<Option<PyEvent>> {
+        let inner = self.inner.get()?;
+        let ev = wait(py, deadline(timeout), |step| {
+            let mut guard = lock(inner);
+            let Some(w) = guard.as_mut() else {
+                return Ok(Slice::End);
+            };
+            match w.recv_timeout(step) {
+                Ok(ev) => Ok(Slice::Item(ev)),
+                Err(Error::Timeout) => Ok(Slice::Empty),
+                Err(Error::Closed) => {
+                    *guard = None;
+                    Ok(Slice::End)
+                }
+                Err(e) => {
+                    // The watcher fell behind (Compacted): it is over.
+                    *guard = None;
+                    Err(e)
+                }
+            }
+        })?;
+        Ok(ev.map(PyEvent))
+    }
+}
+
+impl Drop for PyWatcher {
+    fn drop(&mut self) {
+        if let Some(w) = self.inner.take_for_drop() {
+            drop_detached(w);
+        }
+    }
+}
+
+#[pymethods]
+impl PyWatcher {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// The next event; waits at most the watch's timeout, then raises `tenure.Timeout`.
+    /// Raises `tenure.Compacted` if the watcher fell too far behind (it is then cancelled).
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<PyEvent>> {
+        self.next_event(py, self.timeout)
+    }
+
+    /// The next event, waiting at most `timeout` seconds (`None`: for ever); `tenure.Timeout`
+    /// when none came, `tenure.Closed` once the watch is cancelled or the engine closed.
+    #[pyo3(signature = (timeout=None))]
+    fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyEvent> {
+        self.next_event(py, self::timeout(timeout)?)?
+            .ok_or_else(crate::errors::closed)
+    }
+
+    /// Cancels the watch; iteration then stops. Idempotent.
+    fn cancel(&self, py: Python<'_>) -> PyResult<()> {
+        let Ok(inner) = self.inner.get() else {
+            return Ok(());
+        };
+        let w = blocking(py, || Ok(lock(inner).take()))?;
+        drop_detached(w);
+        Ok(())
+    }
+
+    /// Whether the watch is cancelled or ended.
+    #[getter]
+    fn cancelled(&self, py: Python<'_>) -> PyResult<bool> {
+        match self.inner.get() {
+            Ok(inner) => blocking(py, || Ok(lock(inner).is_none())),
+            Err(_) => Ok(true),
+        }
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.cancel(py)?;
+        Ok(false)
+    }
+}

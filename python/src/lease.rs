@@ -1,0 +1,95 @@
+//! `tenure.Lease`: a granted lease bound to its engine, usable wherever an `int` ID is.
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyInt};
+
+use crate::convert::secs_f64;
+use crate::db::PyTenure;
+use crate::keepalive::PyKeepAlive;
+use crate::types::PyLeaseInfo;
+
+/// A lease returned by `Tenure.grant()`. It is also accepted wherever a lease ID (`int`) is,
+/// converts with `int(lease)` and compares equal to its ID.
+#[pyclass(frozen, module = "tenure", name = "Lease")]
+pub(crate) struct PyLease {
+    pub(crate) id: i64,
+    pub(crate) ttl: Duration,
+    pub(crate) db: Py<PyTenure>,
+}
+
+#[pymethods]
+impl PyLease {
+    /// The lease ID (a positive int).
+    #[getter]
+    fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// The granted TTL in seconds (after `min_ttl`).
+    #[getter]
+    fn ttl(&self) -> f64 {
+        secs_f64(self.ttl)
+    }
+
+    /// The engine the lease belongs to.
+    #[getter]
+    fn db(&self, py: Python<'_>) -> Py<PyTenure> {
+        self.db.clone_ref(py)
+    }
+
+    /// Renews the lease (deadline = now + TTL); returns the TTL in seconds.
+    fn renew(&self, py: Python<'_>) -> PyResult<f64> {
+        self.db.get().renew_id(py, self.id)
+    }
+
+    /// Revokes the lease, deleting its keys.
+    fn revoke(&self, py: Python<'_>) -> PyResult<()> {
+        self.db.get().revoke_id(py, self.id)
+    }
+
+    /// The lease's TTL, remaining time and keys.
+    fn time_to_live(&self, py: Python<'_>) -> PyResult<PyLeaseInfo> {
+        self.db.get().time_to_live_id(py, self.id)
+    }
+
+    /// A context manager whose native thread renews the lease every `interval` seconds
+    /// (default TTL/3) until the block exits, the engine closes or the lease is lost.
+    #[pyo3(signature = (interval=None))]
+    fn keep_alive(&self, py: Python<'_>, interval: Option<f64>) -> PyResult<PyKeepAlive> {
+        PyKeepAlive::start(py, self.db.clone_ref(py), self.id, interval)
+    }
+
+    fn __int__(&self) -> i64 {
+        self.id
+    }
+
+    fn __index__(&self) -> i64 {
+        self.id
+    }
+
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> Py<PyAny> {
+        if let Ok(o) = other.cast::<PyLease>() {
+            let o = o.get();
+            return PyBool::new(py, o.id == self.id && o.db.is(&self.db))
+                .to_owned()
+                .into_any()
+                .unbind();
+        }
+        if other.is_instance_of::<PyInt>() && !other.is_instance_of::<PyBool>() {
+            let same = other.extract::<i64>().is_ok_and(|v| v == self.id);
+            return PyBool::new(py, same).to_owned().into_any().unbind();
+        }
+        py.NotImplemented()
+    }
+
+    fn __hash__(&self) -> isize {
+        // Equal to hash(self.id) for every valid (positive) ID, as __eq__ requires.
+        self.id as isize
+    }
+
+    fn __repr__(&self) -> String {
+        format!("tenure.Lease(id={}, ttl={:?})", self.id, secs_f64(self.ttl))
+    }
+}

@@ -1,0 +1,138 @@
+//! Transaction building blocks. Users build them with `tenure.txn` (txn.py):
+//! `tenure.txn.version(k) == 0`, `tenure.txn.put(k, v)`, …
+
+use pyo3::prelude::*;
+use tenure::{CompareOp, CompareTarget};
+
+use crate::convert::{bytes_arg, lease_arg, limit_arg, opt_lease_arg};
+use crate::errors::invalid;
+use crate::types::bytes_repr;
+
+/// One condition of a transaction, e.g. `tenure.txn.version(b"k") == 0`.
+#[pyclass(frozen, eq, module = "tenure.txn", name = "Compare")]
+#[derive(PartialEq)]
+pub(crate) struct PyCompare(pub(crate) tenure::Compare);
+
+#[pymethods]
+impl PyCompare {
+    /// `Compare(key, target, op, value)`: `target` is one of "value", "version",
+    /// "create_revision", "mod_revision", "lease"; `op` one of "==", "!=", "<", ">".
+    #[new]
+    fn new(
+        key: &Bound<'_, PyAny>,
+        target: &str,
+        op: &str,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let key = bytes_arg(key, "key")?.into_owned();
+        let op = match op {
+            "==" => CompareOp::Equal,
+            "!=" => CompareOp::NotEqual,
+            "<" => CompareOp::Less,
+            ">" => CompareOp::Greater,
+            other => return Err(invalid(format!("unknown compare operator {other:?}"))),
+        };
+        let target = match target {
+            "value" => CompareTarget::Value(bytes_arg(value, "value")?.into_owned()),
+            "version" => CompareTarget::Version(value.extract()?),
+            "create_revision" => CompareTarget::CreateRevision(value.extract()?),
+            "mod_revision" => CompareTarget::ModRevision(value.extract()?),
+            "lease" => CompareTarget::Lease(if value.is_none() {
+                0
+            } else {
+                lease_arg(value)?
+            }),
+            other => return Err(invalid(format!("unknown compare target {other:?}"))),
+        };
+        Ok(PyCompare(tenure::Compare { key, op, target }))
+    }
+
+    fn __repr__(&self) -> String {
+        let op = match self.0.op {
+            CompareOp::Equal => "==",
+            CompareOp::NotEqual => "!=",
+            CompareOp::Less => "<",
+            CompareOp::Greater => ">",
+        };
+        let (field, value) = match &self.0.target {
+            CompareTarget::Value(v) => ("value", bytes_repr(v)),
+            CompareTarget::Version(v) => ("version", v.to_string()),
+            CompareTarget::CreateRevision(v) => ("create_revision", v.to_string()),
+            CompareTarget::ModRevision(v) => ("mod_revision", v.to_string()),
+            CompareTarget::Lease(v) => ("lease", v.to_string()),
+        };
+        format!("{field}({}) {op} {value}", bytes_repr(&self.0.key))
+    }
+}
+
+/// One operation of a transaction branch; built by `tenure.txn.put/get/delete/...`.
+#[pyclass(frozen, eq, module = "tenure.txn", name = "Op")]
+#[derive(PartialEq)]
+pub(crate) struct PyOp(pub(crate) tenure::Op);
+
+#[pymethods]
+impl PyOp {
+    /// Put `key = value`, attached to `lease` (None: detached).
+    #[staticmethod]
+    #[pyo3(signature = (key, value, lease=None))]
+    fn put(
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        lease: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        Ok(PyOp(tenure::Op::put(
+            bytes_arg(key, "key")?,
+            bytes_arg(value, "value")?,
+            opt_lease_arg(lease)?,
+        )))
+    }
+
+    /// Read one key.
+    #[staticmethod]
+    fn get(key: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(PyOp(tenure::Op::get(bytes_arg(key, "key")?)))
+    }
+
+    /// Delete one key.
+    #[staticmethod]
+    fn delete(key: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(PyOp(tenure::Op::delete(bytes_arg(key, "key")?)))
+    }
+
+    /// Delete every key starting with `prefix`.
+    #[staticmethod]
+    fn delete_prefix(prefix: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(PyOp(tenure::Op::delete_prefix(bytes_arg(
+            prefix, "prefix",
+        )?)))
+    }
+
+    /// Read every key starting with `prefix`, at most `limit`.
+    #[staticmethod]
+    #[pyo3(signature = (prefix, limit=None))]
+    fn range(prefix: &Bound<'_, PyAny>, limit: Option<i64>) -> PyResult<Self> {
+        Ok(PyOp(tenure::Op::range(
+            bytes_arg(prefix, "prefix")?,
+            limit_arg(limit)?,
+        )))
+    }
+
+    fn __repr__(&self) -> String {
+        match &self.0 {
+            tenure::Op::Put { key, value, lease } => format!(
+                "put({}, {}, lease={})",
+                bytes_repr(key),
+                bytes_repr(value),
+                lease.map_or("None".into(), |l| l.to_string())
+            ),
+            tenure::Op::Get { key } => format!("get({})", bytes_repr(key)),
+            tenure::Op::Delete { key } => format!("delete({})", bytes_repr(key)),
+            tenure::Op::DeletePrefix { prefix } => format!("delete_prefix({})", bytes_repr(prefix)),
+            tenure::Op::Range { prefix, limit } => format!(
+                "range({}, limit={})",
+                bytes_repr(prefix),
+                limit.map_or("None".into(), |l| l.to_string())
+            ),
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! Result objects: immutable snapshots, compared by value.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+use tenure::{EventKind, OpResponse};
+
+use crate::convert::secs_f64;
+
+fn bytes_list<'py>(py: Python<'py>, keys: &[Vec<u8>]) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, keys.iter().map(|k| PyBytes::new(py, k)))
+}
+
+fn keys_repr(keys: &[Vec<u8>]) -> String {
+    let parts: Vec<String> = keys.iter().map(|k| bytes_repr(k)).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// Python's `repr(bytes)`.
+pub(crate) fn bytes_repr(b: &[u8]) -> String {
+    let mut s = String::from("b'");
+    for &c in b {
+        match c {
+            b'\\' => s.push_str("\\\\"),
+            b'\'' => s.push_str("\\'"),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            b'\t' => s.push_str("\\t"),
+            0x20..=0x7e => s.push(c as char),
+            _ => s.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    s.push('\'');
+    s
+}
+
+/// A lease's TTL, remaining time and keys (`time_to_live`, `leases`).
+#[pyclass(frozen, eq, module = "tenure", name = "LeaseInfo")]
+#[derive(PartialEq)]
+pub(crate) struct PyLeaseInfo(pub(crate) tenure::LeaseInfo);
+
+#[pymethods]
+impl PyLeaseInfo {
+    /// The lease ID.
+    #[getter]
+    fn id(&self) -> i64 {
+        self.0.id.get()
+    }
+
+    /// The granted TTL in seconds (after `min_ttl`).
+    #[getter]
+    fn ttl(&self) -> f64 {
+        secs_f64(self.0.ttl)
+    }
+
+    /// Seconds until the deadline; `None` on a standby, where leases have no deadline.
+    #[getter]
+    fn remaining(&self) -> Option<f64> {
+        self.0.remaining.map(secs_f64)
+    }
+
+    /// The attached keys, in key order.
+    #[getter]
+    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        bytes_list(py, &self.0.keys)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "LeaseInfo(id={}, ttl={:?}, remaining={}, keys={})",
+            self.0.id,
+            secs_f64(self.0.ttl),
+            self.0
+                .remaining
+                .map_or("None".into(), |r| format!("{:?}", secs_f64(r))),
+            keys_repr(&self.0.keys)
+        )
+    }
+}
+
+/// A lease whose deadline passed, as delivered by `expired()`.
+#[pyclass(frozen, eq, module = "tenure", name = "ExpiredLease")]
+#[derive(PartialEq)]
+pub(crate) struct PyExpiredLease(pub(crate) tenure::ExpiredLease);
+
+#[pymethods]
+impl PyExpiredLease {
+    /// The lease ID.
+    #[getter]
+    fn id(&self) -> i64 {
+        self.0.id.get()
+    }
+
+    /// Its granted TTL in seconds.
+    #[getter]
+    fn ttl(&self) -> f64 {
+        secs_f64(self.0.ttl)
+    }
+
+    /// With auto revoke, the keys deleted with it; with manual revoke, the keys a revoke
+    /// would delete.
+    #[getter]
+    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        bytes_list(py, &self.0.keys)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ExpiredLease(id={}, ttl={:?}, keys={})",
+            self.0.id,
+            secs_f64(self.0.ttl),
+            keys_repr(&self.0.keys)
+        )
+    }
+}
+
+/// A key with its value and revisions.
+#[pyclass(frozen, eq, module = "tenure", name = "KeyValue")]
+#[derive(PartialEq)]
+pub(crate) struct PyKeyValue(pub(crate) tenure::KeyValue);
+
+#[pymethods]
+impl PyKeyValue {
+    /// The key.
+    #[getter]
+    fn key<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.0.key)
+    }
+
+    /// The value.
+    #[getter]
+    fn value<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.0.value)
+    }
+
+    /// The revision that created the key.
+    #[getter]
+    fn create_revision(&self) -> i64 {
+        self.0.create_revision
+    }
+
+    /// The revision of the last write to the key.
+    #[getter]
+    fn mod_revision(&self) -> i64 {
+        self.0.mod_revision
+    }
+
+    /// Number of puts since creation (1 after the first).
+    #[getter]
+    fn version(&self) -> i64 {
+        self.0.version
+    }
+
+    /// The lease ID the key is attached to, or `None`.
+    #[getter]
+    fn lease(&self) -> Option<i64> {
+        self.0.lease.map(|l| l.get())
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "KeyValue(key={}, value={}, create_revision={}, mod_revision={}, version={}, lease={})",
+            bytes_repr(&self.0.key),
+            bytes_repr(&self.0.value),
+            self.0.create_revision,
+            self.0.mod_revision,
+            self.0.version,
+            self.0.lease.map_or("None".into(), |l| l.to_string())
+        )
+    }
+}
+
+/// One change seen by a watcher.
+#[pyclass(frozen, eq, module = "tenure", name = "Event")]
+#[derive(PartialEq)]
+pub(crate) struct PyEvent(pub(crate) tenure::Event);
+
+#[pymethods]
+impl PyEvent {
+    /// `"put"` or `"delete"`.
+    #[getter]
+    fn r#type(&self) -> &'static str {
+        match self.0.kind {
+            EventKind::Put => "put",
+            EventKind::Delete => "delete",
+        }
+    }
+
+    /// The key-value after the change (for a delete: the key, the deleting revision in
+    /// `mod_revision`, an empty value).
+    #[getter]
+    fn kv(&self) -> PyKeyValue {
+        PyKeyValue(self.0.kv.clone())
+    }
+
+    /// The key-value before the change, when the watch asked for it and the key existed.
+    #[getter]
+    fn prev_kv(&self) -> Option<PyKeyValue> {
+        self.0.prev_kv.clone().map(PyKeyValue)
+    }
+
+    /// The revision of the write that made this event.
+    #[getter]
+    fn revision(&self) -> i64 {
+        self.0.revision()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Event(type={:?}, key={}, revision={})",
+            self.r#type(),
+            bytes_repr(&self.0.kv.key),
+            self.0.revision()
+        )
+    }
+}
+
+/// What a transaction did: `succeeded`, the store `revision` after it, and one response per
+/// operation of the branch that ran. True when it succeeded.
+#[pyclass(frozen, module = "tenure", name = "TxnResponse")]
+pub(crate) struct PyTxnResponse {
+    succeeded: bool,
+    revision: i64,
+    responses: Py<PyList>,
+}
+
+impl PyTxnResponse {
+    pub(crate) fn new(py: Python<'_>, r: tenure::TxnResponse) -> PyResult<PyTxnResponse> {
+        let list = PyList::empty(py);
+        for resp in r.responses {
+            let item: Bound<'_, PyAny> = match resp {
+                OpResponse::Put { revision } => revision.into_pyobject(py)?.into_any(),
+                OpResponse::Get(kv) => match kv {
+                    Some(kv) => Bound::new(py, PyKeyValue(kv))?.into_any(),
+                    None => py.None().into_bound(py),
+                },
+                OpResponse::Delete(existed) => existed.into_pyobject(py)?.to_owned().into_any(),
+                OpResponse::DeletePrefix(n) => n.into_pyobject(py)?.into_any(),
+                OpResponse::Range(kvs) => {
+                    let l = PyList::empty(py);
+                    for kv in kvs {
+                        l.append(PyKeyValue(kv))?;
+                    }
+                    l.into_any()
+                }
+            };
+            list.append(item)?;
+        }
+        Ok(PyTxnResponse {
+            succeeded: r.succeeded,
+            revision: r.revision,
+            responses: list.unbind(),
+        })
+    }
+}
+
+#[pymethods]
+impl PyTxnResponse {
+    /// Whether every compare held (the success branch ran).
+    #[getter]
+    fn succeeded(&self) -> bool {
+        self.succeeded
+    }
+
+    /// The store revision after the transaction.
+    #[getter]
+    fn revision(&self) -> i64 {
+        self.revision
+    }
+
+    /// One result per operation of the branch that ran: put → revision (int), get →
+    /// KeyValue or None, delete → bool, delete_prefix → int, range → list[KeyValue].
+    #[getter]
+    fn responses<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        // A copy: the response itself stays immutable.
+        PyList::new(py, self.responses.bind(py).iter())
+    }
+
+    fn __bool__(&self) -> bool {
+        self.succeeded
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "TxnResponse(succeeded={}, revision={}, responses={})",
+            if self.succeeded { "True" } else { "False" },
+            self.revision,
+            self.responses.bind(py).repr()?
+        ))
+    }
+}

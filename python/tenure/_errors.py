@@ -1,0 +1,139 @@
+"""The exceptions of tenure: one class per C result code (see API.md, "Errors").
+
+Every class carries its stable C ``tenure_result`` number as ``code``. The compiled module maps
+an engine error to a class through that number, so this file and ``tenure::Error::code()`` are
+the whole mapping.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TenureError",
+    "InvalidArgument",
+    "LeaseNotFound",
+    "LeaseExists",
+    "LeaseExpired",
+    "LeaseTtlTooLarge",
+    "NotPrimary",
+    "Compacted",
+    "AlreadyOpen",
+    "Corrupt",
+    "StorageError",
+    "Closed",
+    "Timeout",
+    "Locked",
+    "SessionExpired",
+    "NotLeader",
+    "StaleToken",
+]
+
+
+class TenureError(Exception):
+    """Root of every tenure exception; raised as itself for an internal error (a caught panic,
+    C ``TENURE_ERR_PANIC``)."""
+
+    code: int = 18
+
+
+class InvalidArgument(TenureError, ValueError):
+    """An argument is out of its domain (TTL ≤ 0 or NaN, lease ID ≤ 0, empty key, bad option)."""
+
+    code = 1
+
+
+class LeaseNotFound(TenureError):
+    """No live lease has this ID."""
+
+    code = 3
+
+
+class LeaseExists(TenureError):
+    """A lease with this ID already exists."""
+
+    code = 4
+
+
+class LeaseExpired(TenureError):
+    """The lease's deadline has passed; it is held for a manual revoke."""
+
+    code = 5
+
+
+class LeaseTtlTooLarge(TenureError, ValueError):
+    """The TTL is above 9 000 000 000 seconds (etcd's MaxLeaseTTL)."""
+
+    code = 6
+
+
+class NotPrimary(TenureError):
+    """The engine is a standby: only a primary renews and expires leases."""
+
+    code = 7
+
+
+class Compacted(TenureError):
+    """The revision is no longer in the watch history, or the watcher fell too far behind."""
+
+    code = 8
+
+
+class AlreadyOpen(TenureError):
+    """The database file is open in another engine, in this process or another one."""
+
+    code = 9
+
+
+class Corrupt(TenureError):
+    """The file is not a tenure database or is damaged; it was left untouched."""
+
+    code = 10
+
+
+class StorageError(TenureError):
+    """A read or a commit failed; after a failed commit every write fails until reopen."""
+
+    code = 11
+
+
+class Closed(TenureError):
+    """The engine is closed (or was inherited through ``os.fork()``)."""
+
+    code = 12
+
+
+class Timeout(TenureError, TimeoutError):
+    """A blocking call reached its timeout."""
+
+    code = 13
+
+
+class Locked(TenureError):
+    """A lock is held by someone else."""
+
+    code = 14
+
+
+class SessionExpired(TenureError):
+    """The session's lease is gone."""
+
+    code = 15
+
+
+class NotLeader(TenureError):
+    """The caller is not (or no longer) the leader."""
+
+    code = 16
+
+
+class StaleToken(TenureError):
+    """A fencing token lower than the highest already admitted."""
+
+    code = 17
+
+
+for _cls in (TenureError, *(globals()[_n] for _n in __all__[1:])):
+    _cls.__module__ = "tenure"
+
+_BY_CODE: dict[int, type[TenureError]] = {
+    c.code: c for c in (globals()[n] for n in __all__)
+}

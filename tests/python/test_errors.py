@@ -1,0 +1,79 @@
+"""The exception model: one class per C result code, all under tenure.TenureError (API.md,
+"Errors"); a panic surfaces as TenureError; wrong argument types as TypeError."""
+
+from __future__ import annotations
+
+import pytest
+
+import tenure
+from tenure import _tenure
+
+# API.md's table: Rust variant -> (Python class, C code, extra base class).
+TABLE: list[tuple[str, type[tenure.TenureError], int, type[BaseException] | None]] = [
+    ("InvalidArgument", tenure.InvalidArgument, 1, ValueError),
+    ("LeaseNotFound", tenure.LeaseNotFound, 3, None),
+    ("LeaseExists", tenure.LeaseExists, 4, None),
+    ("LeaseExpired", tenure.LeaseExpired, 5, None),
+    ("LeaseTtlTooLarge", tenure.LeaseTtlTooLarge, 6, ValueError),
+    ("NotPrimary", tenure.NotPrimary, 7, None),
+    ("Compacted", tenure.Compacted, 8, None),
+    ("AlreadyOpen", tenure.AlreadyOpen, 9, None),
+    ("Corrupt", tenure.Corrupt, 10, None),
+    ("Storage", tenure.StorageError, 11, None),
+    ("Closed", tenure.Closed, 12, None),
+    ("Timeout", tenure.Timeout, 13, TimeoutError),
+    ("Locked", tenure.Locked, 14, None),
+    ("SessionExpired", tenure.SessionExpired, 15, None),
+    ("NotLeader", tenure.NotLeader, 16, None),
+    ("StaleToken", tenure.StaleToken, 17, None),
+]
+
+
+@pytest.mark.parametrize("variant, cls, code, extra", TABLE, ids=[t[0] for t in TABLE])
+def test_each_engine_error_raises_its_own_class(
+    variant: str, cls: type[tenure.TenureError], code: int, extra: type[BaseException] | None
+) -> None:
+    with pytest.raises(cls) as exc:
+        _tenure._raise_for_test(variant)
+    assert type(exc.value) is cls
+    assert isinstance(exc.value, tenure.TenureError)
+    assert exc.value.code == code == cls.code
+    if extra is not None:
+        assert isinstance(exc.value, extra)
+    assert str(exc.value)  # carries the engine's message
+
+
+def test_the_classes_are_distinct_and_exported() -> None:
+    classes = [t[1] for t in TABLE]
+    assert len(set(classes)) == len(classes)
+    for cls in classes:
+        assert getattr(tenure, cls.__name__) is cls
+        assert cls.__module__ == "tenure"
+        assert issubclass(cls, tenure.TenureError)
+    assert issubclass(tenure.TenureError, Exception)
+
+
+def test_only_the_documented_classes_have_extra_bases() -> None:
+    for _, cls, _, extra in TABLE:
+        if extra is None:
+            assert not issubclass(cls, (ValueError, TimeoutError))
+
+
+def test_a_panic_raises_tenure_error_and_the_interpreter_goes_on() -> None:
+    with pytest.raises(tenure.TenureError, match="boom") as exc:
+        _tenure._panic_for_test("boom")
+    assert type(exc.value) is tenure.TenureError
+    assert exc.value.code == 18
+    # Still usable afterwards.
+    with tenure.open() as db:
+        assert db.put("k", "v") == 1
+
+
+def test_messages_name_the_subject(db: tenure.Tenure) -> None:
+    with pytest.raises(tenure.LeaseNotFound, match="lease 31337 not found"):
+        db.revoke(31337)
+
+
+def test_exceptions_can_be_raised_and_caught_by_users() -> None:
+    with pytest.raises(tenure.TenureError):
+        raise tenure.Closed("custom")
