@@ -14,7 +14,12 @@
 //! Checkpoints are seen through `time_to_live` after the reopen (`Recovery::Wall`): the remaining
 //! time must match the persisted checkpoint (or TTL) minus the wall time since it was written.
 //!
-//! Rounds: 32, or `TENURE_CRASH_ROUNDS`. Seed: random, or `TENURE_CRASH_SEED` (printed on failure).
+//! A second test does the same with `Durability::Buffered` (SPEC D3): the reopened state must be
+//! exactly the state after some prefix of the ops (never torn), and that prefix must hold every
+//! op acknowledged more than one flush interval (plus a generous slack) before the kill.
+//!
+//! Rounds: 32 immediate and 10 buffered, or `TENURE_CRASH_ROUNDS` (immediate; a third of it
+//! buffered). Seed: random, or `TENURE_CRASH_SEED` (printed). The rounds continue on one file.
 //! Leases live for hours on a real `SystemClock`, so nothing expires during the test.
 
 mod common;
