@@ -5,6 +5,12 @@ CARGO ?= cargo
 PREFIX ?= /usr/local
 export CARGO_TERM_COLOR ?= never
 
+.DEFAULT_GOAL := all
+
+# Area fragments first: they add their suites to EXTRA_TESTS, expanded by `test` below.
+EXTRA_TESTS :=
+-include mk/*.mk
+
 .PHONY: all demo test test-rust lint bench install clean
 
 all:
@@ -23,8 +29,6 @@ test-rust:
 
 test: lint test-rust $(EXTRA_TESTS)
 	@echo "make test: all suites passed"
-
--include mk/*.mk
 
 clean:
 	$(CARGO) clean

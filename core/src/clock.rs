@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use parking_lot::Mutex;
+use crate::locks::Mutex;
 
 /// A callback a clock invokes when its time jumps (see [`Clock::subscribe`]).
 pub type Waker = dyn Fn() + Send + Sync;

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::locks::{Condvar, Mutex};
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
-use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::batch::Batch;
 use crate::clock::{Clock, SystemClock, Waker};
@@ -940,8 +940,10 @@ fn expiry_loop(s: &Shared) {
             worked |= more || !due.is_empty();
         }
         if worked {
-            // Let renewers and writers in between batches.
-            MutexGuard::unlock_fair(st);
+            // Let renewers and writers in between batches: std's mutex is not fair, so step
+            // aside for a moment before taking it back.
+            drop(st);
+            std::thread::yield_now();
             st = s.state.lock();
             continue;
         }

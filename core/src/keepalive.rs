@@ -5,7 +5,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
+use crate::locks::{Condvar, Mutex};
 
 use crate::clock::Waker;
 use crate::engine::{Handle, Tenure};

@@ -29,6 +29,7 @@ mod error;
 mod keepalive;
 mod kv;
 mod lease;
+mod locks;
 mod state;
 mod store;
 pub mod sync;

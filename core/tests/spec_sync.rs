@@ -126,12 +126,12 @@ fn s2_the_mutex_is_fifo_by_create_revision() {
     let (_c, db) = manual();
     let (a, b, c) = (session(&db), session(&db), session(&db));
     let ga = Mutex::new(&a, "jobs").lock(Some(WAIT)).unwrap();
-    let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let spawn = |s: Session, name: &'static str| {
         let order = order.clone();
         std::thread::spawn(move || {
             let g = Mutex::new(&s, "jobs").lock(Some(WAIT)).unwrap();
-            order.lock().push(name);
+            order.lock().unwrap().push(name);
             let token = g.fencing_token();
             g.unlock().unwrap();
             token
@@ -144,7 +144,7 @@ fn s2_the_mutex_is_fifo_by_create_revision() {
     let ta = ga.fencing_token();
     ga.unlock().unwrap();
     let (tb, tc) = (tb.join().unwrap(), tc.join().unwrap());
-    assert_eq!(*order.lock(), vec!["b", "c"]);
+    assert_eq!(*order.lock().unwrap(), vec!["b", "c"]);
     assert!(
         ta < tb && tb < tc,
         "fencing tokens strictly increase: {ta} {tb} {tc}"

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::locks::{Condvar, Mutex};
 use crossbeam_channel::{unbounded, Sender};
-use parking_lot::{Condvar, Mutex};
 
 use crate::clock::{Clock, Waker};
 use crate::error::{Error, Result};

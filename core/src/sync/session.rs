@@ -1,8 +1,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::locks::Mutex as PlMutex;
 use crossbeam_channel::{Receiver, TryRecvError};
-use parking_lot::Mutex as PlMutex;
 
 use crate::error::{Error, Result};
 use crate::keepalive::KeepAlive;
