@@ -242,11 +242,6 @@ def test_a_child_opens_its_own_databases_and_the_file_its_parent_closed(tmp_path
     assert lines == ["(True, True, b'v')"] * 5
 
 
-@pytest.mark.skip(
-    reason="core bug: tenure's engine locks are parking_lot's, whose process-global wait-queue "
-    "table is corrupt in a child forked while engine threads are parked (parking_lot#515); the "
-    "child's first contended lock can hang. Unskip once core uses std::sync."
-)
 def test_a_child_of_a_parent_with_a_live_engine_opens_its_own_databases(tmp_path: Path) -> None:
     lines = run_child_opens_its_own(tmp_path, "open", 50)
     assert lines == ["(True, True, None)"] * 50
