@@ -541,3 +541,31 @@ mod elector {
         hb.join().unwrap().unwrap();
     }
 }
+
+#[test]
+fn s2_a_cancelled_lock_wait_gives_up_at_once_and_withdraws() {
+    let (_c, db) = manual();
+    let (a, b) = (session(&db), session(&db));
+    let _g = Mutex::new(&a, "m").lock(None).unwrap();
+    let (cancel_tx, cancel_rx) = crossbeam_channel::bounded::<()>(0);
+    let bb = b.clone();
+    let waiter =
+        std::thread::spawn(move || Mutex::new(&bb, "m").lock_with_cancel(None, &cancel_rx));
+    eventually("b queued", || db.range("m/", None).unwrap().len() == 2);
+    drop(cancel_tx);
+    assert!(matches!(waiter.join().unwrap(), Err(Error::Timeout)));
+    assert_eq!(
+        db.range("m/", None).unwrap().len(),
+        1,
+        "the cancelled contender left the queue"
+    );
+    let (cancel_tx, cancel_rx) = crossbeam_channel::bounded::<()>(0);
+    let eb = Election::new(&b, "svc");
+    let _leader = Election::new(&a, "svc").campaign("a", None).unwrap();
+    let candidate =
+        std::thread::spawn(move || eb.campaign_with_cancel("b", None, &cancel_rx).map(|_| ()));
+    eventually("b campaigns", || db.range("svc/", None).unwrap().len() == 2);
+    drop(cancel_tx);
+    assert!(matches!(candidate.join().unwrap(), Err(Error::Timeout)));
+    assert_eq!(db.range("svc/", None).unwrap().len(), 1);
+}

@@ -41,6 +41,26 @@ impl Election {
         value: impl AsRef<[u8]>,
         timeout: Option<Duration>,
     ) -> Result<Leadership> {
+        self.campaign_inner(value.as_ref(), timeout, None)
+    }
+
+    /// Like [`campaign`](Election::campaign), also giving up (with `Timeout`) as soon as
+    /// `cancel` receives a message or disconnects.
+    pub fn campaign_with_cancel(
+        &self,
+        value: impl AsRef<[u8]>,
+        timeout: Option<Duration>,
+        cancel: &crossbeam_channel::Receiver<()>,
+    ) -> Result<Leadership> {
+        self.campaign_inner(value.as_ref(), timeout, Some(cancel))
+    }
+
+    fn campaign_inner(
+        &self,
+        value: &[u8],
+        timeout: Option<Duration>,
+        cancel: Option<&crossbeam_channel::Receiver<()>>,
+    ) -> Result<Leadership> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let db = self.session.db();
         let lease = self.session.lease_id();
@@ -48,7 +68,7 @@ impl Election {
         let r = db.txn(
             Txn::new()
                 .when([Compare::create_revision(&key, CompareOp::Equal, 0)])
-                .then([Op::put(&key, value.as_ref(), Some(lease))])
+                .then([Op::put(&key, value, Some(lease))])
                 .otherwise([Op::get(&key)]),
         )?;
         let (rev, fresh) = if r.succeeded {
@@ -56,7 +76,7 @@ impl Election {
         } else {
             match r.responses.first() {
                 Some(OpResponse::Get(Some(kv))) => {
-                    db.put(&key, value.as_ref(), Some(lease))?;
+                    db.put(&key, value, Some(lease))?;
                     (kv.create_revision, false)
                 }
                 _ => return Err(Error::SessionExpired),
@@ -75,6 +95,7 @@ impl Election {
             &leadership.key,
             rev,
             deadline,
+            cancel,
         ) {
             Ok(()) => Ok(leadership),
             Err(e) => {

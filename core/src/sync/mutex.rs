@@ -75,6 +75,24 @@ impl Mutex {
     /// `Timeout` if it runs out; `SessionExpired` at once if the session's lease is lost.
     /// On failure this contender's key is removed, so it blocks no one.
     pub fn lock(&self, timeout: Option<Duration>) -> Result<LockGuard> {
+        self.lock_inner(timeout, None)
+    }
+
+    /// Like [`lock`](Mutex::lock), also giving up (with `Timeout`) as soon as `cancel`
+    /// receives a message or disconnects: for callers that must stay interruptible.
+    pub fn lock_with_cancel(
+        &self,
+        timeout: Option<Duration>,
+        cancel: &crossbeam_channel::Receiver<()>,
+    ) -> Result<LockGuard> {
+        self.lock_inner(timeout, Some(cancel))
+    }
+
+    fn lock_inner(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&crossbeam_channel::Receiver<()>>,
+    ) -> Result<LockGuard> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let (rev, fresh) = self.enqueue()?;
         let db = self.session.db();
@@ -85,6 +103,7 @@ impl Mutex {
             &self.key,
             rev,
             deadline,
+            cancel,
         ) {
             Ok(()) => Ok(self.guard(rev)),
             Err(e) => {

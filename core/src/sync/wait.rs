@@ -28,6 +28,7 @@ fn predecessor(db: &Tenure, prefix: &[u8], me: &[u8], my_rev: i64) -> Result<Opt
 
 /// Waits until no key under `prefix` was created before `my_rev` (etcd's `waitDeletes`),
 /// watching only the immediate predecessor each time (no thundering herd).
+/// `cancel` ends the wait with `Timeout` when it receives or disconnects.
 pub(crate) fn wait_turn(
     db: &Tenure,
     gone: &Receiver<()>,
@@ -35,16 +36,19 @@ pub(crate) fn wait_turn(
     me: &[u8],
     my_rev: i64,
     deadline: Option<Instant>,
+    cancel: Option<&Receiver<()>>,
 ) -> Result<()> {
     let timer = match deadline {
         Some(d) => after(d.saturating_duration_since(Instant::now())),
         None => never(),
     };
+    let never_cancel = never();
+    let cancel = cancel.unwrap_or(&never_cancel);
     loop {
         let Some(pred) = predecessor(db, prefix, me, my_rev)? else {
             return Ok(());
         };
-        wait_deleted(db, gone, &pred.key, pred.create_revision, &timer)?;
+        wait_deleted(db, gone, &pred.key, pred.create_revision, &timer, cancel)?;
     }
 }
 
@@ -55,6 +59,7 @@ fn wait_deleted(
     key: &[u8],
     rev: i64,
     timer: &Receiver<Instant>,
+    cancel: &Receiver<()>,
 ) -> Result<()> {
     let mut w = db.watch(key, Default::default())?;
     // Registered first, then checked: a delete in between is either seen here or in the watch.
@@ -75,6 +80,7 @@ fn wait_deleted(
                 return Err(if db.is_closed() { Error::Closed } else { Error::SessionExpired });
             }
             recv(timer) -> _ => return Err(Error::Timeout),
+            recv(cancel) -> _ => return Err(Error::Timeout),
         }
     }
 }
