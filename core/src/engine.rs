@@ -262,7 +262,7 @@ struct Time<'a>(&'a dyn Clock);
 
 impl Time<'_> {
     fn now(&self) -> u64 {
-        ns(self.0.now())
+        self.0.now_ns()
     }
 
     fn wall(&self) -> i64 {
@@ -321,7 +321,7 @@ impl Tenure {
                 },
             ),
         };
-        let now = ns(clock.now());
+        let now = clock.now_ns();
         let m = recover(&b, loaded, now, clock.wall_ms(), b.path.as_deref())?;
         let revision = m.kv.revision;
         let cfg = Config {
@@ -454,7 +454,7 @@ impl Tenure {
         if st.closed {
             return Err(Error::Closed);
         }
-        Ok(f(&st.m, ns(s.clock.now())))
+        Ok(f(&st.m, s.clock.now_ns()))
     }
 
     // ---- leases -------------------------------------------------------------------------------
@@ -487,7 +487,7 @@ impl Tenure {
         if st.closed {
             return Err(Error::Closed);
         }
-        let now = ns(s.clock.now());
+        let now = s.clock.now_ns();
         let ttl = st.m.renew(id, now)?;
         if st.m.lessor.next_wake().is_some_and(|w| w < st.sleep_until) {
             s.expiry_cv.notify_one();
@@ -907,7 +907,7 @@ fn expiry_loop(s: &Shared) {
         if st.closed {
             return;
         }
-        let now = ns(s.clock.now());
+        let now = s.clock.now_ns();
         let mut worked = false;
         if st.poisoned.is_none() && st.m.lessor.is_primary() {
             due.clear();
@@ -980,7 +980,7 @@ fn close_engine(s: &Arc<Shared>, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result
         }
         // L8: checkpoint every changed lease on clean close.
         if st.poisoned.is_none() && st.m.lessor.is_primary() {
-            let now = ns(s.clock.now());
+            let now = s.clock.now_ns();
             let wall = s.clock.wall_ms();
             let st_ref = &mut *st;
             while st_ref.m.lessor.has_dirty() {
