@@ -2,7 +2,8 @@
 //! concurrent callers share commits). Each of `--threads` threads (default 1,8,64, run one
 //! after another on a fresh file) loops for `--secs` seconds doing one op = `grant` followed by
 //! a `put` of a key attached to that lease (two durable writes). Prints ops/s (grant+put pairs)
-//! and writes per commit.
+//! and writes per commit. First it times the disk itself: `fdatasync` after a 4 KiB write to a
+//! file in the same directory (p50 / p99 of 200), the floor under every durable commit.
 //!
 //! `cargo run --release -p tenure-bench --bin durable -- --threads 1,8,64 --secs 3`
 
@@ -11,7 +12,35 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tenure_bench::{open, Args, Mode, Scratch};
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+
+use tenure_bench::{open, summary_us, Args, Mode, Scratch};
+
+/// p50 / p99 / max of `fdatasync` after a 4 KiB write, on a file in `dir`.
+fn disk_sync_latency(dir: &std::path::Path) -> String {
+    let path = dir.join("fsync-probe");
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .expect("probe file");
+    f.write_all_at(&[0u8; 65536], 0).expect("write");
+    f.sync_all().expect("sync");
+    let mut lat = Vec::with_capacity(200);
+    for i in 0..200u64 {
+        f.write_all_at(&[i as u8; 4096], (i % 16) * 4096)
+            .expect("write");
+        let t = Instant::now();
+        f.sync_data().expect("fdatasync");
+        lat.push(t.elapsed());
+    }
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    summary_us("fdatasync", &mut lat)
+}
 
 fn main() {
     let args = Args::parse(&["threads", "secs", "dir"]);
@@ -20,6 +49,7 @@ fn main() {
     let dir: String = args.get("dir", String::new());
     let scratch = Scratch::new((!dir.is_empty()).then(|| dir.into()));
 
+    println!("durable disk {}", disk_sync_latency(&scratch.dir));
     for &t in &threads {
         let path = scratch.dir.join(format!("durable-{t}.tenure"));
         let _ = std::fs::remove_file(&path);

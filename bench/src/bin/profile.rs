@@ -5,8 +5,10 @@
 //!
 //! `valgrind --tool=callgrind --toggle-collect='*profiled_renew*' target/release/profile --workload renew --size 100000`
 //!
-//! `find_expired` expires on the engine's thread: collect `*expire*` there instead. Prints the
-//! wall time of the measured part (meaningless under valgrind, useful under perf).
+//! `find_expired` expires on the engine's thread: collect `*expire*` there instead. `open`
+//! reopens a file of `--size` leases with one key each (built with Buffered on first use and
+//! kept at `--file`). Prints the wall time of the measured part (meaningless under valgrind,
+//! useful under perf).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -56,6 +58,15 @@ fn profiled_revoke(db: &Tenure, n: u64) {
 }
 
 #[inline(never)]
+fn profiled_open(path: &std::path::Path) -> Tenure {
+    Tenure::builder()
+        .path(path)
+        .durability(tenure::Durability::Buffered(tenure_bench::FLUSH))
+        .open()
+        .expect("reopen")
+}
+
+#[inline(never)]
 fn profiled_find_expired(db: &Tenure, clock: &ManualClock, due: usize) {
     let rx = db.expired();
     clock.advance(Duration::from_secs(1000));
@@ -69,11 +80,35 @@ fn profiled_find_expired(db: &Tenure, clock: &ManualClock, due: usize) {
 }
 
 fn main() {
-    let args = Args::parse(&["workload", "size", "passes", "mode"]);
+    let args = Args::parse(&["workload", "size", "passes", "mode", "file"]);
     let workload: String = args.get("workload", "renew".to_string());
     let n: u64 = args.get("size", 100_000);
     let passes: u64 = args.get("passes", 1);
     let mode: Mode = args.get("mode", Mode::Buffered);
+    if workload == "open" {
+        let file: String = args.get("file", "target/bench/profile-open.tenure".to_string());
+        let path = std::path::PathBuf::from(file);
+        if !path.exists() {
+            std::fs::create_dir_all(path.parent().expect("a parent dir")).expect("mkdir");
+            let db = open(Mode::Buffered, &path, None);
+            for id in 1..=n as i64 {
+                let lease = db.grant(Duration::from_secs(36_000)).expect("grant");
+                db.put(format!("svc/{id:010}"), "10.0.0.1:8080", Some(lease))
+                    .expect("put");
+            }
+            db.close().expect("close");
+        }
+        for _ in 0..passes {
+            let t0 = Instant::now();
+            let db = profiled_open(&path);
+            println!(
+                "open size={n} measured_ms={:.2}",
+                t0.elapsed().as_secs_f64() * 1e3
+            );
+            db.close().expect("close");
+        }
+        return;
+    }
     let scratch = Scratch::new(None);
     let path = scratch.dir.join("profile.tenure");
     let clock = ManualClock::new();
