@@ -410,6 +410,45 @@ impl PyTenure {
         Ok(PyWatcher::new(slf.clone().unbind(), w, timeout))
     }
 
+    // ---- coordination (sync.rs) ---------------------------------------------------------------
+
+    /// A session (SPEC S1): a lease of `ttl` seconds renewed by a native thread every
+    /// `keepalive_interval` seconds (default TTL/3). A context manager whose exit revokes it.
+    #[pyo3(signature = (ttl=10.0, keepalive_interval=None))]
+    fn session(
+        slf: &Bound<'_, Self>,
+        ttl: f64,
+        keepalive_interval: Option<f64>,
+    ) -> PyResult<crate::sync::PySession> {
+        crate::sync::PySession::open(slf, ttl, keepalive_interval)
+    }
+
+    /// Resumes a session on an existing lease (a `Lease` or an int ID) and renews it again.
+    #[pyo3(signature = (lease, keepalive_interval=None))]
+    fn resume_session(
+        slf: &Bound<'_, Self>,
+        lease: &Bound<'_, PyAny>,
+        keepalive_interval: Option<f64>,
+    ) -> PyResult<crate::sync::PySession> {
+        crate::sync::PySession::resume_on(slf, lease, keepalive_interval)
+    }
+
+    /// The current leader of election `name` (its key-value), or `None`.
+    fn election_leader(slf: &Bound<'_, Self>, name: &str) -> PyResult<Option<PyKeyValue>> {
+        crate::sync::election_leader(slf, name)
+    }
+
+    /// Follows the leadership of election `name`: an iterator of `KeyValue | None` (see
+    /// `tenure.Observer`); `next()` waits at most `timeout` seconds.
+    #[pyo3(signature = (name, timeout=None))]
+    fn observe_election(
+        slf: &Bound<'_, Self>,
+        name: &str,
+        timeout: Option<f64>,
+    ) -> PyResult<crate::sync::PyObserver> {
+        crate::sync::observe_election(slf, name, timeout)
+    }
+
     // ---- engine -------------------------------------------------------------------------------
 
     /// Counters and gauges: granted, revoked, renewed, expired, leases, keys, revision, commits,

@@ -17,6 +17,7 @@ mod hooks;
 mod iter;
 mod keepalive;
 mod lease;
+mod sync;
 mod txn;
 mod types;
 
@@ -84,6 +85,11 @@ mod _tenure {
     use super::keepalive::PyKeepAlive;
     #[pymodule_export]
     use super::lease::PyLease;
+    #[pymodule_export]
+    use super::sync::{
+        PyElection, PyFenceGate, PyLeaderElector, PyLeadership, PyLockGuard, PyMutex, PyObserver,
+        PyRecordLock, PySession, PyStop,
+    };
     #[pymodule_export]
     use super::txn::{PyCompare, PyOp};
     #[pymodule_export]

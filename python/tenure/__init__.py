@@ -10,6 +10,10 @@ server), persisted in one file.
             ...
         for batch in db.expired(timeout=1.0): ...
 
+        with db.session(ttl=10.0) as s:   # coordination: locks, elections, fencing
+            with s.lock("jobs/1", timeout=5.0) as guard:
+                ...                           # guard.fencing_token guards the resource
+
 Keys and values are ``str`` (UTF-8) or ``bytes``; results are ``bytes``. Times are float
 seconds. Every blocking call releases the GIL. Errors are subclasses of ``tenure.TenureError``.
 """
@@ -37,14 +41,24 @@ from ._errors import (
     Timeout,
 )
 from ._tenure import (
+    Election,
     Event,
     ExpiredIterator,
     ExpiredLease,
+    FenceGate,
     KeepAlive,
     KeyValue,
+    LeaderElector,
     Lease,
     LeaseInfo,
+    Leadership,
+    LockGuard,
     ManualClock,
+    Mutex,
+    Observer,
+    RecordLock,
+    Session,
+    Stop,
     Tenure,
     TxnResponse,
     Watcher,
@@ -65,6 +79,16 @@ __all__ = [
     "KeepAlive",
     "TxnResponse",
     "ManualClock",
+    "Session",
+    "Mutex",
+    "LockGuard",
+    "Election",
+    "Leadership",
+    "Observer",
+    "LeaderElector",
+    "Stop",
+    "FenceGate",
+    "RecordLock",
     "txn",
     "TenureError",
     "InvalidArgument",
