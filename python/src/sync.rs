@@ -875,12 +875,6 @@ pub(crate) struct PyStop {
     inner: ForkSafe<Flag>,
 }
 
-impl Drop for PyStop {
-    fn drop(&mut self) {
-        let _ = self.inner.take_for_drop();
-    }
-}
-
 #[pymethods]
 impl PyStop {
     #[new]
@@ -1146,8 +1140,8 @@ impl PyLeaderElector {
 
     /// Stops the elector (releasing leadership at once if `release_on_cancel`). After `start()`,
     /// also waits (GIL released, Ctrl-C interrupts) until the run and its callbacks are over and
-    /// raises the error that ended it, if any — except when called from one of the elector's
-    /// own callbacks, where it only signals.
+    /// raises the error that ended it, if any — except when called from inside an elector
+    /// callback, where it only signals (waiting there would wait for itself).
     fn stop(&self, py: Python<'_>) -> PyResult<()> {
         let flag = self.current_stop(py)?;
         blocking(py, || {

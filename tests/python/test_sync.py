@@ -484,14 +484,15 @@ def test_s5_one_leader_and_failover_only_after_the_engine_expires_its_lease(
         wait_until(lambda: record(db)[0] > rev)  # a renewed
         assert not b.is_leader
     assert b.leader == "a"
-    last_renew = int(record(db)[1][2])
+    _, fields = record(db)
+    lease_a, last_renew = int(fields[0]), int(fields[2])
     a.stop()  # no release: the lease stays until the engine expires it
     assert [qa.get(timeout=WAIT), qa.get(timeout=WAIT)] == ["returned", "stopped"]
     assert not a.is_leader
     expired = db.expired(timeout=WAIT)
     clock.advance(9.0)  # a's lease (10 s) is still alive: b, retrying, must not take over
     clock.advance(2.0)  # now it has expired
-    assert [e.id for e in next(expired)] == [int(record(db)[1][0])]
+    assert [e.id for e in next(expired)] == [lease_a]
     clock.advance(5.0)  # past b's longest retry wait (2 s x 2.2)
     assert qb.get(timeout=WAIT) == "new:b"
     token_b = started_token(qb)
