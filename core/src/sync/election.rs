@@ -128,6 +128,7 @@ impl Election {
             prefix,
             watcher,
             last: None,
+            stale: true,
         })
     }
 }
@@ -192,6 +193,8 @@ pub struct Observer {
     watcher: Watcher,
     /// The last state reported; `None` before the first.
     last: Option<Option<LeaderId>>,
+    /// Events arrived since the store was last read (initially true: nothing read yet).
+    stale: bool,
 }
 
 /// What identifies a leadership state: key, create revision and value.
@@ -215,8 +218,11 @@ impl Observer {
     pub fn recv_timeout(&mut self, timeout: Option<Duration>) -> Result<Option<KeyValue>> {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
-            if let Some(state) = self.changed()? {
-                return Ok(state);
+            if self.stale {
+                self.stale = false;
+                if let Some(state) = self.changed()? {
+                    return Ok(state);
+                }
             }
             let event = match deadline {
                 Some(d) => self
@@ -225,8 +231,9 @@ impl Observer {
                 None => self.watcher.recv(),
             };
             match event {
-                Ok(_) => {}
+                Ok(_) => self.stale = true,
                 Err(Error::Compacted { .. }) => {
+                    self.stale = true;
                     // Fell behind: start a fresh watch; the store has the latest state.
                     self.watcher = self.db.watch(
                         &self.prefix,
