@@ -383,13 +383,17 @@ impl LeaderElector {
         mut rev: i64,
     ) -> Result<()> {
         let leading = Stop::new();
+        // The renew schedule is fixed before leadership is announced and advances in fixed
+        // steps (a missed slot fires at once): it never depends on when this thread runs.
+        let mut last_ok = clock.now();
+        let mut next = last_ok + self.cfg.retry_period;
         self.shared.is_leader.store(true, Ordering::Release);
         let _ = tx.send(Call::Started(token, leading.clone()));
-        let mut last_ok = clock.now();
         let outcome = loop {
-            if stop.sleep_until(clock, clock.now() + self.cfg.retry_period) {
+            if stop.sleep_until(clock, next) {
                 break Ok(());
             }
+            next = (next + self.cfg.retry_period).max(clock.now());
             match self.renew(clock, lease, rev) {
                 Ok(Some(new_rev)) => {
                     rev = new_rev;
