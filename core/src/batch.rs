@@ -29,9 +29,10 @@ pub(crate) struct Batch {
     pub(crate) ops: Vec<StoreOp>,
     pub(crate) events: Vec<Event>,
     pub(crate) expired: Vec<Vec<ExpiredLease>>,
-    /// Leases removed (revoked or expired) by these writes, for lease-loss waiters. Drained by
-    /// the engine right after each write; not part of what is committed.
+    /// Leases removed (revoked or expired) by these writes, recorded only while `track_gone`
+    /// (someone waits on a lease). Drained by the engine right after each write; not committed.
     pub(crate) gone: Vec<i64>,
+    pub(crate) track_gone: bool,
 }
 
 impl Batch {
@@ -63,6 +64,7 @@ impl Batch {
             events: std::mem::take(&mut self.events),
             expired: std::mem::take(&mut self.expired),
             gone: Vec::new(),
+            track_gone: false,
         }
     }
 }

@@ -663,7 +663,7 @@ impl Tenure {
     /// closed. `LeaseNotFound` if it is already gone.
     pub(crate) fn lease_gone(&self, id: LeaseId) -> Result<Receiver<()>> {
         let s = self.shared();
-        let st = s.state.lock();
+        let mut st = s.state.lock();
         if st.closed {
             return Err(Error::Closed);
         }
@@ -672,6 +672,8 @@ impl Tenure {
         }
         let (tx, rx) = bounded(0);
         s.lease_waiters.lock().entry(id.get()).or_default().push(tx);
+        // Under the state lock, like every write, so no removal can be missed.
+        st.pending.track_gone = true;
         Ok(rx)
     }
 
@@ -782,6 +784,7 @@ fn notify_gone(s: &Shared, b: &mut Batch) {
     for id in b.gone.drain(..) {
         waiters.remove(&id); // dropping the senders disconnects the receivers
     }
+    b.track_gone = !waiters.is_empty();
 }
 
 /// Delivers committed events to watchers and expired notices to `expired()`.
@@ -826,8 +829,11 @@ fn commit_loop(s: &Shared) {
         Durability::Buffered(d) => Some(d),
     };
     let mut next_flush = interval.map(|d| Instant::now() + d);
+    // The previous batch's ops buffer, cleared, handed back to `pending` so a steady stream of
+    // writes never regrows it.
+    let mut spare: Vec<crate::batch::StoreOp> = Vec::new();
     loop {
-        let (batch, seq, revision, next_id, last) = {
+        let (mut batch, seq, revision, next_id, last) = {
             let mut st = s.state.lock();
             loop {
                 let due = match next_flush {
@@ -854,8 +860,10 @@ fn commit_loop(s: &Shared) {
             if let Some(d) = interval {
                 next_flush = Some(Instant::now() + d);
             }
+            let batch = st.pending.take();
+            std::mem::swap(&mut st.pending.ops, &mut spare);
             (
-                st.pending.take(),
+                batch,
                 st.seq,
                 st.m.kv.revision,
                 st.m.lessor.next_id(),
@@ -873,6 +881,11 @@ fn commit_loop(s: &Shared) {
                 None => Ok(()),
             }
         };
+        spare = std::mem::take(&mut batch.ops);
+        spare.clear();
+        if spare.capacity() > 4 * FLUSH_OPS {
+            spare.shrink_to(FLUSH_OPS);
+        }
         match result {
             Ok(()) => {
                 s.commits.fetch_add(1, Ordering::Relaxed);

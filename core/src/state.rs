@@ -84,7 +84,9 @@ impl Machine {
             self.kv.delete(key, rev, b);
         }
         b.op(|| StoreOp::DelLease(id));
-        b.gone.push(id);
+        if b.track_gone {
+            b.gone.push(id);
+        }
         Ok(ExpiredLease {
             id: LeaseId::new(id),
             ttl: Duration::from_nanos(ttl),

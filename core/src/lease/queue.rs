@@ -1,12 +1,16 @@
 //! `LeaseExpiredNotifier`: an indexed binary min-heap of lease deadlines, one entry per lease.
 //!
 //! Entries are addressed by the lease's slot in the lessor's slab, so the heap keeps each
-//! slot's position in a plain vector: every operation is O(log n) with no hashing.
+//! slot's position in a plain vector: every operation is O(log n) with no hashing. Sifts move a
+//! hole rather than swapping, so each level costs one entry write and one position write.
 //!
 //! Invariant: `pos[heap[i].1] == i` for every heap index `i`, and `pos[s] == NONE` for every
 //! slot `s` not in the heap.
 
 const NONE: u32 = u32::MAX;
+/// Children per node: a 4-ary heap has half the levels of a binary one, and a node's children
+/// share a cache line.
+const ARITY: usize = 4;
 
 /// Indexed min-heap of `(deadline, slot)`; deadlines are nanoseconds of the engine clock.
 #[derive(Debug, Default)]
@@ -86,54 +90,72 @@ impl LeaseExpiredNotifier {
     }
 
     fn remove_at(&mut self, i: usize) {
-        let last = self.heap.len() - 1;
-        self.swap(i, last);
-        let (_, slot) = self.heap.pop().expect("non-empty");
+        let (_, slot) = self.heap[i];
         self.pos[slot as usize] = NONE;
+        let last = self.heap.pop().expect("non-empty");
         if i < self.heap.len() {
-            // The moved entry may belong above or below `i`.
-            self.sift_up(i);
-            self.sift_down(i);
+            // The last entry fills the hole; it may belong above or below `i`.
+            if i > 0 && last.0 < self.heap[(i - 1) / ARITY].0 {
+                self.sift_up_from(i, last);
+            } else {
+                self.sift_down_from(i, last);
+            }
         }
     }
 
     #[inline]
-    fn swap(&mut self, a: usize, b: usize) {
-        self.heap.swap(a, b);
-        self.pos[self.heap[a].1 as usize] = a as u32;
-        self.pos[self.heap[b].1 as usize] = b as u32;
+    fn place(&mut self, i: usize, entry: (u64, u32)) {
+        self.heap[i] = entry;
+        self.pos[entry.1 as usize] = i as u32;
     }
 
-    fn sift_up(&mut self, mut i: usize) {
+    fn sift_up(&mut self, i: usize) {
+        let entry = self.heap[i];
+        self.sift_up_from(i, entry);
+    }
+
+    /// Moves the hole at `i` up until `entry` fits, then places it: one write per level.
+    fn sift_up_from(&mut self, mut i: usize, entry: (u64, u32)) {
         while i > 0 {
-            let parent = (i - 1) / 2;
-            if self.heap[i].0 >= self.heap[parent].0 {
+            let parent = (i - 1) / ARITY;
+            let p = self.heap[parent];
+            if entry.0 >= p.0 {
                 break;
             }
-            self.swap(i, parent);
+            self.place(i, p);
             i = parent;
         }
+        self.place(i, entry);
     }
 
-    fn sift_down(&mut self, mut i: usize) {
+    fn sift_down(&mut self, i: usize) {
+        let entry = self.heap[i];
+        self.sift_down_from(i, entry);
+    }
+
+    /// Moves the hole at `i` down to where `entry` fits, then places it.
+    fn sift_down_from(&mut self, mut i: usize, entry: (u64, u32)) {
         let n = self.heap.len();
         loop {
-            let l = 2 * i + 1;
-            if l >= n {
+            let first = ARITY * i + 1;
+            if first >= n {
                 break;
             }
-            let r = l + 1;
-            let c = if r < n && self.heap[r].0 < self.heap[l].0 {
-                r
-            } else {
-                l
-            };
-            if self.heap[c].0 >= self.heap[i].0 {
+            let end = (first + ARITY).min(n);
+            let mut c = first;
+            for j in first + 1..end {
+                if self.heap[j].0 < self.heap[c].0 {
+                    c = j;
+                }
+            }
+            let child = self.heap[c];
+            if child.0 >= entry.0 {
                 break;
             }
-            self.swap(i, c);
+            self.place(i, child);
             i = c;
         }
+        self.place(i, entry);
     }
 
     #[cfg(test)]
@@ -144,7 +166,7 @@ impl LeaseExpiredNotifier {
                 "position index out of date"
             );
             if i > 0 {
-                assert!(self.heap[(i - 1) / 2].0 <= d, "heap order violated");
+                assert!(self.heap[(i - 1) / ARITY].0 <= d, "heap order violated");
             }
         }
         let indexed = self.pos.iter().filter(|&&p| p != NONE).count();
