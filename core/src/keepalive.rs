@@ -5,24 +5,12 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::locks::{Condvar, Mutex};
-
 use crate::clock::Waker;
 use crate::engine::{Handle, Tenure};
 use crate::error::{Error, Result};
+use crate::locks::Mutex;
+use crate::stop::Stop;
 use crate::types::LeaseId;
-
-#[derive(Default)]
-struct Flags {
-    stopped: bool,
-    error: Option<Error>,
-}
-
-#[derive(Default)]
-struct Shared {
-    flags: Mutex<Flags>,
-    cv: Condvar,
-}
 
 /// Renews a lease in the background until stopped, dropped, or a renew fails.
 ///
@@ -30,7 +18,9 @@ struct Shared {
 /// dropping the engine ends it with [`Error::Closed`].
 pub struct KeepAlive {
     id: LeaseId,
-    shared: Arc<Shared>,
+    stop: Stop,
+    /// The error of the renew that ended it.
+    error: Arc<Mutex<Option<Error>>>,
     thread: Option<JoinHandle<()>>,
     _waker: Arc<Waker>,
 }
@@ -52,12 +42,12 @@ impl KeepAlive {
 
     /// Whether it is still renewing (false once stopped or after a failed renew).
     pub fn is_alive(&self) -> bool {
-        !self.shared.flags.lock().stopped
+        !self.stop.is_stopped()
     }
 
     /// The error of the renew that ended it, if one did.
     pub fn error(&self) -> Option<Error> {
-        self.shared.flags.lock().error.clone()
+        self.error.lock().clone()
     }
 
     /// Stops renewing and waits for the thread to finish. The lease is left as it is.
@@ -66,11 +56,7 @@ impl KeepAlive {
     }
 
     fn halt(&mut self) {
-        {
-            let mut f = self.shared.flags.lock();
-            f.stopped = true;
-            self.shared.cv.notify_all();
-        }
+        self.stop.stop();
         if let Some(t) = self.thread.take() {
             if t.thread().id() != std::thread::current().id() {
                 let _ = t.join();
@@ -87,37 +73,26 @@ impl Drop for KeepAlive {
 
 /// Renews at `first`, then every `every` on a fixed schedule (a missed slot fires at once, and
 /// the schedule continues from there): the schedule never depends on when this thread runs.
-fn run(engine: Weak<Handle>, id: LeaseId, first: Duration, every: Duration, shared: &Shared) {
+fn run(
+    engine: Weak<Handle>,
+    id: LeaseId,
+    first: Duration,
+    every: Duration,
+    stop: &Stop,
+    error: &Mutex<Option<Error>>,
+) {
     let Some(clock) = Tenure::upgrade(&engine).map(|db| db.clock()) else {
         return;
     };
     let mut next = first;
-    loop {
-        {
-            let mut f = shared.flags.lock();
-            loop {
-                if f.stopped {
-                    return;
-                }
-                if clock.now() >= next {
-                    break;
-                }
-                match clock.instant_at(next) {
-                    Some(at) => {
-                        shared.cv.wait_until(&mut f, at);
-                    }
-                    None => shared.cv.wait(&mut f),
-                }
-            }
-        }
+    while !stop.sleep_until(&*clock, next) {
         let result = match Tenure::upgrade(&engine) {
             Some(db) => db.renew(id).map(|_| ()),
             None => Err(Error::Closed),
         };
         if let Err(e) = result {
-            let mut f = shared.flags.lock();
-            f.error = Some(e);
-            f.stopped = true;
+            *error.lock() = Some(e);
+            stop.stop();
             return;
         }
         next = (next + every).max(clock.now());
@@ -138,23 +113,22 @@ impl Tenure {
         if every.is_zero() {
             return Err(Error::invalid("keep-alive interval must be positive"));
         }
-        let shared = Arc::new(Shared::default());
-        let s = shared.clone();
-        let waker: Arc<Waker> = Arc::new(move || {
-            let _f = s.flags.lock();
-            s.cv.notify_all();
-        });
+        let stop = Stop::new();
+        let error = Arc::new(Mutex::new(None));
+        let s = stop.clone();
+        let waker: Arc<Waker> = Arc::new(move || s.wake());
         self.clock().subscribe(Arc::downgrade(&waker));
         let engine = self.downgrade();
         let first = self.clock().now() + every;
-        let s = shared.clone();
+        let (s, e) = (stop.clone(), error.clone());
         let thread = std::thread::Builder::new()
             .name(format!("tenure-keepalive-{id}"))
-            .spawn(move || run(engine, id, first, every, &s))
+            .spawn(move || run(engine, id, first, every, &s, &e))
             .map_err(|e| Error::Storage(format!("cannot start a keep-alive thread: {e}")))?;
         Ok(KeepAlive {
             id,
-            shared,
+            stop,
+            error,
             thread: Some(thread),
             _waker: waker,
         })

@@ -31,6 +31,7 @@ mod kv;
 mod lease;
 mod locks;
 mod state;
+mod stop;
 mod store;
 pub mod sync;
 mod types;
