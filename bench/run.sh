@@ -3,7 +3,7 @@
 # etcd script is beside the checkout, etcd's own lessor benchmarks in the same session.
 # Results: one line per figure in $BENCH_OUT/results.txt (default target/bench/).
 #
-#   bash bench/run.sh              # everything (about 6-8 minutes on 2 cores)
+#   bash bench/run.sh              # everything (about 3 minutes on 2 cores)
 #   ETCD=0 bash bench/run.sh       # without etcd's benchmarks
 #   QUICK=1 bash bench/run.sh      # smaller populations, for checking the harness
 set -euo pipefail

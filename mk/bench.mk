@@ -3,7 +3,7 @@
 # ../shared/bench/etcd-lessor-bench.sh is there, etcd's own benchmarks in the same session.
 # Results land in target/bench/results.txt; BENCHMARKS.md explains each figure.
 #
-#   make bench                 everything (about 6-8 minutes on 2 cores)
+#   make bench                 everything (about 3 minutes on 2 cores, etcd included)
 #   make bench ETCD=0          without etcd
 #   make bench-python          tenure's Python binding vs cachetools.TTLCache
 #
