@@ -29,7 +29,9 @@ use crate::store::{Loaded, StorageFaults, Store};
 use crate::types::{Durability, ExpiredLease, KeyValue, LeaseId, LeaseInfo, Recovery, Stats};
 
 /// Most leases expired (or checkpointed) per state-lock hold, and per write.
-const EXPIRY_BATCH: usize = 1024;
+const EXPIRY_BATCH: usize = 256;
+/// Between expiry batches: how long the expiry thread lets blocked callers go first.
+const LET_IN: Duration = Duration::from_micros(200);
 /// Immediate mode: how long a commit waits for the writers of the previous commit to come back.
 const GATHER: Duration = Duration::from_micros(50);
 /// Buffered mode: flush early once this many ops are pending.
@@ -967,10 +969,10 @@ fn expiry_loop(s: &Shared) {
             worked |= more || !due.is_empty();
         }
         if worked {
-            // Let renewers and writers in between batches: std's mutex is not fair, so step
-            // aside for a moment before taking it back.
+            // Let renewers and writers in between batches: std's mutex is not fair, so wait
+            // until the threads blocked on it have had their turn.
             drop(st);
-            std::thread::yield_now();
+            s.state.let_waiters_in(LET_IN);
             st = s.state.lock();
             continue;
         }

@@ -7,24 +7,58 @@
 //! `std::sync` is futex-based with no global state, and as fast uncontended.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::PoisonError;
-use std::time::Instant;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{PoisonError, TryLockError};
+use std::time::{Duration, Instant};
 
-/// A mutex whose lock never reports poisoning (a panic under it is a bug either way).
+/// A mutex whose lock never reports poisoning (a panic under it is a bug either way). It counts
+/// the threads blocked on it, so a thread that re-takes it in a loop can let them in first
+/// ([`Mutex::let_waiters_in`]): std's mutex is not fair.
 #[derive(Debug, Default)]
-pub(crate) struct Mutex<T>(std::sync::Mutex<T>);
+pub(crate) struct Mutex<T> {
+    inner: std::sync::Mutex<T>,
+    waiters: AtomicUsize,
+}
 
 /// The guard of [`Mutex`]. Always `Some` outside of a condition-variable wait.
 pub(crate) struct MutexGuard<'a, T>(Option<std::sync::MutexGuard<'a, T>>);
 
 impl<T> Mutex<T> {
     pub(crate) const fn new(value: T) -> Mutex<T> {
-        Mutex(std::sync::Mutex::new(value))
+        Mutex {
+            inner: std::sync::Mutex::new(value),
+            waiters: AtomicUsize::new(0),
+        }
     }
 
+    /// Locks; uncontended, this is a single compare-and-swap.
     #[inline]
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
-        MutexGuard(Some(self.0.lock().unwrap_or_else(PoisonError::into_inner)))
+        match self.inner.try_lock() {
+            Ok(g) => MutexGuard(Some(g)),
+            Err(TryLockError::Poisoned(p)) => MutexGuard(Some(p.into_inner())),
+            Err(TryLockError::WouldBlock) => self.lock_slow(),
+        }
+    }
+
+    #[cold]
+    fn lock_slow(&self) -> MutexGuard<'_, T> {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        MutexGuard(Some(g))
+    }
+
+    /// Called without the lock held: waits (yielding, at most `max`) until the threads that
+    /// were blocked on the lock have taken it.
+    pub(crate) fn let_waiters_in(&self, max: Duration) {
+        if self.waiters.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let until = Instant::now() + max;
+        while self.waiters.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+            std::thread::yield_now();
+        }
     }
 }
 
