@@ -74,8 +74,10 @@ pub(crate) struct Lessor {
     /// Next ID `grant` allocates; above every ID ever used (I-L2).
     next_id: i64,
     min_ttl: u64,
-    /// `(slot, id)` of leases whose `dirty` flag was set, for the next checkpoint.
-    dirty: Vec<(u32, i64)>,
+    /// How many live leases have `dirty` set (I-L4). Checkpoints find them by scanning the
+    /// slab from `dirty_cursor`, so renew only flips a flag: no list to push to.
+    dirty_count: usize,
+    dirty_cursor: usize,
 }
 
 pub(crate) fn ns(d: Duration) -> u64 {
@@ -122,7 +124,8 @@ impl Lessor {
             auto_revoke,
             next_id: 1,
             min_ttl: ns(min_ttl),
-            dirty: Vec::new(),
+            dirty_count: 0,
+            dirty_cursor: 0,
         }
     }
 
@@ -238,7 +241,9 @@ impl Lessor {
         self.queue_remove(slot);
         let lease = &mut self.slab[slot as usize];
         lease.id = 0;
-        lease.dirty = false;
+        if std::mem::take(&mut lease.dirty) {
+            self.dirty_count -= 1;
+        }
         lease.expired = false;
         let keys = lease
             .keys
@@ -274,7 +279,7 @@ impl Lessor {
         lease.remaining = NO_TIME;
         if !lease.dirty {
             lease.dirty = true;
-            self.dirty.push((slot, id));
+            self.dirty_count += 1;
         }
         let ttl = lease.ttl;
         if lease.queued > deadline {
@@ -287,33 +292,43 @@ impl Lessor {
     pub(crate) fn checkpoint(&mut self, id: i64, remaining: u64) -> Result<u64> {
         let lease = self.get_mut(id)?;
         lease.remaining = remaining;
-        lease.dirty = false;
-        Ok(lease.ttl)
+        let (was_dirty, ttl) = (std::mem::take(&mut lease.dirty), lease.ttl);
+        if was_dirty {
+            self.dirty_count -= 1;
+        }
+        Ok(ttl)
     }
 
     /// Takes up to `limit` leases renewed since their last checkpoint and records their
-    /// remaining TTL as of `now`. Returns `(id, ttl, remaining)`.
+    /// remaining TTL as of `now`, appending `(id, ttl, remaining)` to `out`. Scans at most `64 × limit`
+    /// slots per call, resuming where the last call stopped, so the lock is never held long.
     pub(crate) fn take_dirty(&mut self, now: u64, limit: usize, out: &mut Vec<(i64, u64, u64)>) {
-        while out.len() < limit {
-            let Some((slot, id)) = self.dirty.pop() else {
-                break;
-            };
-            let lease = &mut self.slab[slot as usize];
-            if lease.id != id || !lease.dirty {
-                continue; // revoked (slot maybe reused) or already checkpointed
+        let n = self.slab.len();
+        let budget = limit.saturating_mul(64).min(n);
+        let (start, mut scanned) = (out.len(), 0);
+        while out.len() - start < limit && self.dirty_count > 0 && scanned < budget {
+            if self.dirty_cursor >= n {
+                self.dirty_cursor = 0;
+            }
+            let lease = &mut self.slab[self.dirty_cursor];
+            self.dirty_cursor += 1;
+            scanned += 1;
+            if lease.id == 0 || !lease.dirty {
+                continue;
             }
             lease.dirty = false;
+            self.dirty_count -= 1;
             if lease.deadline == NO_TIME || lease.expired {
                 continue;
             }
             let remaining = lease.deadline.saturating_sub(now);
             lease.remaining = remaining;
-            out.push((id, lease.ttl, remaining));
+            out.push((lease.id, lease.ttl, remaining));
         }
     }
 
     pub(crate) fn has_dirty(&self) -> bool {
-        !self.dirty.is_empty()
+        self.dirty_count > 0
     }
 
     pub(crate) fn attach(&mut self, id: i64, key: &[u8]) -> Result<()> {
@@ -494,6 +509,27 @@ mod tests {
             }]
         );
         assert_eq!(l.next_wake(), Some(15 * S));
+    }
+
+    #[test]
+    fn checkpoint_scans_find_every_dirty_lease_across_calls() {
+        let mut l = Lessor::new(true, true, Duration::ZERO);
+        for id in 1..=1000 {
+            l.insert(id, 100 * S, NO_TIME, 100 * S, 0);
+        }
+        for id in (1..=1000).step_by(7) {
+            l.renew(id, S).unwrap();
+        }
+        l.remove(8).unwrap(); // a dirty lease revoked before the checkpoint
+        let mut out = Vec::new();
+        while l.has_dirty() {
+            l.take_dirty(2 * S, 1, &mut out);
+        }
+        let mut ids: Vec<i64> = out.iter().map(|&(id, _, _)| id).collect();
+        ids.sort();
+        let want: Vec<i64> = (1..=1000).step_by(7).filter(|&id| id != 8).collect();
+        assert_eq!(ids, want);
+        assert!(out.iter().all(|&(_, _, rem)| rem == 99 * S));
     }
 
     #[test]
