@@ -95,6 +95,8 @@ struct Shared {
     waker: Mutex<Option<Arc<Waker>>>,
     /// Lease ID → senders dropped when the lease is gone (see `Tenure::lease_gone`).
     lease_waiters: Mutex<HashMap<i64, Vec<Sender<()>>>>,
+    /// Replaced (disconnecting every clone of the old receiver) on each demote (L9).
+    demotion: Mutex<(Sender<()>, Receiver<()>)>,
 }
 
 /// Builder for [`Tenure`]; every option has a default (see each method).
@@ -358,6 +360,7 @@ impl Tenure {
             expired_dropped: AtomicU64::new(0),
             waker: Mutex::new(None),
             lease_waiters: Mutex::new(HashMap::new()),
+            demotion: Mutex::new(bounded(0)),
         });
         let weak = Arc::downgrade(&shared);
         let waker: Arc<Waker> = Arc::new(move || {
@@ -550,12 +553,23 @@ impl Tenure {
         Ok(())
     }
 
-    /// Becomes standby: no lease expires and renew fails with `NotPrimary` (SPEC L9).
+    /// Becomes standby: no lease expires, renew fails with `NotPrimary`, and everything
+    /// blocked waiting on a lease (lock and campaign waits) is woken with `NotPrimary` (SPEC L9).
     pub fn demote(&self) -> Result<()> {
         self.write(|m, _, _| {
             m.lessor.demote();
             Ok(())
-        })
+        })?;
+        drop(std::mem::replace(
+            &mut *self.shared().demotion.lock(),
+            bounded(0),
+        ));
+        Ok(())
+    }
+
+    /// A receiver that disconnects at the next demote.
+    pub(crate) fn demotion(&self) -> Receiver<()> {
+        self.shared().demotion.lock().1.clone()
     }
 
     /// Whether this engine is the primary.

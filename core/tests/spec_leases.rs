@@ -644,3 +644,36 @@ fn l15_stats_count_commits_and_fsyncs_on_a_file() {
     assert_eq!(s.commits, 2, "two immediate writes, two commits");
     assert_eq!(s.fsyncs, 2);
 }
+
+#[test]
+fn l9_demote_wakes_everything_blocked_waiting_on_a_lease() {
+    use tenure::sync::{Election, Mutex, Session, SessionOptions};
+    let (_clock, db) = manual();
+    let opts = || SessionOptions {
+        ttl: secs(60),
+        keepalive_interval: None,
+    };
+    let (a, b, c) = (
+        Session::new(&db, opts()).unwrap(),
+        Session::new(&db, opts()).unwrap(),
+        Session::new(&db, opts()).unwrap(),
+    );
+    let _held = Mutex::new(&a, "m").lock(None).unwrap();
+    let _leader = Election::new(&a, "e").campaign("a", None).unwrap();
+    let locker = std::thread::spawn(move || Mutex::new(&b, "m").lock(None).map(drop));
+    let campaigner =
+        std::thread::spawn(move || Election::new(&c, "e").campaign("c", None).map(drop));
+    let deadline = std::time::Instant::now() + WAIT;
+    while db.range("m/", None).unwrap().len() < 2 || db.range("e/", None).unwrap().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "waiters never queued");
+        std::thread::yield_now();
+    }
+    db.demote().unwrap();
+    assert!(matches!(locker.join().unwrap(), Err(Error::NotPrimary)));
+    assert!(matches!(campaigner.join().unwrap(), Err(Error::NotPrimary)));
+    assert_eq!(
+        db.range("m/", None).unwrap().len(),
+        1,
+        "the woken waiter withdrew"
+    );
+}

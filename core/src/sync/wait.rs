@@ -28,7 +28,8 @@ fn predecessor(db: &Tenure, prefix: &[u8], me: &[u8], my_rev: i64) -> Result<Opt
 
 /// Waits until no key under `prefix` was created before `my_rev` (etcd's `waitDeletes`),
 /// watching only the immediate predecessor each time (no thundering herd).
-/// `cancel` ends the wait with `Timeout` when it receives or disconnects.
+/// `cancel` ends the wait with `Timeout` when it receives or disconnects; a demote of the engine
+/// ends it with `NotPrimary` (L9).
 pub(crate) fn wait_turn(
     db: &Tenure,
     gone: &Receiver<()>,
@@ -44,11 +45,20 @@ pub(crate) fn wait_turn(
     };
     let never_cancel = never();
     let cancel = cancel.unwrap_or(&never_cancel);
+    let demoted = db.demotion();
     loop {
         let Some(pred) = predecessor(db, prefix, me, my_rev)? else {
             return Ok(());
         };
-        wait_deleted(db, gone, &pred.key, pred.create_revision, &timer, cancel)?;
+        wait_deleted(
+            db,
+            gone,
+            &pred.key,
+            pred.create_revision,
+            &timer,
+            cancel,
+            &demoted,
+        )?;
     }
 }
 
@@ -60,6 +70,7 @@ fn wait_deleted(
     rev: i64,
     timer: &Receiver<Instant>,
     cancel: &Receiver<()>,
+    demoted: &Receiver<()>,
 ) -> Result<()> {
     let mut w = db.watch(key, Default::default())?;
     // Registered first, then checked: a delete in between is either seen here or in the watch.
@@ -81,6 +92,7 @@ fn wait_deleted(
             }
             recv(timer) -> _ => return Err(Error::Timeout),
             recv(cancel) -> _ => return Err(Error::Timeout),
+            recv(demoted) -> _ => return Err(Error::NotPrimary),
         }
     }
 }
