@@ -22,6 +22,7 @@ demo:
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -q -p tenure --no-deps
 
 test-rust:
 	PROPTEST_CASES=$${PROPTEST_CASES:-256} $(CARGO) test --workspace --all-targets

@@ -47,5 +47,10 @@ pub use crate::types::{
     Durability, Event, EventKind, ExpiredLease, KeyValue, LeaseId, LeaseInfo, Recovery, Stats,
 };
 
+/// The README's Rust examples, compiled (and run where they can) as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
+
 /// The crate version, as `"MAJOR.MINOR.PATCH"`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
