@@ -141,12 +141,13 @@ fn grant(c: &mut Criterion) {
     g.finish();
 }
 
-/// etcd `benchmarkLessorRenew`: renew each of `size` granted leases once, per lease.
-fn renew(c: &mut Criterion) {
-    let mut g = configure(c, "renew", Duration::from_secs(4));
+/// etcd's Renew and Revoke shape: grant `size` leases (untimed, committed), then time `op` on
+/// each of them once, per lease.
+fn each_granted_lease(c: &mut Criterion, name: &str, seed: u64, op: fn(&Tenure, i64)) {
+    let mut g = configure(c, name, Duration::from_secs(4));
     for size in [1_000u64, 100_000] {
         let n = fixture_size(size);
-        let ttls = random_ttls(n, MIN_TTL, MAX_TTL, 2);
+        let ttls = random_ttls(n, MIN_TTL, MAX_TTL, seed);
         g.bench_with_input(BenchmarkId::from_parameter(size), &ttls, |b, ttls| {
             b.iter_custom(|iters| {
                 scaled(iters, || {
@@ -155,7 +156,7 @@ fn renew(c: &mut Criterion) {
                     settle(&f.db);
                     let start = Instant::now();
                     for j in 1..=ttls.len() as i64 {
-                        f.db.renew(j).expect("renew");
+                        op(&f.db, j);
                     }
                     (start.elapsed(), ttls.len() as f64)
                 })
@@ -165,28 +166,16 @@ fn renew(c: &mut Criterion) {
     g.finish();
 }
 
+/// etcd `benchmarkLessorRenew`: renew each of `size` granted leases once, per lease.
+fn renew(c: &mut Criterion) {
+    each_granted_lease(c, "renew", 2, |db, id| {
+        db.renew(id).expect("renew");
+    });
+}
+
 /// etcd `benchmarkLessorRevoke`: revoke each of `size` granted leases (no keys), per lease.
 fn revoke(c: &mut Criterion) {
-    let mut g = configure(c, "revoke", Duration::from_secs(4));
-    for size in [1_000u64, 100_000] {
-        let n = fixture_size(size);
-        let ttls = random_ttls(n, MIN_TTL, MAX_TTL, 3);
-        g.bench_with_input(BenchmarkId::from_parameter(size), &ttls, |b, ttls| {
-            b.iter_custom(|iters| {
-                scaled(iters, || {
-                    let f = fixture(None);
-                    grant_all(&f.db, ttls);
-                    settle(&f.db);
-                    let start = Instant::now();
-                    for j in 1..=ttls.len() as i64 {
-                        f.db.revoke(j).expect("revoke");
-                    }
-                    (start.elapsed(), ttls.len() as f64)
-                })
-            })
-        });
-    }
-    g.finish();
+    each_granted_lease(c, "revoke", 3, |db, id| db.revoke(id).expect("revoke"));
 }
 
 /// etcd `benchmarkLessorFindExpired`: about half of `size` leases are due at once; the cost of

@@ -125,10 +125,7 @@ impl Machine {
         for key in keys {
             let key = key.as_ref();
             let old = self.kv.set_lease(key, id, b);
-            if old != 0 && old != id {
-                self.lessor.detach(old, key)?;
-            }
-            self.lessor.attach(id, key)?;
+            self.rebind(key, old, id);
         }
         Ok(())
     }
@@ -147,7 +144,7 @@ impl Machine {
             let key = key.as_ref();
             if self.kv.lease_of(key) == Some(id) {
                 self.kv.set_lease(key, 0, b);
-                self.lessor.detach(id, key)?;
+                self.rebind(key, id, 0);
             }
         }
         Ok(())
@@ -236,23 +233,28 @@ impl Machine {
         Ok(())
     }
 
+    /// Mirrors in the lessor a key moving from lease `old` to lease `new` (0 = none) in the
+    /// index. Both leases exist (I-K2 and the caller's validation), so this cannot fail.
+    fn rebind(&mut self, key: &[u8], old: i64, new: i64) {
+        if old == new {
+            return;
+        }
+        if old != 0 {
+            let _ = self.lessor.detach(old, key);
+        }
+        if new != 0 {
+            let _ = self.lessor.attach(new, key);
+        }
+    }
+
     fn put_at(&mut self, key: &[u8], value: &[u8], lease: i64, rev: i64, b: &mut Batch) {
         let old = self.kv.put(key, value, lease, rev, b);
-        if old != lease {
-            if old != 0 {
-                let _ = self.lessor.detach(old, key);
-            }
-            if lease != 0 {
-                let _ = self.lessor.attach(lease, key);
-            }
-        }
+        self.rebind(key, old, lease);
     }
 
     fn delete_at(&mut self, key: &[u8], rev: i64, b: &mut Batch) -> bool {
         let (existed, old) = self.kv.delete(key, rev, b);
-        if old != 0 {
-            let _ = self.lessor.detach(old, key);
-        }
+        self.rebind(key, old, 0);
         existed
     }
 
