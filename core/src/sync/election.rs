@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
 use crate::kv::watch::Watcher;
 use crate::sync::session::Session;
-use crate::sync::wait::{key_of, prefix_of, wait_turn};
+use crate::sync::wait::{key_of, prefix_of, wait_turn, Interrupts};
 use crate::types::KeyValue;
 use crate::{Tenure, WatchOptions};
 
@@ -63,6 +63,7 @@ impl Election {
     ) -> Result<Leadership> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let db = self.session.db();
+        let demoted = db.demotion();
         let lease = self.session.lease_id();
         let key = key_of(&self.prefix, lease.get());
         let r = db.txn(
@@ -88,15 +89,14 @@ impl Election {
             rev,
             lease,
         };
-        match wait_turn(
-            db,
-            &self.session.done(),
-            &self.prefix,
-            &leadership.key,
-            rev,
-            deadline,
+        let gone = self.session.done();
+        let stop = Interrupts {
+            gone: &gone,
             cancel,
-        ) {
+            demoted: &demoted,
+            deadline,
+        };
+        match wait_turn(db, &self.prefix, &leadership.key, rev, &stop) {
             Ok(()) => Ok(leadership),
             Err(e) => {
                 if fresh {

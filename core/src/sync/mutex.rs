@@ -3,7 +3,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
 use crate::sync::session::Session;
-use crate::sync::wait::{key_of, prefix_of, wait_turn};
+use crate::sync::wait::{key_of, prefix_of, wait_turn, Interrupts};
 use crate::Tenure;
 
 /// A fair, distributed-style mutex (SPEC S2), etcd's algorithm: each contender puts
@@ -94,17 +94,17 @@ impl Mutex {
         cancel: Option<&crossbeam_channel::Receiver<()>>,
     ) -> Result<LockGuard> {
         let deadline = timeout.map(|t| Instant::now() + t);
+        let demoted = self.session.db().demotion();
         let (rev, fresh) = self.enqueue()?;
         let db = self.session.db();
-        match wait_turn(
-            db,
-            &self.session.done(),
-            &self.prefix,
-            &self.key,
-            rev,
-            deadline,
+        let gone = self.session.done();
+        let stop = Interrupts {
+            gone: &gone,
             cancel,
-        ) {
+            demoted: &demoted,
+            deadline,
+        };
+        match wait_turn(db, &self.prefix, &self.key, rev, &stop) {
             Ok(()) => Ok(self.guard(rev)),
             Err(e) => {
                 if fresh {

@@ -26,73 +26,63 @@ fn predecessor(db: &Tenure, prefix: &[u8], me: &[u8], my_rev: i64) -> Result<Opt
         .max_by_key(|kv| kv.create_revision))
 }
 
+/// What ends a wait early, besides the awaited delete.
+pub(crate) struct Interrupts<'a> {
+    /// The session's lease-loss channel: `SessionExpired` (or `Closed`).
+    pub(crate) gone: &'a Receiver<()>,
+    /// A caller's cancellation: `Timeout` when it receives or disconnects.
+    pub(crate) cancel: Option<&'a Receiver<()>>,
+    /// The engine's demotion signal, taken *before* the contender's key was put so that no
+    /// demote is missed: `NotPrimary` (L9).
+    pub(crate) demoted: &'a Receiver<()>,
+    /// `Timeout` at this instant.
+    pub(crate) deadline: Option<Instant>,
+}
+
 /// Waits until no key under `prefix` was created before `my_rev` (etcd's `waitDeletes`),
 /// watching only the immediate predecessor each time (no thundering herd).
-/// `cancel` ends the wait with `Timeout` when it receives or disconnects; a demote of the engine
-/// ends it with `NotPrimary` (L9).
 pub(crate) fn wait_turn(
     db: &Tenure,
-    gone: &Receiver<()>,
     prefix: &[u8],
     me: &[u8],
     my_rev: i64,
-    deadline: Option<Instant>,
-    cancel: Option<&Receiver<()>>,
+    stop: &Interrupts<'_>,
 ) -> Result<()> {
-    let timer = match deadline {
+    let timer = match stop.deadline {
         Some(d) => after(d.saturating_duration_since(Instant::now())),
         None => never(),
     };
     let never_cancel = never();
-    let cancel = cancel.unwrap_or(&never_cancel);
-    let demoted = db.demotion();
+    let cancel = stop.cancel.unwrap_or(&never_cancel);
     loop {
         let Some(pred) = predecessor(db, prefix, me, my_rev)? else {
             return Ok(());
         };
-        wait_deleted(
-            db,
-            gone,
-            &pred.key,
-            pred.create_revision,
-            &timer,
-            cancel,
-            &demoted,
-        )?;
-    }
-}
-
-/// Waits until `key` (created at `rev`) is deleted.
-fn wait_deleted(
-    db: &Tenure,
-    gone: &Receiver<()>,
-    key: &[u8],
-    rev: i64,
-    timer: &Receiver<Instant>,
-    cancel: &Receiver<()>,
-    demoted: &Receiver<()>,
-) -> Result<()> {
-    let mut w = db.watch(key, Default::default())?;
-    // Registered first, then checked: a delete in between is either seen here or in the watch.
-    if db.get(key)?.is_none_or(|kv| kv.create_revision != rev) {
-        return Ok(());
-    }
-    loop {
-        select! {
-            recv(w.channel()) -> ev => match ev {
-                Ok(ev) if ev.kind == EventKind::Delete => return Ok(()),
-                Ok(_) => {}
-                Err(_) => return match w.ended() {
-                    Error::Closed => Err(Error::Closed),
-                    _ => Ok(()), // fell behind: the caller re-checks from the store
+        let mut w = db.watch(&pred.key, Default::default())?;
+        // Registered first, then checked: a delete in between is seen here or in the watch.
+        if db
+            .get(&pred.key)?
+            .is_none_or(|kv| kv.create_revision != pred.create_revision)
+        {
+            continue;
+        }
+        loop {
+            select! {
+                recv(w.channel()) -> ev => match ev {
+                    Ok(ev) if ev.kind == EventKind::Delete => break,
+                    Ok(_) => {}
+                    Err(_) => match w.ended() {
+                        Error::Closed => return Err(Error::Closed),
+                        _ => break, // fell behind: re-check from the store
+                    },
                 },
-            },
-            recv(gone) -> _ => {
-                return Err(if db.is_closed() { Error::Closed } else { Error::SessionExpired });
+                recv(stop.gone) -> _ => {
+                    return Err(if db.is_closed() { Error::Closed } else { Error::SessionExpired });
+                }
+                recv(timer) -> _ => return Err(Error::Timeout),
+                recv(cancel) -> _ => return Err(Error::Timeout),
+                recv(stop.demoted) -> _ => return Err(Error::NotPrimary),
             }
-            recv(timer) -> _ => return Err(Error::Timeout),
-            recv(cancel) -> _ => return Err(Error::Timeout),
-            recv(demoted) -> _ => return Err(Error::NotPrimary),
         }
     }
 }
