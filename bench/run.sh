@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every tenure benchmark (BENCHMARKS.md lists each command alone) and, when the shared
-# etcd script is beside the checkout, etcd's own lessor benchmarks in the same session.
+# Runs every tenure benchmark (BENCHMARKS.md lists each command alone) and, unless ETCD=0,
+# etcd's own lessor benchmarks (bench/etcd-lessor-bench.sh) in the same session.
 # Results: one line per figure in $BENCH_OUT/results.txt (default target/bench/).
 #
 #   bash bench/run.sh              # everything (about 3 minutes on 2 cores)
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 CARGO=${CARGO:-cargo}
 TARGET=${CARGO_TARGET_DIR:-target}
 OUT=${BENCH_OUT:-$TARGET/bench}
-ETCD_SCRIPT=${ETCD_SCRIPT:-../shared/bench/etcd-lessor-bench.sh}
+ETCD_SCRIPT=${ETCD_SCRIPT:-bench/etcd-lessor-bench.sh}
 mkdir -p "$OUT"
 RESULTS=$OUT/results.txt
 : >"$RESULTS"

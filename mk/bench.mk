@@ -1,6 +1,6 @@
-# Benchmarks (issue 6): `make bench` runs etcd's lessor workloads through tenure's public API
+# Benchmarks: `make bench` runs etcd's lessor workloads through tenure's public API
 # (criterion, core/benches/lessor.rs), the benchmarks beyond etcd (bench/ binaries) and, when
-# ../shared/bench/etcd-lessor-bench.sh is there, etcd's own benchmarks in the same session.
+# bench/etcd-lessor-bench.sh can build it, etcd's own benchmarks in the same session.
 # Results land in target/bench/results.txt; BENCHMARKS.md explains each figure.
 #
 #   make bench                 everything (about 3 minutes on 2 cores, etcd included)

@@ -1,4 +1,4 @@
-# C ABI (issue 4): libtenure.so / libtenure.a, include/tenure.h, `make install`, and the C tests.
+# C ABI: libtenure.so / libtenure.a, include/tenure.h, `make install`, and the C tests.
 #
 #   make header       regenerate include/tenure.h from ffi/src (cbindgen, ffi/cbindgen.toml)
 #   make install      install the release libraries, the header and tenure.pc under PREFIX

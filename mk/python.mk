@@ -1,4 +1,4 @@
-# Python binding (issue 5): `make test-python` builds the extension with maturin, installs it into
+# Python binding: `make test-python` builds the extension with maturin, installs it into
 # a private venv and runs the pytest suite, mypy's stubtest against the shipped stubs, and mypy
 # --strict over the tests and examples (the stubs as users meet them).
 # Everything it needs comes from PyPI and is installed here, idempotently.
