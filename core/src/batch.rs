@@ -1,23 +1,8 @@
 //! The effects of in-memory writes, waiting for their commit: storage operations, watch events
 //! and expired-lease notices, all in apply (= revision) order.
 
+use crate::record::StoreOp;
 use crate::types::{Event, ExpiredLease};
-
-/// One row change in the redb tables.
-#[derive(Debug, Clone)]
-pub(crate) enum StoreOp {
-    PutLease {
-        id: i64,
-        ttl: u64,
-        /// Remaining TTL at `wall_ms`; `NO_TIME` = none checkpointed (use the TTL).
-        remaining: u64,
-        wall_ms: i64,
-    },
-    DelLease(i64),
-    /// Key and its encoded record (see `kv::index::encode`).
-    PutKey(Vec<u8>, Vec<u8>),
-    DelKey(Vec<u8>),
-}
 
 /// Effects accumulated under the state lock and handed to the committer as a whole.
 #[derive(Debug, Default)]

@@ -30,6 +30,7 @@ mod keepalive;
 mod kv;
 mod lease;
 mod locks;
+mod record;
 mod state;
 mod stop;
 mod store;

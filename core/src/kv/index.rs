@@ -7,24 +7,10 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use crate::batch::{Batch, StoreOp};
+use crate::batch::Batch;
 use crate::kv::txn::{Compare, CompareOp, CompareTarget};
+use crate::record::{Data, Entry, StoreOp};
 use crate::types::{Event, EventKind, KeyValue, LeaseId};
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Data {
-    pub(crate) value: Vec<u8>,
-    pub(crate) create: i64,
-    pub(crate) modr: i64,
-    pub(crate) version: i64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Entry {
-    pub(crate) data: Option<Data>,
-    /// 0 = no lease.
-    pub(crate) lease: i64,
-}
 
 #[derive(Debug, Default)]
 pub(crate) struct KvIndex {
@@ -32,37 +18,6 @@ pub(crate) struct KvIndex {
     /// The store revision: +1 per write (K4). Owned here, bumped by the state machine.
     pub(crate) revision: i64,
     live: u64,
-}
-
-const HEADER: usize = 33;
-
-/// Record layout: flags (bit 0: has value) | create | mod | version | lease (i64 LE) | value.
-pub(crate) fn encode(e: &Entry) -> Vec<u8> {
-    let (flags, create, modr, version, value): (u8, i64, i64, i64, &[u8]) = match &e.data {
-        Some(d) => (1, d.create, d.modr, d.version, &d.value),
-        None => (0, 0, 0, 0, &[]),
-    };
-    let mut out = Vec::with_capacity(HEADER + value.len());
-    out.push(flags);
-    for n in [create, modr, version, e.lease] {
-        out.extend_from_slice(&n.to_le_bytes());
-    }
-    out.extend_from_slice(value);
-    out
-}
-
-pub(crate) fn decode(rec: &[u8]) -> Option<Entry> {
-    if rec.len() < HEADER || rec[0] > 1 {
-        return None;
-    }
-    let n = |i: usize| i64::from_le_bytes(rec[1 + 8 * i..9 + 8 * i].try_into().unwrap());
-    let data = (rec[0] == 1).then(|| Data {
-        create: n(0),
-        modr: n(1),
-        version: n(2),
-        value: rec[HEADER..].to_vec(),
-    });
-    Some(Entry { data, lease: n(3) })
 }
 
 fn kv_of(key: &[u8], d: &Data, lease: i64) -> KeyValue {
@@ -171,7 +126,7 @@ impl KvIndex {
         }
         entry.lease = lease;
         let entry = &*entry;
-        b.op(|| StoreOp::PutKey(key.to_vec(), encode(entry)));
+        b.op(|| StoreOp::PutKey(key.to_vec(), entry.clone()));
         if b.record_events {
             let d = entry.data.as_ref().expect("just written");
             b.events.push(Event {
@@ -224,14 +179,14 @@ impl KvIndex {
                     b.op(|| StoreOp::DelKey(key.to_vec()));
                 } else {
                     let e = &*e;
-                    b.op(|| StoreOp::PutKey(key.to_vec(), encode(e)));
+                    b.op(|| StoreOp::PutKey(key.to_vec(), e.clone()));
                 }
                 old
             }
             None if lease == 0 => 0,
             None => {
                 let e = Entry { data: None, lease };
-                b.op(|| StoreOp::PutKey(key.to_vec(), encode(&e)));
+                b.op(|| StoreOp::PutKey(key.to_vec(), e.clone()));
                 self.map.insert(key.to_vec(), e);
                 0
             }
@@ -265,26 +220,6 @@ impl KvIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn records_round_trip_through_encode_and_decode() {
-        let e = Entry {
-            data: Some(Data {
-                value: b"v\xff".to_vec(),
-                create: 3,
-                modr: 9,
-                version: 2,
-            }),
-            lease: 42,
-        };
-        assert_eq!(decode(&encode(&e)), Some(e));
-        let bare = Entry {
-            data: None,
-            lease: 7,
-        };
-        assert_eq!(decode(&encode(&bare)), Some(bare));
-        assert_eq!(decode(b"short"), None);
-    }
 
     #[test]
     fn prefix_end_handles_trailing_ff_bytes() {

@@ -2,7 +2,7 @@
 //!
 //! - `tenure_meta`: `format` (= [`FORMAT_VERSION`]), `revision`, `next_lease_id`.
 //! - `tenure_leases`: lease ID → (ttl ns, remaining ns or `NO_TIME`, wall ms when persisted).
-//! - `tenure_kv`: key → encoded entry (`kv::index::encode`): value, revisions, lease.
+//! - `tenure_kv`: key → encoded entry (`codec`): value, revisions, lease.
 //!
 //! Deadlines are never stored: only durations and the wall time they were measured at.
 
@@ -20,9 +20,11 @@ use redb::{
     ReadableTableMetadata, StorageBackend, TableDefinition, TableError,
 };
 
-use crate::batch::StoreOp;
 use crate::error::{Error, Result};
-use crate::kv::index::{decode, Entry};
+use crate::record::{LeaseRow, Loaded, StoreOp};
+
+mod codec;
+use codec::{decode, encode};
 
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
 const LEASES: TableDefinition<i64, (u64, u64, i64)> = TableDefinition::new("tenure_leases");
@@ -149,24 +151,6 @@ impl StorageBackend for FaultyBackend {
     }
 }
 
-/// A persisted lease row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LeaseRow {
-    pub(crate) id: i64,
-    pub(crate) ttl: u64,
-    pub(crate) remaining: u64,
-    pub(crate) wall_ms: i64,
-}
-
-/// Everything read on open.
-#[derive(Debug, Default)]
-pub(crate) struct Loaded {
-    pub(crate) revision: i64,
-    pub(crate) next_id: i64,
-    pub(crate) leases: Vec<LeaseRow>,
-    pub(crate) keys: Vec<(Vec<u8>, Entry)>,
-}
-
 pub(crate) struct Store {
     db: redb::Database,
     path: PathBuf,
@@ -241,10 +225,7 @@ impl Store {
                 }
                 drop(tx);
                 self.init()?;
-                return Ok(Loaded {
-                    next_id: 1,
-                    ..Loaded::default()
-                });
+                return Ok(Loaded::default());
             }
             Err(e) => return Err(self.corrupt(e.to_string())),
         };
@@ -323,7 +304,8 @@ impl Store {
                         leases.remove(*id).map_err(storage)?;
                     }
                     StoreOp::PutKey(k, rec) => {
-                        kv.insert(k.as_slice(), rec.as_slice()).map_err(storage)?;
+                        kv.insert(k.as_slice(), encode(rec).as_slice())
+                            .map_err(storage)?;
                     }
                     StoreOp::DelKey(k) => {
                         kv.remove(k.as_slice()).map_err(storage)?;

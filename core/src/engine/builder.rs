@@ -1,0 +1,255 @@
+//! [`Builder`]: the options of an engine, validated and turned into a running [`Tenure`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::bounded;
+
+use super::{commit, expiry, signals, Config, Done, Handle, Shared, State, Tenure, EXPIRED_QUEUE};
+use crate::batch::Batch;
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::kv::watch::WatchHub;
+use crate::lease::lessor::{ns, NO_TIME};
+use crate::locks::{Condvar, Mutex};
+use crate::record::Loaded;
+use crate::state::Machine;
+use crate::store::{StorageFaults, Store};
+use crate::types::{Durability, Recovery};
+
+/// Builder for [`Tenure`]; every option has a default (see each method).
+#[derive(Clone)]
+pub struct Builder {
+    path: Option<PathBuf>,
+    durability: Durability,
+    recovery: Recovery,
+    clock: Option<Arc<dyn Clock>>,
+    min_ttl: Duration,
+    checkpoint_interval: Duration,
+    expired_retry_interval: Duration,
+    primary: bool,
+    auto_revoke: bool,
+    watch_history: usize,
+    watch_queue: usize,
+    faults: Option<StorageFaults>,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("path", &self.path)
+            .field("durability", &self.durability)
+            .field("recovery", &self.recovery)
+            .field("primary", &self.primary)
+            .field("auto_revoke", &self.auto_revoke)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            path: None,
+            durability: Durability::Immediate,
+            recovery: Recovery::Wall,
+            clock: None,
+            min_ttl: Duration::ZERO,
+            checkpoint_interval: Duration::from_secs(5),
+            expired_retry_interval: Duration::from_secs(3),
+            primary: true,
+            auto_revoke: true,
+            watch_history: 10_000,
+            watch_queue: 10_000,
+            faults: None,
+        }
+    }
+}
+
+impl Builder {
+    /// The database file (created if missing). Without a path the engine is in memory.
+    pub fn path(mut self, path: impl AsRef<Path>) -> Builder {
+        self.path = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// No file: nothing touches disk (SPEC D4). The default when no path is given.
+    pub fn in_memory(mut self) -> Builder {
+        self.path = None;
+        self
+    }
+
+    /// When writes are acknowledged. Default: [`Durability::Immediate`].
+    pub fn durability(mut self, d: Durability) -> Builder {
+        self.durability = d;
+        self
+    }
+
+    /// How deadlines are rebuilt on open. Default: [`Recovery::Wall`].
+    pub fn recovery(mut self, r: Recovery) -> Builder {
+        self.recovery = r;
+        self
+    }
+
+    /// The time source. Default: [`SystemClock`]; tests pass an `Arc<ManualClock>`.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Builder {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// TTLs below this are raised to it. Default: zero.
+    pub fn min_ttl(mut self, d: Duration) -> Builder {
+        self.min_ttl = d;
+        self
+    }
+
+    /// How often renewed leases' remaining TTLs are persisted. Default: 5 s. Must be > 0.
+    pub fn checkpoint_interval(mut self, d: Duration) -> Builder {
+        self.checkpoint_interval = d;
+        self
+    }
+
+    /// Manual revoke: how long until an expired, unrevoked lease is delivered again.
+    /// Default: 3 s. Must be > 0.
+    pub fn expired_retry_interval(mut self, d: Duration) -> Builder {
+        self.expired_retry_interval = d;
+        self
+    }
+
+    /// Open as primary (expires leases) or standby. Default: primary.
+    pub fn primary(mut self, primary: bool) -> Builder {
+        self.primary = primary;
+        self
+    }
+
+    /// Revoke expired leases automatically (default) or leave them for the application.
+    pub fn auto_revoke(mut self, auto: bool) -> Builder {
+        self.auto_revoke = auto;
+        self
+    }
+
+    /// How many recent events are kept so a watcher can start from a past revision.
+    /// Default: 10 000.
+    pub fn watch_history(mut self, events: usize) -> Builder {
+        self.watch_history = events;
+        self
+    }
+
+    /// How many undelivered events a watcher may have before it is cancelled. Default: 10 000.
+    pub fn watch_queue(mut self, events: usize) -> Builder {
+        self.watch_queue = events;
+        self
+    }
+
+    /// Injects storage faults (tests of SPEC D6).
+    pub fn storage_faults(mut self, faults: StorageFaults) -> Builder {
+        self.faults = Some(faults);
+        self
+    }
+
+    /// Opens the engine: recovers the file if there is one and starts its threads.
+    pub fn open(self) -> Result<Tenure> {
+        Tenure::open_with(self)
+    }
+}
+
+impl Tenure {
+    pub(super) fn open_with(b: Builder) -> Result<Tenure> {
+        if b.checkpoint_interval.is_zero() {
+            return Err(Error::invalid("checkpoint_interval must be positive"));
+        }
+        if b.expired_retry_interval.is_zero() {
+            return Err(Error::invalid("expired_retry_interval must be positive"));
+        }
+        if let Durability::Buffered(d) = b.durability {
+            if d.is_zero() {
+                return Err(Error::invalid(
+                    "the buffered flush interval must be positive",
+                ));
+            }
+        }
+        let clock: Arc<dyn Clock> = b
+            .clock
+            .clone()
+            .unwrap_or_else(|| Arc::new(SystemClock::new()));
+        let (store, loaded) = match &b.path {
+            Some(p) => {
+                let (s, l) = Store::open(p, b.faults.clone())?;
+                (Some(s), l)
+            }
+            None => (None, Loaded::default()),
+        };
+        let now = clock.now_ns();
+        let mut m = Machine::new(
+            b.primary,
+            b.auto_revoke,
+            b.min_ttl,
+            b.expired_retry_interval,
+        );
+        m.recover(loaded, b.recovery, now, clock.wall_ms())
+            .map_err(|detail| Error::Corrupt {
+                path: b.path.clone().unwrap_or_default(),
+                detail,
+            })?;
+        let revision = m.kv.revision;
+        let cfg = Config {
+            durability: b.durability,
+            persist: store.is_some(),
+            checkpoint_interval: ns(b.checkpoint_interval),
+        };
+        let hub = WatchHub::new(b.watch_history, b.watch_queue, revision);
+        let shared = Arc::new(Shared {
+            record_events: AtomicBool::new(hub.wants_events()),
+            state: Mutex::new(State {
+                m,
+                pending: Batch::new(cfg.persist, hub.wants_events()),
+                seq: 0,
+                closed: false,
+                poisoned: None,
+                next_checkpoint: now.saturating_add(cfg.checkpoint_interval),
+                sleep_until: NO_TIME,
+            }),
+            expiry_cv: Condvar::new(),
+            commit_cv: Condvar::new(),
+            hub: Mutex::new(hub),
+            done: Mutex::new(Done::default()),
+            done_cv: Condvar::new(),
+            store: Mutex::new(store),
+            clock: clock.clone(),
+            cfg,
+            expired: Mutex::new(Some(bounded(EXPIRED_QUEUE))),
+            commits: AtomicU64::new(0),
+            expired_dropped: AtomicU64::new(0),
+            waker: Mutex::new(None),
+            lease_waiters: Mutex::new(HashMap::new()),
+            demotion: Mutex::new(bounded(0)),
+        });
+        signals::subscribe_clock(&shared);
+
+        let mut threads = Vec::new();
+        let s = shared.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("tenure-expiry".into())
+                .spawn(move || expiry::run(&s))
+                .map_err(|e| Error::Storage(format!("cannot start the expiry thread: {e}")))?,
+        );
+        if shared.cfg.persist {
+            let s = shared.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("tenure-commit".into())
+                    .spawn(move || commit::run(&s))
+                    .map_err(|e| Error::Storage(format!("cannot start the committer: {e}")))?,
+            );
+        }
+        Ok(Tenure {
+            h: Arc::new(Handle {
+                shared,
+                threads: Mutex::new(threads),
+            }),
+        })
+    }
+}

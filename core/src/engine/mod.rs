@@ -1,0 +1,495 @@
+//! `Tenure`: the engine. It composes the pure [`Machine`] with a clock, the redb [`Store`], the
+//! write pipeline (committer thread, group commit) and the expiry thread.
+//!
+//! - `builder`: options and open; `commit`: the commit pipeline; `expiry`: the expiry thread;
+//!   `signals`: lease-gone, demotion and clock wake-ups; this file: the handle and its API.
+//!
+//! Locks, in the only order they may be taken:
+//! 1. `Shared::state` — the machine, the pending batch and the engine flags.
+//! 2. `Shared::hub` — watchers and event history.
+//! 3. `Shared::done` — commit progress, for callers waiting on durability.
+//!
+//! `Shared::store` is used by the committer thread only (and by `close` after it has stopped).
+
+mod builder;
+mod commit;
+mod expiry;
+mod signals;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+
+pub use self::builder::Builder;
+use self::commit::{enqueued, wait_durable};
+use self::signals::notify_gone;
+use crate::batch::Batch;
+use crate::clock::{Clock, Waker};
+use crate::error::{Error, Result};
+use crate::kv::txn::{Txn, TxnResponse};
+use crate::kv::watch::{WatchHub, WatchOptions, Watcher};
+use crate::lease::lessor::ns;
+use crate::locks::{Condvar, Mutex};
+use crate::state::Machine;
+use crate::store::Store;
+use crate::types::{Durability, ExpiredLease, KeyValue, LeaseId, LeaseInfo, Stats};
+
+/// Capacity, in batches, of the `expired()` channel. When full, auto-revoke notices are
+/// dropped (and counted); manual-revoke leases are redelivered anyway.
+const EXPIRED_QUEUE: usize = 1 << 14;
+
+#[derive(Clone)]
+struct Config {
+    durability: Durability,
+    persist: bool,
+    checkpoint_interval: u64,
+}
+
+type ExpiredChannel = (Sender<Vec<ExpiredLease>>, Receiver<Vec<ExpiredLease>>);
+
+/// Engine state guarded by `Shared::state`.
+struct State {
+    m: Machine,
+    /// Effects applied in memory, not yet handed to the committer.
+    pending: Batch,
+    /// Sequence number of the last write that added to `pending`.
+    seq: u64,
+    closed: bool,
+    /// Set after a failed commit (D6): every write fails with it until reopen.
+    poisoned: Option<Error>,
+    /// When the expiry thread next checkpoints renewed leases (ns).
+    next_checkpoint: u64,
+    /// What the expiry thread sleeps until (ns); a write with an earlier deadline wakes it.
+    sleep_until: u64,
+}
+
+/// Commit progress guarded by `Shared::done`.
+#[derive(Default)]
+struct Done {
+    committed: u64,
+    failed: Option<Error>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// The expiry thread waits on it (with `state`).
+    expiry_cv: Condvar,
+    /// The committer waits on it (with `state`).
+    commit_cv: Condvar,
+    hub: Mutex<WatchHub>,
+    done: Mutex<Done>,
+    done_cv: Condvar,
+    /// Committer only.
+    store: Mutex<Option<Store>>,
+    clock: Arc<dyn Clock>,
+    cfg: Config,
+    /// Mirrors `hub.wants_events()` so writers can skip building events.
+    record_events: AtomicBool,
+    /// Sender and receiver of `expired()`; `None` once closed.
+    expired: Mutex<Option<ExpiredChannel>>,
+    commits: AtomicU64,
+    expired_dropped: AtomicU64,
+    /// Keeps the clock subscription alive.
+    waker: Mutex<Option<Arc<Waker>>>,
+    /// Lease ID → senders dropped when the lease is gone (see `Tenure::lease_gone`).
+    lease_waiters: Mutex<HashMap<i64, Vec<Sender<()>>>>,
+    /// Replaced (disconnecting every clone of the old receiver) on each demote (L9).
+    demotion: Mutex<(Sender<()>, Receiver<()>)>,
+}
+
+/// An embedded lease engine: leases, TTL keys and watches over one redb file.
+///
+/// A `Tenure` is a cheap handle (`Clone + Send + Sync`); the engine closes when
+/// [`close`](Tenure::close) is called or the last handle is dropped.
+#[derive(Clone)]
+pub struct Tenure {
+    h: Arc<Handle>,
+}
+
+pub(crate) struct Handle {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let _ = close_engine(&self.shared, &self.threads);
+    }
+}
+
+impl std::fmt::Debug for Tenure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tenure")
+            .field("persist", &self.h.shared.cfg.persist)
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Lazy access to the clock for a write: most writes need neither time.
+struct Time<'a>(&'a dyn Clock);
+
+impl Time<'_> {
+    fn now(&self) -> u64 {
+        self.0.now_ns()
+    }
+
+    fn wall(&self) -> i64 {
+        self.0.wall_ms()
+    }
+}
+
+fn lease_id(id: impl Into<LeaseId>) -> i64 {
+    id.into().get()
+}
+
+impl Tenure {
+    /// Opens (or creates) the database at `path` with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Tenure> {
+        Builder::default().path(path).open()
+    }
+
+    /// An engine that keeps everything in memory.
+    pub fn in_memory() -> Result<Tenure> {
+        Builder::default().open()
+    }
+
+    /// Every option, with defaults.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.h.shared
+    }
+
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<Handle> {
+        Arc::downgrade(&self.h)
+    }
+
+    pub(crate) fn upgrade(h: &std::sync::Weak<Handle>) -> Option<Tenure> {
+        h.upgrade().map(|h| Tenure { h })
+    }
+
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        self.h.shared.clock.clone()
+    }
+
+    /// Runs a write under the state lock, then waits for its durability (Immediate mode).
+    /// `f` reads the clock through [`Time`] only if it needs to.
+    fn write<T>(&self, f: impl FnOnce(&mut Machine, &mut Batch, &Time) -> Result<T>) -> Result<T> {
+        let s = self.shared();
+        let (out, wait_for) = {
+            let mut st = s.state.lock();
+            let st = &mut *st;
+            if st.closed {
+                return Err(Error::Closed);
+            }
+            if let Some(e) = &st.poisoned {
+                return Err(e.clone());
+            }
+            st.pending.record_events = s.record_events.load(Ordering::Relaxed);
+            let before = (
+                st.pending.ops.len(),
+                st.pending.events.len(),
+                st.pending.expired.len(),
+            );
+            let out = f(&mut st.m, &mut st.pending, &Time(&*s.clock))?;
+            notify_gone(s, &mut st.pending);
+            let after = (
+                st.pending.ops.len(),
+                st.pending.events.len(),
+                st.pending.expired.len(),
+            );
+            let wait_for = if before != after {
+                enqueued(s, st)
+            } else {
+                None
+            };
+            if st.m.lessor.next_wake().is_some_and(|w| w < st.sleep_until) {
+                s.expiry_cv.notify_one();
+            }
+            (out, wait_for)
+        };
+        if let Some(seq) = wait_for {
+            wait_durable(s, seq)?;
+        }
+        Ok(out)
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Machine, u64) -> T) -> Result<T> {
+        let s = self.shared();
+        let st = s.state.lock();
+        if st.closed {
+            return Err(Error::Closed);
+        }
+        Ok(f(&st.m, s.clock.now_ns()))
+    }
+
+    // ---- leases -------------------------------------------------------------------------------
+
+    /// Grants a lease with a fresh ID (SPEC L1–L3).
+    pub fn grant(&self, ttl: Duration) -> Result<LeaseId> {
+        self.write(|m, b, t| m.grant(None, ttl, t.now(), t.wall(), b))
+            .map(LeaseId::new)
+    }
+
+    /// Grants a lease with a chosen ID; `LeaseExists` if it is live, `InvalidArgument` if ≤ 0.
+    pub fn grant_with_id(&self, id: impl Into<LeaseId>, ttl: Duration) -> Result<LeaseId> {
+        let id = lease_id(id);
+        self.write(|m, b, t| m.grant(Some(id), ttl, t.now(), t.wall(), b))
+            .map(LeaseId::new)
+    }
+
+    /// Revokes a lease and deletes its keys in one durable write (SPEC L4).
+    pub fn revoke(&self, id: impl Into<LeaseId>) -> Result<()> {
+        let id = lease_id(id);
+        self.write(|m, b, _| m.revoke(id, b))
+    }
+
+    /// Renews a lease: deadline = now + TTL; returns the TTL (SPEC L5). Writes nothing to disk.
+    #[inline]
+    pub fn renew(&self, id: impl Into<LeaseId>) -> Result<Duration> {
+        let id = lease_id(id);
+        let s = self.shared();
+        let mut st = s.state.lock();
+        if st.closed {
+            return Err(Error::Closed);
+        }
+        let now = s.clock.now_ns();
+        let ttl = st.m.renew(id, now)?;
+        if st.m.lessor.next_wake().is_some_and(|w| w < st.sleep_until) {
+            s.expiry_cv.notify_one();
+        }
+        Ok(Duration::from_nanos(ttl))
+    }
+
+    /// The lease's TTL, remaining time and keys (SPEC L7).
+    pub fn time_to_live(&self, id: impl Into<LeaseId>) -> Result<LeaseInfo> {
+        let id = lease_id(id);
+        self.read(|m, now| {
+            m.lessor
+                .get(id)
+                .map(|l| m.lessor.info(l, now))
+                .ok_or(Error::LeaseNotFound(LeaseId::new(id)))
+        })?
+    }
+
+    /// Every live lease, in ascending order of remaining time (SPEC L7). Empty once closed.
+    pub fn leases(&self) -> Vec<LeaseInfo> {
+        self.read(|m, now| m.lessor.list(now)).unwrap_or_default()
+    }
+
+    /// Attaches keys to a lease; a key attached elsewhere moves (SPEC L6).
+    pub fn attach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
+        let id = lease_id(id);
+        self.write(|m, b, _| m.attach(id, keys, b))
+    }
+
+    /// Detaches keys from a lease (SPEC L6).
+    pub fn detach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
+        let id = lease_id(id);
+        self.write(|m, b, _| m.detach(id, keys, b))
+    }
+
+    /// The lease a key is attached to (SPEC L6). `None` also once closed.
+    pub fn lease_of(&self, key: impl AsRef<[u8]>) -> Option<LeaseId> {
+        self.read(|m, _| m.kv.lease_of(key.as_ref()).map(LeaseId::new))
+            .ok()
+            .flatten()
+    }
+
+    /// Records a remaining TTL for the next promote or reopen, durably (SPEC L8).
+    pub fn checkpoint(&self, id: impl Into<LeaseId>, remaining: Duration) -> Result<()> {
+        let id = lease_id(id);
+        self.write(|m, b, t| m.checkpoint(id, remaining, t.wall(), b))
+    }
+
+    /// Becomes primary: every deadline = now + extend + (checkpointed remaining, else TTL).
+    pub fn promote(&self, extend: Duration) -> Result<()> {
+        self.write(|m, _, t| {
+            m.lessor.promote(ns(extend), t.now());
+            Ok(())
+        })?;
+        self.wake_expiry();
+        Ok(())
+    }
+
+    /// Becomes standby: no lease expires, renew fails with `NotPrimary`, and everything
+    /// blocked waiting on a lease (lock and campaign waits) is woken with `NotPrimary` (SPEC L9).
+    pub fn demote(&self) -> Result<()> {
+        self.write(|m, _, _| {
+            m.lessor.demote();
+            Ok(())
+        })?;
+        signals::demoted(self.shared());
+        Ok(())
+    }
+
+    /// Whether this engine is the primary.
+    pub fn is_primary(&self) -> bool {
+        self.read(|m, _| m.lessor.is_primary()).unwrap_or(false)
+    }
+
+    /// Batches of expired leases (SPEC L11, L12). Every receiver shares one queue: each batch
+    /// goes to one of them. The channel disconnects when the engine closes.
+    pub fn expired(&self) -> Receiver<Vec<ExpiredLease>> {
+        match &*self.shared().expired.lock() {
+            Some((_, rx)) => rx.clone(),
+            None => bounded(0).1,
+        }
+    }
+
+    // ---- keys ---------------------------------------------------------------------------------
+
+    /// Puts a key, attached to `lease` or detached; returns the new revision (SPEC K1).
+    pub fn put(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        lease: Option<LeaseId>,
+    ) -> Result<i64> {
+        let lease = lease.map_or(0, LeaseId::get);
+        self.write(|m, b, _| m.put(key.as_ref(), value.as_ref(), lease, b))
+    }
+
+    /// The key's value and revisions, or `None` (SPEC K2).
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<KeyValue>> {
+        self.read(|m, _| m.kv.get(key.as_ref()))
+    }
+
+    /// Keys starting with `prefix`, in key order, at most `limit` (SPEC K2).
+    pub fn range(&self, prefix: impl AsRef<[u8]>, limit: Option<usize>) -> Result<Vec<KeyValue>> {
+        self.read(|m, _| m.kv.range(prefix.as_ref(), limit))
+    }
+
+    /// Deletes a key; returns whether it existed (SPEC K3).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        self.write(|m, b, _| m.delete(key.as_ref(), b))
+    }
+
+    /// Deletes every key starting with `prefix`; returns how many (SPEC K3).
+    pub fn delete_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<u64> {
+        self.write(|m, b, _| Ok(m.delete_prefix(prefix.as_ref(), b)))
+    }
+
+    /// The current store revision (SPEC K4).
+    pub fn revision(&self) -> i64 {
+        let st = self.shared().state.lock();
+        st.m.kv.revision
+    }
+
+    /// Runs a compare-and-swap transaction (SPEC K5).
+    pub fn txn(&self, txn: Txn) -> Result<TxnResponse> {
+        self.write(|m, b, _| m.txn(&txn, b))
+    }
+
+    /// Watches a key or prefix (SPEC K6).
+    pub fn watch(&self, key: impl AsRef<[u8]>, opts: WatchOptions) -> Result<Watcher> {
+        let s = self.shared();
+        let st = s.state.lock();
+        if st.closed {
+            return Err(Error::Closed);
+        }
+        let mut hub = s.hub.lock();
+        let w = hub.register(key.as_ref(), &opts, st.m.kv.revision)?;
+        s.record_events.store(true, Ordering::Relaxed);
+        Ok(w)
+    }
+
+    // ---- engine -------------------------------------------------------------------------------
+
+    /// Counters and gauges (SPEC L15). Still readable after close.
+    pub fn stats(&self) -> Stats {
+        let s = self.shared();
+        let st = s.state.lock();
+        let c = st.m.counters;
+        let commits = s.commits.load(Ordering::Relaxed);
+        Stats {
+            granted: c.granted,
+            revoked: c.revoked,
+            renewed: c.renewed,
+            expired: c.expired,
+            leases: st.m.lessor.len() as u64,
+            keys: st.m.kv.live(),
+            revision: st.m.kv.revision,
+            commits,
+            fsyncs: commits,
+            expired_dropped: s.expired_dropped.load(Ordering::Relaxed),
+            watchers: s.hub.lock().watcher_count() as u64,
+        }
+    }
+
+    /// Whether [`close`](Tenure::close) has run.
+    pub fn is_closed(&self) -> bool {
+        self.shared().state.lock().closed
+    }
+
+    /// Checkpoints renewed leases, flushes everything pending, stops the threads and releases
+    /// the file. Idempotent; later calls on any handle fail with `Closed` (SPEC D7).
+    pub fn close(&self) -> Result<()> {
+        close_engine(&self.h.shared, &self.h.threads)
+    }
+
+    fn wake_expiry(&self) {
+        let s = self.shared();
+        let _g = s.state.lock();
+        s.expiry_cv.notify_all();
+    }
+}
+
+fn close_engine(s: &Arc<Shared>, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result<()> {
+    let seq = {
+        let mut st = s.state.lock();
+        if st.closed {
+            drop(st);
+            join(threads);
+            return Ok(());
+        }
+        // L8: checkpoint every changed lease on clean close.
+        if st.poisoned.is_none() && st.m.lessor.is_primary() {
+            let now = s.clock.now_ns();
+            let wall = s.clock.wall_ms();
+            let st_ref = &mut *st;
+            while st_ref.m.lessor.has_dirty() {
+                st_ref
+                    .m
+                    .checkpoint_dirty(now, wall, usize::MAX, &mut st_ref.pending);
+            }
+            if !st_ref.pending.is_empty() && s.cfg.persist {
+                st_ref.seq += 1;
+            }
+        }
+        st.closed = true;
+        s.commit_cv.notify_all();
+        s.expiry_cv.notify_all();
+        st.seq
+    };
+    join(threads);
+    let result = if s.cfg.persist {
+        wait_durable(s, seq)
+    } else {
+        Ok(())
+    };
+    s.hub.lock().close();
+    s.lease_waiters.lock().clear();
+    *s.expired.lock() = None;
+    *s.store.lock() = None; // releases the file lock
+    *s.waker.lock() = None;
+    result
+}
+
+fn join(threads: &Mutex<Vec<JoinHandle<()>>>) {
+    let current = std::thread::current().id();
+    let handles: Vec<_> = threads.lock().drain(..).collect();
+    for h in handles {
+        if h.thread().id() != current {
+            let _ = h.join();
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! Signals the recipes wait on besides watches: a lease being gone, a demotion, and the clock
+//! waking the expiry thread. Each is a channel whose senders are dropped to disconnect every
+//! receiver at once.
+
+use std::sync::Arc;
+
+use crossbeam_channel::{bounded, Receiver};
+
+use super::{Shared, Tenure};
+use crate::batch::Batch;
+use crate::clock::Waker;
+use crate::error::{Error, Result};
+use crate::types::LeaseId;
+
+impl Tenure {
+    /// A receiver that disconnects when lease `id` is gone: revoked, expired, or the engine
+    /// closed. `LeaseNotFound` if it is already gone.
+    pub(crate) fn lease_gone(&self, id: LeaseId) -> Result<Receiver<()>> {
+        let s = self.shared();
+        let mut st = s.state.lock();
+        if st.closed {
+            return Err(Error::Closed);
+        }
+        if !st.m.lessor.contains(id.get()) {
+            return Err(Error::LeaseNotFound(id));
+        }
+        let (tx, rx) = bounded(0);
+        s.lease_waiters.lock().entry(id.get()).or_default().push(tx);
+        // Under the state lock, like every write, so no removal can be missed.
+        st.pending.track_gone = true;
+        Ok(rx)
+    }
+
+    /// A receiver that disconnects at the next demote.
+    pub(crate) fn demotion(&self) -> Receiver<()> {
+        self.shared().demotion.lock().1.clone()
+    }
+}
+
+/// Wakes the waiters of leases that writes just removed (at apply time, so a waiter whose
+/// session died stops at once).
+pub(super) fn notify_gone(s: &Shared, b: &mut Batch) {
+    if b.gone.is_empty() {
+        return;
+    }
+    let mut waiters = s.lease_waiters.lock();
+    for id in b.gone.drain(..) {
+        waiters.remove(&id); // dropping the senders disconnects the receivers
+    }
+    b.track_gone = !waiters.is_empty();
+}
+
+/// Disconnects every receiver handed out by `demotion` (L9).
+pub(super) fn demoted(s: &Shared) {
+    drop(std::mem::replace(&mut *s.demotion.lock(), bounded(0)));
+}
+
+/// Subscribes the expiry thread to the clock (a `ManualClock` advance wakes it).
+pub(super) fn subscribe_clock(shared: &Arc<Shared>) {
+    let weak = Arc::downgrade(shared);
+    let waker: Arc<Waker> = Arc::new(move || {
+        if let Some(s) = weak.upgrade() {
+            let _guard = s.state.lock();
+            s.expiry_cv.notify_all();
+        }
+    });
+    shared.clock.subscribe(Arc::downgrade(&waker));
+    *shared.waker.lock() = Some(waker);
+}
