@@ -41,6 +41,11 @@ pub use crate::clock::{Clock, ManualClock, SystemClock, Waker};
 pub use crate::engine::{Builder, Tenure};
 pub use crate::error::{Error, ErrorCode, Result};
 pub use crate::keepalive::KeepAlive;
+pub use crate::kv::range::{RangeRequest, RangeResponse, SortOrder, SortTarget};
+pub use crate::kv::request::{
+    DeleteRangeRequest, Outcome, PutRequest, RangeCompare, Refusal, RequestOp, ResponseOp,
+    TxnRequest, WatchStart,
+};
 pub use crate::kv::txn::{Compare, CompareOp, CompareTarget, Op, OpResponse, Txn, TxnResponse};
 pub use crate::kv::watch::{WatchOptions, Watcher};
 pub use crate::store::StorageFaults;

@@ -268,7 +268,7 @@ impl Machine {
         b.expired.push(notices);
     }
 
-    fn check_lease(&self, lease: i64) -> Result<()> {
+    pub(crate) fn check_lease(&self, lease: i64) -> Result<()> {
         if lease != 0 && !self.lessor.contains(lease) {
             return Err(Error::LeaseNotFound(LeaseId::new(lease)));
         }
@@ -289,12 +289,12 @@ impl Machine {
         }
     }
 
-    fn put_at(&mut self, key: &[u8], value: &[u8], lease: i64, rev: i64, b: &mut Batch) {
+    pub(crate) fn put_at(&mut self, key: &[u8], value: &[u8], lease: i64, rev: i64, b: &mut Batch) {
         let old = self.kv.put(key, value, lease, rev, b);
         self.rebind(key, old, lease);
     }
 
-    fn delete_at(&mut self, key: &[u8], rev: i64, b: &mut Batch) -> bool {
+    pub(crate) fn delete_at(&mut self, key: &[u8], rev: i64, b: &mut Batch) -> bool {
         let (existed, old) = self.kv.delete(key, rev, b);
         self.rebind(key, old, 0);
         existed

@@ -214,7 +214,10 @@ impl Tenure {
             expiry_cv: Condvar::new(),
             commit_cv: Condvar::new(),
             hub: Mutex::new(hub),
-            done: Mutex::new(Done::default()),
+            done: Mutex::new(Done {
+                revision,
+                ..Done::default()
+            }),
             done_cv: Condvar::new(),
             store: Mutex::new(store),
             clock: clock.clone(),

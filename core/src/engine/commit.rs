@@ -176,6 +176,7 @@ pub(super) fn run(s: &Shared) {
                 deliver(s, batch);
                 let mut done = s.done.lock();
                 done.committed = seq;
+                done.revision = revision;
                 s.done_cv.notify_all();
             }
             Err(e) => {

@@ -31,6 +31,7 @@ use self::signals::notify_gone;
 use crate::batch::Batch;
 use crate::clock::{Clock, Waker};
 use crate::error::{Error, Result};
+use crate::kv::range::KeyRange;
 use crate::kv::txn::{Txn, TxnResponse};
 use crate::kv::watch::{WatchHub, WatchOptions, Watcher};
 use crate::lease::lessor::ns;
@@ -72,6 +73,8 @@ struct State {
 #[derive(Default)]
 struct Done {
     committed: u64,
+    /// The store revision of the last successful commit (SPEC E8).
+    revision: i64,
     failed: Option<Error>,
 }
 
@@ -229,6 +232,54 @@ impl Tenure {
             return Err(Error::Closed);
         }
         Ok(f(&st.m, s.clock.now_ns()))
+    }
+
+    /// Like `read`, but returns only once every write the result could reflect is durable
+    /// (SPEC E8; Immediate mode: a reader never sees what a crash could still lose).
+    pub(crate) fn read_durable<T>(&self, f: impl FnOnce(&Machine) -> T) -> Result<T> {
+        let s = self.shared();
+        let (out, seq) = {
+            let st = s.state.lock();
+            if st.closed {
+                return Err(Error::Closed);
+            }
+            (f(&st.m), st.seq)
+        };
+        if s.cfg.persist && s.cfg.durability == Durability::Immediate {
+            wait_durable(s, seq)?;
+        }
+        Ok(out)
+    }
+
+    /// Runs `f` on a write's machine and batch (see `write`), for requests defined elsewhere.
+    pub(crate) fn write_with<T>(
+        &self,
+        f: impl FnOnce(&mut Machine, &mut Batch) -> Result<T>,
+    ) -> Result<T> {
+        self.write(|m, b, _| f(m, b))
+    }
+
+    /// Runs `f` on the watch hub with the current (applied) revision, under the state lock.
+    pub(crate) fn with_hub<T>(&self, f: impl FnOnce(&mut WatchHub, i64) -> Result<T>) -> Result<T> {
+        let s = self.shared();
+        let st = s.state.lock();
+        if st.closed {
+            return Err(Error::Closed);
+        }
+        let mut hub = s.hub.lock();
+        let out = f(&mut hub, st.m.kv.revision)?;
+        s.record_events.store(hub.wants_events(), Ordering::Relaxed);
+        Ok(out)
+    }
+
+    /// The revision up to which every event has been handed to the watchers: everything up to
+    /// it is committed (SPEC E4 progress notifications).
+    pub fn durable_revision(&self) -> i64 {
+        let s = self.shared();
+        if !s.cfg.persist {
+            return s.state.lock().m.kv.revision;
+        }
+        s.done.lock().revision
     }
 
     // ---- leases -------------------------------------------------------------------------------
@@ -396,8 +447,13 @@ impl Tenure {
         if st.closed {
             return Err(Error::Closed);
         }
+        let range = if opts.prefix {
+            KeyRange::prefix(key.as_ref())
+        } else {
+            KeyRange::new(key.as_ref(), b"")
+        };
         let mut hub = s.hub.lock();
-        let w = hub.register(key.as_ref(), &opts, st.m.kv.revision)?;
+        let w = hub.register(range, &opts, st.m.kv.revision)?;
         s.record_events.store(true, Ordering::Relaxed);
         Ok(w)
     }

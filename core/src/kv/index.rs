@@ -76,6 +76,28 @@ impl KvIndex {
             .collect()
     }
 
+    /// Key-values with a value in `range`, in key order, for which `keep` holds (`keep` sees
+    /// every one, so it can count).
+    pub(crate) fn visit(
+        &self,
+        range: &crate::kv::range::KeyRange,
+        mut keep: impl FnMut(&KeyValue) -> bool,
+    ) -> Vec<KeyValue> {
+        let Some(bounds) = range.bounds() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (k, e) in self.map.range::<Vec<u8>, _>(bounds) {
+            if let Some(d) = &e.data {
+                let kv = kv_of(k, d, e.lease);
+                if keep(&kv) {
+                    out.push(kv);
+                }
+            }
+        }
+        out
+    }
+
     /// Keys with a value under `prefix`, in key order.
     pub(crate) fn keys_with_prefix(&self, prefix: &[u8]) -> Vec<Vec<u8>> {
         self.prefix_iter(prefix)

@@ -1,5 +1,7 @@
 //! TTL keys: the pure key index, transactions and watches.
 
 pub(crate) mod index;
+pub(crate) mod range;
+pub(crate) mod request;
 pub(crate) mod txn;
 pub(crate) mod watch;

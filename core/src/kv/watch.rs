@@ -13,6 +13,7 @@ use crate::locks::Mutex;
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TryRecvError};
 
 use crate::error::{Error, Result};
+use crate::kv::range::KeyRange;
 use crate::types::Event;
 
 /// How to watch (see [`Tenure::watch`](crate::Tenure::watch)).
@@ -33,8 +34,7 @@ struct WatchShared {
 }
 
 struct Registered {
-    key: Vec<u8>,
-    prefix: bool,
+    range: KeyRange,
     prev_kv: bool,
     start: i64,
     tx: Sender<Event>,
@@ -43,12 +43,7 @@ struct Registered {
 
 impl Registered {
     fn matches(&self, ev: &Event) -> bool {
-        ev.revision() >= self.start
-            && if self.prefix {
-                ev.kv.key.starts_with(&self.key)
-            } else {
-                ev.kv.key == self.key
-            }
+        ev.revision() >= self.start && self.range.contains(&ev.kv.key)
     }
 
     fn prepare(&self, ev: &Event) -> Event {
@@ -98,7 +93,7 @@ impl WatchHub {
     /// means every event after it.
     pub(crate) fn register(
         &mut self,
-        key: &[u8],
+        range: KeyRange,
         opts: &WatchOptions,
         revision: i64,
     ) -> Result<Watcher> {
@@ -111,13 +106,7 @@ impl WatchHub {
             }
             Some(r) => r,
         };
-        // Without a history nothing is recorded while no one watches, so no past revision can
-        // be replayed: only revisions after the current one are watchable.
-        let compacted = if self.history_cap == 0 {
-            self.compacted.max(revision)
-        } else {
-            self.compacted
-        };
+        let compacted = self.floor(revision) - 1;
         if start <= compacted {
             return Err(Error::Compacted {
                 revision: start,
@@ -125,8 +114,7 @@ impl WatchHub {
             });
         }
         let mut reg = Registered {
-            key: key.to_vec(),
-            prefix: opts.prefix,
+            range,
             prev_kv: opts.prev_kv,
             start,
             tx: bounded(0).0, // replaced below once the replay size is known
@@ -205,6 +193,35 @@ impl WatchHub {
         }
     }
 
+    /// The oldest revision a watch can start from, given the current one.
+    pub(crate) fn floor(&self, revision: i64) -> i64 {
+        // Without a history nothing is recorded while no one watches, so no past revision can
+        // be replayed: only revisions after the current one are watchable.
+        let compacted = if self.history_cap == 0 {
+            self.compacted.max(revision)
+        } else {
+            self.compacted
+        };
+        compacted + 1
+    }
+
+    /// The highest revision no longer in the history (a watch must start after it).
+    pub(crate) fn compacted(&self) -> i64 {
+        self.compacted
+    }
+
+    /// Drops the history up to and including `revision` (etcd's Compact, SPEC E2).
+    pub(crate) fn compact(&mut self, revision: i64) {
+        while self
+            .history
+            .front()
+            .is_some_and(|e| e.revision() <= revision)
+        {
+            self.history.pop_front();
+        }
+        self.compacted = self.compacted.max(revision);
+    }
+
     /// Ends every watcher (engine closed).
     pub(crate) fn close(&mut self) {
         self.watchers.clear();
@@ -225,8 +242,9 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// The raw event channel, for `select!` in the coordination recipes.
-    pub(crate) fn channel(&self) -> &Receiver<Event> {
+    /// The raw event channel, to wait on many watchers at once (`crossbeam_channel::Select`);
+    /// read events with [`try_recv`](Self::try_recv), which also reports why a watch ended.
+    pub fn channel(&self) -> &Receiver<Event> {
         &self.rx
     }
 
