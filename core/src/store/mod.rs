@@ -11,13 +11,13 @@ use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use redb::backends::FileBackend;
 use redb::{
-    BackendError, DatabaseError, Durability, ReadableDatabase, ReadableTable,
-    ReadableTableMetadata, StorageBackend, TableDefinition, TableError,
+    BackendError, DatabaseError, Durability, ReadableDatabase, ReadableTable, StorageBackend,
+    TableDefinition, TableError,
 };
 
 use crate::error::{Error, Result};
@@ -160,129 +160,314 @@ fn storage(e: impl fmt::Display) -> Error {
     Error::Storage(e.to_string())
 }
 
-impl Store {
-    /// Opens or creates the database at `path` and reads it whole (SPEC L13, D5).
-    pub(crate) fn open(path: &Path, faults: Option<StorageFaults>) -> Result<(Store, Loaded)> {
-        let corrupt = |detail: String| Error::Corrupt {
+/// Runs `f`, turning a panic into `Corrupt` for `path`. redb trusts the file's structure and can
+/// reach `unreachable!()` on a damaged one; nothing it built inside `f` is used after a panic.
+fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let why = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(Error::Corrupt {
             path: path.to_path_buf(),
-            detail,
+            detail: format!("damaged file (the storage layer failed on it: {why})"),
+        })
+    })
+}
+
+fn open_error(path: &Path, e: DatabaseError) -> Error {
+    let corrupt = |detail: String| Error::Corrupt {
+        path: path.to_path_buf(),
+        detail,
+    };
+    match e {
+        DatabaseError::DatabaseAlreadyOpen => Error::AlreadyOpen(path.to_path_buf()),
+        DatabaseError::UpgradeRequired(v) => {
+            corrupt(format!("redb file format {v} needs an upgrade"))
+        }
+        DatabaseError::Storage(redb::StorageError::Io(e)) => {
+            Error::Storage(format!("cannot open {}: {e}", path.display()))
+        }
+        DatabaseError::Storage(e) => corrupt(e.to_string()),
+        other => corrupt(other.to_string()),
+    }
+}
+
+/// What is at the path before anything is opened for writing.
+enum Found {
+    /// Nothing, or an empty file: a new database is created (atomically).
+    New,
+    /// A non-empty regular file with redb's magic.
+    Redb,
+}
+
+/// Refuses, without opening it for writing, anything that is not a regular file (a FIFO would
+/// block the open forever) and a non-empty file without redb's magic.
+fn inspect(path: &Path) -> Result<Found> {
+    let corrupt = |detail: &str| Error::Corrupt {
+        path: path.to_path_buf(),
+        detail: detail.into(),
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::New),
+        Err(e) => {
+            return Err(Error::Storage(format!(
+                "cannot open {}: {e}",
+                path.display()
+            )))
+        }
+    };
+    if !meta.is_file() {
+        return Err(corrupt("not a regular file"));
+    }
+    if meta.len() == 0 {
+        return Ok(Found::New);
+    }
+    let mut f = File::open(path)
+        .map_err(|e| Error::Storage(format!("cannot open {}: {e}", path.display())))?;
+    if !f.metadata().map_err(storage)?.is_file() {
+        return Err(corrupt("not a regular file"));
+    }
+    let mut head = [0u8; REDB_MAGIC.len()];
+    if f.read_exact(&mut head).is_err() || head != REDB_MAGIC {
+        return Err(corrupt(if head.iter().all(|&b| b == 0) {
+            "not a redb/tenure file (it starts with zeros: an interrupted creation? remove it)"
+        } else {
+            "not a redb/tenure file (bad magic)"
+        }));
+    }
+    Ok(Found::Redb)
+}
+
+/// Builds an empty tenure database under a temporary name in the same directory, makes it
+/// durable, and only then gives it its name (and makes the name durable): an interrupted first
+/// open leaves no half-made file where the database belongs.
+fn create(path: &Path, faults: &StorageFaults) -> Result<()> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let cannot = |what: &str, e: &dyn fmt::Display| {
+        Error::Storage(format!("cannot create {}: {what}: {e}", path.display()))
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::invalid(format!("{} names no file", path.display())))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = dir.join(format!(
+        ".{}.creating-{}-{}",
+        name.to_string_lossy(),
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|e| cannot("temporary file", &e))?;
+    let built = guarded(path, || {
+        let backend = FaultyBackend {
+            file: FileBackend::new(file).map_err(storage)?,
+            faults: faults.clone(),
         };
-        // Refuse a non-redb file before redb could touch it.
-        if let Ok(mut f) = File::open(path) {
-            let len = f.metadata().map_err(storage)?.len();
-            if len > 0 {
-                let mut head = [0u8; REDB_MAGIC.len()];
-                if len < head.len() as u64 || f.read_exact(&mut head).is_err() || head != REDB_MAGIC
-                {
-                    return Err(corrupt("not a redb/tenure file (bad magic)".into()));
-                }
+        let db = redb::Builder::new()
+            .create_with_backend(backend)
+            .map_err(|e| cannot("initialising", &e))?;
+        init(&db).map_err(|e| cannot("initialising", &e))?;
+        drop(db);
+        File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| cannot("fsync", &e))
+    })
+    .and_then(|()| {
+        // Never replace a database another process has just created; an empty file is ours
+        // to replace.
+        let existing_empty = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0);
+        let linked = if existing_empty {
+            std::fs::rename(&tmp, path)
+        } else {
+            match std::fs::hard_link(&tmp, path) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                Err(_) => std::fs::rename(&tmp, path), // no hard links on this filesystem
+                ok => ok,
+            }
+        };
+        linked.map_err(|e| cannot("rename", &e))?;
+        File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| cannot("fsync of the directory", &e))
+    });
+    let _ = std::fs::remove_file(&tmp);
+    built
+}
+
+fn init(db: &redb::Database) -> Result<()> {
+    let mut tx = db.begin_write().map_err(storage)?;
+    tx.set_durability(Durability::Immediate).map_err(storage)?;
+    {
+        let mut meta = tx.open_table(META).map_err(storage)?;
+        meta.insert("format", FORMAT_VERSION).map_err(storage)?;
+        meta.insert("revision", 0).map_err(storage)?;
+        meta.insert("next_lease_id", 1).map_err(storage)?;
+        tx.open_table(LEASES).map_err(storage)?;
+        tx.open_table(KV).map_err(storage)?;
+    }
+    tx.commit().map_err(storage)
+}
+
+/// Reads and validates the whole database (SPEC L13, D5; DESIGN "Persistence and recovery").
+/// Only reads, so a refused file is never written.
+fn load(db: &impl ReadableDatabase, path: &Path) -> Result<Loaded> {
+    let corrupt = |detail: String| Error::Corrupt {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let read = |e: redb::StorageError| corrupt(e.to_string());
+    let tx = db.begin_read().map_err(|e| corrupt(e.to_string()))?;
+    let meta = match tx.open_table(META) {
+        Ok(t) => t,
+        Err(TableError::TableDoesNotExist(_)) => {
+            return Err(corrupt(
+                if tx.list_tables().map_err(read)?.next().is_some() {
+                    "a redb database, but not a tenure one".into()
+                } else {
+                    "a redb database without tenure's tables".into()
+                },
+            ))
+        }
+        Err(e) => return Err(corrupt(e.to_string())),
+    };
+    let get = |k: &str| -> Result<i64> {
+        meta.get(k)
+            .map_err(read)?
+            .map(|v| v.value())
+            .ok_or_else(|| corrupt(format!("missing {k}")))
+    };
+    match get("format")? {
+        FORMAT_VERSION => {}
+        v => return Err(corrupt(format!("unsupported format version {v}"))),
+    }
+    let mut loaded = Loaded {
+        revision: get("revision")?,
+        next_id: get("next_lease_id")?,
+        ..Loaded::default()
+    };
+    if loaded.revision < 0 || loaded.next_id < 1 {
+        return Err(corrupt(format!(
+            "impossible revision {} or next lease ID {}",
+            loaded.revision, loaded.next_id
+        )));
+    }
+    let leases = tx.open_table(LEASES).map_err(|e| corrupt(e.to_string()))?;
+    // The cheap invariants a damaged file breaks: I-L2, I-K1, I-K3 (DESIGN).
+    let mut ids = rustc_hash::FxHashSet::default();
+    for row in leases.iter().map_err(read)? {
+        let (k, v) = row.map_err(read)?;
+        let (ttl, remaining, wall_ms) = v.value();
+        let id = k.value();
+        if id <= 0 || id >= loaded.next_id {
+            return Err(corrupt(format!(
+                "lease {id} is not below the next lease ID {} (I-L2)",
+                loaded.next_id
+            )));
+        }
+        ids.insert(id);
+        loaded.leases.push(LeaseRow {
+            id,
+            ttl,
+            remaining,
+            wall_ms,
+        });
+    }
+    let kv = tx.open_table(KV).map_err(|e| corrupt(e.to_string()))?;
+    for row in kv.iter().map_err(read)? {
+        let (k, v) = row.map_err(read)?;
+        let key = k.value();
+        let shown = || String::from_utf8_lossy(key).into_owned();
+        let entry = decode(v.value())
+            .ok_or_else(|| corrupt(format!("undecodable record for key {:?}", shown())))?;
+        if let Some(d) = &entry.data {
+            if d.create <= 0 || d.modr < d.create || d.modr > loaded.revision || d.version <= 0 {
+                return Err(corrupt(format!(
+                    "key {:?} has revisions create {} mod {} (store revision {}, I-K1)",
+                    shown(),
+                    d.create,
+                    d.modr,
+                    loaded.revision
+                )));
             }
         }
+        if entry.lease != 0 && !ids.contains(&entry.lease) {
+            return Err(corrupt(format!(
+                "key {:?} is attached to missing lease {} (I-K3)",
+                shown(),
+                entry.lease
+            )));
+        }
+        loaded.keys.push((key.to_vec(), entry));
+    }
+    Ok(loaded)
+}
+
+impl Store {
+    /// Opens or creates the database at `path` and reads it whole (SPEC L13, D5).
+    ///
+    /// An existing file is validated read-only first, so a refused one is never written; only
+    /// then is it opened for writing and read again (under the write lock). A file redb must
+    /// repair (a writer was killed) cannot be opened read-only: redb repairs it to its last
+    /// commit, then it is validated.
+    pub(crate) fn open(path: &Path, faults: Option<StorageFaults>) -> Result<(Store, Loaded)> {
+        let faults = faults.unwrap_or_default();
+        if let Found::New = inspect(path)? {
+            create(path, &faults)?;
+        }
+        guarded(path, || {
+            let file = File::open(path).map_err(|e| open_error(path, e.into()))?;
+            let ro = redb::Builder::new()
+                .set_cache_size(64 << 20)
+                .open_read_only_with_backend(FileBackend::new(file).map_err(storage)?);
+            match ro {
+                Ok(db) => load(&db, path).map(drop),
+                Err(DatabaseError::RepairAborted) => Ok(()),
+                Err(e) => Err(open_error(path, e)),
+            }
+        })?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(false)
             .open(path)
             .map_err(|e| Error::Storage(format!("cannot open {}: {e}", path.display())))?;
-        let backend = FaultyBackend {
-            file: FileBackend::new(file).map_err(storage)?,
-            faults: faults.unwrap_or_default(),
-        };
-        let db = redb::Builder::new()
-            .set_cache_size(64 << 20)
-            .create_with_backend(backend)
-            .map_err(|e| match e {
-                DatabaseError::DatabaseAlreadyOpen => Error::AlreadyOpen(path.to_path_buf()),
-                DatabaseError::UpgradeRequired(v) => {
-                    corrupt(format!("redb file format {v} needs an upgrade"))
-                }
-                DatabaseError::Storage(redb::StorageError::Corrupted(m)) => corrupt(m),
-                other => storage(other),
-            })?;
-        let store = Store {
-            db,
-            path: path.to_path_buf(),
-        };
-        let loaded = store.load()?;
-        Ok((store, loaded))
-    }
-
-    fn corrupt(&self, detail: impl Into<String>) -> Error {
-        Error::Corrupt {
-            path: self.path.clone(),
-            detail: detail.into(),
-        }
-    }
-
-    fn load(&self) -> Result<Loaded> {
-        let tx = self.db.begin_read().map_err(storage)?;
-        let meta = match tx.open_table(META) {
-            Ok(t) => t,
-            Err(TableError::TableDoesNotExist(_)) => {
-                if tx.list_tables().map_err(storage)?.next().is_some() {
-                    return Err(self.corrupt("a redb database, but not a tenure one"));
-                }
-                drop(tx);
-                self.init()?;
-                return Ok(Loaded::default());
-            }
-            Err(e) => return Err(self.corrupt(e.to_string())),
-        };
-        let get = |k: &str| -> Result<Option<i64>> {
-            Ok(meta.get(k).map_err(storage)?.map(|v| v.value()))
-        };
-        match get("format")? {
-            Some(FORMAT_VERSION) => {}
-            Some(v) => return Err(self.corrupt(format!("unsupported format version {v}"))),
-            None => return Err(self.corrupt("missing format version")),
-        }
-        let mut loaded = Loaded {
-            revision: get("revision")?.unwrap_or(0),
-            next_id: get("next_lease_id")?.unwrap_or(1),
-            ..Loaded::default()
-        };
-        let leases = tx
-            .open_table(LEASES)
-            .map_err(|e| self.corrupt(e.to_string()))?;
-        loaded
-            .leases
-            .reserve(leases.len().map_err(storage)? as usize);
-        for row in leases.iter().map_err(storage)? {
-            let (k, v) = row.map_err(storage)?;
-            let (ttl, remaining, wall_ms) = v.value();
-            loaded.leases.push(LeaseRow {
-                id: k.value(),
-                ttl,
-                remaining,
-                wall_ms,
-            });
-        }
-        let kv = tx.open_table(KV).map_err(|e| self.corrupt(e.to_string()))?;
-        loaded.keys.reserve(kv.len().map_err(storage)? as usize);
-        for row in kv.iter().map_err(storage)? {
-            let (k, v) = row.map_err(storage)?;
-            let entry = decode(v.value()).ok_or_else(|| self.corrupt("undecodable key record"))?;
-            loaded.keys.push((k.value().to_vec(), entry));
-        }
-        Ok(loaded)
-    }
-
-    fn init(&self) -> Result<()> {
-        let tx = self.db.begin_write().map_err(storage)?;
-        {
-            let mut meta = tx.open_table(META).map_err(storage)?;
-            meta.insert("format", FORMAT_VERSION).map_err(storage)?;
-            meta.insert("revision", 0).map_err(storage)?;
-            meta.insert("next_lease_id", 1).map_err(storage)?;
-            tx.open_table(LEASES).map_err(storage)?;
-            tx.open_table(KV).map_err(storage)?;
-        }
-        tx.commit().map_err(storage)
+        guarded(path, || {
+            let backend = FaultyBackend {
+                file: FileBackend::new(file).map_err(storage)?,
+                faults,
+            };
+            let db = redb::Builder::new()
+                .set_cache_size(64 << 20)
+                .create_with_backend(backend)
+                .map_err(|e| open_error(path, e))?;
+            let loaded = load(&db, path)?;
+            Ok((
+                Store {
+                    db,
+                    path: path.to_path_buf(),
+                },
+                loaded,
+            ))
+        })
     }
 
     /// Writes `ops` and the meta row in one durable (fsynced) transaction.
+    /// A panic in the storage layer (a damaged file redb trusted) is `Corrupt`, not a dead
+    /// committer.
     pub(crate) fn commit(&self, ops: &[StoreOp], revision: i64, next_id: i64) -> Result<()> {
+        guarded(&self.path, || self.commit_inner(ops, revision, next_id))
+    }
+
+    fn commit_inner(&self, ops: &[StoreOp], revision: i64, next_id: i64) -> Result<()> {
         let mut tx = self.db.begin_write().map_err(storage)?;
         tx.set_durability(Durability::Immediate).map_err(storage)?;
         {
