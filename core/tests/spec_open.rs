@@ -201,6 +201,17 @@ fn d5_an_interrupted_first_open_leaves_the_path_usable() {
 }
 
 #[test]
+fn d5_a_redb_file_an_older_version_left_without_tables_is_initialised() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("half.tenure");
+    drop(redb::Database::create(&path).unwrap());
+    let db = Tenure::open(&path).unwrap();
+    db.put("k", "v", None).unwrap();
+    db.close().unwrap();
+    assert!(Tenure::open(&path).unwrap().get("k").unwrap().is_some());
+}
+
+#[test]
 fn d5_a_fifo_or_directory_path_is_refused_without_hanging() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fifo");

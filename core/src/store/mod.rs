@@ -320,7 +320,7 @@ fn init(db: &redb::Database) -> Result<()> {
 
 /// Reads and validates the whole database (SPEC L13, D5; DESIGN "Persistence and recovery").
 /// Only reads, so a refused file is never written.
-fn load(db: &impl ReadableDatabase, path: &Path) -> Result<Loaded> {
+fn load(db: &impl ReadableDatabase, path: &Path) -> Result<Option<Loaded>> {
     let corrupt = |detail: String| Error::Corrupt {
         path: path.to_path_buf(),
         detail,
@@ -330,13 +330,12 @@ fn load(db: &impl ReadableDatabase, path: &Path) -> Result<Loaded> {
     let meta = match tx.open_table(META) {
         Ok(t) => t,
         Err(TableError::TableDoesNotExist(_)) => {
-            return Err(corrupt(
-                if tx.list_tables().map_err(read)?.next().is_some() {
-                    "a redb database, but not a tenure one".into()
-                } else {
-                    "a redb database without tenure's tables".into()
-                },
-            ))
+            if tx.list_tables().map_err(read)?.next().is_some() {
+                return Err(corrupt("a redb database, but not a tenure one".into()));
+            }
+            // No table at all: a creation interrupted before its first commit (by a version
+            // that did not create atomically). Nothing to lose: it is initialised.
+            return Ok(None);
         }
         Err(e) => return Err(corrupt(e.to_string())),
     };
@@ -409,7 +408,7 @@ fn load(db: &impl ReadableDatabase, path: &Path) -> Result<Loaded> {
         }
         loaded.keys.push((key.to_vec(), entry));
     }
-    Ok(loaded)
+    Ok(Some(loaded))
 }
 
 impl Store {
@@ -449,7 +448,13 @@ impl Store {
                 .set_cache_size(64 << 20)
                 .create_with_backend(backend)
                 .map_err(|e| open_error(path, e))?;
-            let loaded = load(&db, path)?;
+            let loaded = match load(&db, path)? {
+                Some(l) => l,
+                None => {
+                    init(&db)?;
+                    Loaded::default()
+                }
+            };
             Ok((
                 Store {
                     db,
