@@ -51,6 +51,9 @@ struct Config {
     checkpoint_interval: u64,
 }
 
+/// A channel whose sender is dropped to disconnect every receiver at once.
+type Signal = (Sender<()>, Receiver<()>);
+
 type ExpiredChannel = (Sender<Vec<ExpiredLease>>, Receiver<Vec<ExpiredLease>>);
 
 /// Engine state guarded by `Shared::state`.
@@ -99,10 +102,10 @@ struct Shared {
     expired_dropped: AtomicU64,
     /// Keeps the clock subscription alive.
     waker: Mutex<Option<Arc<Waker>>>,
-    /// Lease ID → senders dropped when the lease is gone (see `Tenure::lease_gone`).
-    lease_waiters: Mutex<HashMap<i64, Vec<Sender<()>>>>,
+    /// Lease ID → a channel whose sender is dropped when the lease is gone (`lease_gone`).
+    lease_waiters: Mutex<HashMap<i64, Signal>>,
     /// Replaced (disconnecting every clone of the old receiver) on each demote (L9).
-    demotion: Mutex<(Sender<()>, Receiver<()>)>,
+    demotion: Mutex<Signal>,
 }
 
 /// An embedded lease engine: leases, TTL keys and watches over one redb file.

@@ -24,8 +24,14 @@ impl Tenure {
         if !st.m.lessor.contains(id.get()) {
             return Err(Error::LeaseNotFound(id));
         }
-        let (tx, rx) = bounded(0);
-        s.lease_waiters.lock().entry(id.get()).or_default().push(tx);
+        // One channel per lease, however often it is asked for: a timed-out wait leaves nothing.
+        let rx = s
+            .lease_waiters
+            .lock()
+            .entry(id.get())
+            .or_insert_with(|| bounded(0))
+            .1
+            .clone();
         // Under the state lock, like every write, so no removal can be missed.
         st.pending.track_gone = true;
         Ok(rx)
@@ -45,7 +51,7 @@ pub(super) fn notify_gone(s: &Shared, b: &mut Batch) {
     }
     let mut waiters = s.lease_waiters.lock();
     for id in b.gone.drain(..) {
-        waiters.remove(&id); // dropping the senders disconnects the receivers
+        waiters.remove(&id); // dropping the sender disconnects the receivers
     }
     b.track_gone = !waiters.is_empty();
 }

@@ -6,11 +6,12 @@
 //! cancelled with [`Error::Compacted`] naming the revision it can resume from.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::locks::Mutex;
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender, TryRecvError};
 
 use crate::error::{Error, Result};
 use crate::kv::range::KeyRange;
@@ -31,17 +32,27 @@ pub struct WatchOptions {
 struct WatchShared {
     /// Why the hub cancelled this watcher, read after the channel disconnects.
     error: Mutex<Option<Error>>,
+    /// Set when the `Watcher` is dropped; the hub forgets it at its next access (no lock is
+    /// taken in `Drop`, which may run anywhere). Its queued events were freed with it.
+    dropped: AtomicBool,
 }
 
 struct Registered {
     range: KeyRange,
     prev_kv: bool,
     start: i64,
+    /// Unbounded channel: it grows with the events actually queued, never reserved up front;
+    /// `cap` bounds it (the queue limit plus the replay it started with).
     tx: Sender<Event>,
+    cap: usize,
     shared: Arc<WatchShared>,
 }
 
 impl Registered {
+    fn dropped(&self) -> bool {
+        self.shared.dropped.load(Ordering::Relaxed)
+    }
+
     fn matches(&self, ev: &Event) -> bool {
         ev.revision() >= self.start && self.range.contains(&ev.kv.key)
     }
@@ -85,8 +96,14 @@ impl WatchHub {
         self.history_cap > 0 || !self.watchers.is_empty()
     }
 
-    pub(crate) fn watcher_count(&self) -> usize {
+    pub(crate) fn watcher_count(&mut self) -> usize {
+        self.prune();
         self.watchers.len()
+    }
+
+    /// Forgets dropped watchers.
+    fn prune(&mut self) {
+        self.watchers.retain(|w| !w.dropped());
     }
 
     /// Registers a watcher. `revision` is the engine's current (applied) revision: "from now"
@@ -117,7 +134,8 @@ impl WatchHub {
             range,
             prev_kv: opts.prev_kv,
             start,
-            tx: bounded(0).0, // replaced below once the replay size is known
+            tx: unbounded().0, // replaced below
+            cap: 0,
             shared: Arc::default(),
         };
         let replay: Vec<Event> = self
@@ -126,12 +144,14 @@ impl WatchHub {
             .filter(|e| reg.matches(e))
             .map(|e| reg.prepare(e))
             .collect();
-        let (tx, rx) = bounded(self.queue_cap + replay.len());
+        let (tx, rx) = unbounded();
+        reg.cap = self.queue_cap.saturating_add(replay.len());
         for ev in replay {
-            tx.try_send(ev).expect("sized for the replay");
+            let _ = tx.send(ev);
         }
         reg.tx = tx;
         let shared = reg.shared.clone();
+        self.prune();
         self.watchers.push(reg);
         Ok(Watcher {
             rx,
@@ -146,6 +166,7 @@ impl WatchHub {
             return;
         }
         let queue_cap = self.queue_cap;
+        self.prune();
         // One revision at a time, and a revision enters a watcher's queue whole or not at all,
         // so a cancelled watcher resumes exactly at the revision it did not get.
         for group in events.chunk_by(|a, b| a.revision() == b.revision()) {
@@ -154,7 +175,7 @@ impl WatchHub {
                 if matching == 0 {
                     return true;
                 }
-                let room = w.tx.capacity().unwrap_or(usize::MAX) - w.tx.len();
+                let room = w.cap.saturating_sub(w.tx.len());
                 if room < matching {
                     *w.shared.error.lock() = Some(Error::Compacted {
                         revision: group[0].revision(),
@@ -287,6 +308,12 @@ impl Watcher {
             Err(TryRecvError::Empty) => Ok(None),
             Err(TryRecvError::Disconnected) => Err(self.ended()),
         }
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.shared.dropped.store(true, Ordering::Relaxed);
     }
 }
 
