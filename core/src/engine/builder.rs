@@ -35,6 +35,7 @@ pub struct Builder {
     watch_history: usize,
     watch_queue: usize,
     faults: Option<StorageFaults>,
+    base_revision: i64,
 }
 
 impl std::fmt::Debug for Builder {
@@ -64,6 +65,7 @@ impl Default for Builder {
             watch_history: 10_000,
             watch_queue: 10_000,
             faults: None,
+            base_revision: 0,
         }
     }
 }
@@ -149,6 +151,14 @@ impl Builder {
         self
     }
 
+    /// The revision of an empty database: its first write is this + 1. Default 0. etcd starts
+    /// at 1, and etcd's clients rely on it (`tenure serve` sets 1); an existing database at a
+    /// lower revision is raised to it.
+    pub fn base_revision(mut self, revision: i64) -> Builder {
+        self.base_revision = revision.max(0);
+        self
+    }
+
     /// Opens the engine: recovers the file if there is one and starts its threads.
     pub fn open(self) -> Result<Tenure> {
         Tenure::open_with(self)
@@ -193,6 +203,7 @@ impl Tenure {
                 path: b.path.clone().unwrap_or_default(),
                 detail,
             })?;
+        m.kv.revision = m.kv.revision.max(b.base_revision);
         let revision = m.kv.revision;
         let cfg = Config {
             durability: b.durability,

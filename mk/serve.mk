@@ -1,0 +1,37 @@
+# `tenure serve` and the offline `tenure` subcommands (server/, binary `tenure`).
+#
+#   make test-serve    the server's tests only (etcdctl and the Rust etcd-client against it)
+#   make install       also installs the `tenure` binary under $(BINDIR)
+#   make bench-serve   the same client workload against `tenure serve` and a real etcd
+#
+# Building the server needs protoc (etcd's .proto files are compiled by the etcd-client crate);
+# its tests need etcdctl, the benchmark etcd itself: all three Debian packages are installed
+# here when missing, before anything builds.
+
+BINDIR ?= $(PREFIX)/bin
+
+.PHONY: serve-tools test-serve install-serve bench-serve
+
+serve-tools:
+	@missing=""; \
+	command -v protoc >/dev/null 2>&1 || missing="$$missing protobuf-compiler"; \
+	command -v etcdctl >/dev/null 2>&1 || missing="$$missing etcd-client"; \
+	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+# Every target that compiles the workspace compiles the server.
+all lint test-rust: serve-tools
+
+test-serve: serve-tools
+	$(CARGO) test -p tenure-server --all-targets
+
+install: install-serve
+
+install-serve: serve-tools
+	$(CARGO) build -q -p tenure-server $(if $(filter release,$(INSTALL_PROFILE)),--release)
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 755 $(C_TARGET_DIR)/$(INSTALL_PROFILE)/tenure $(DESTDIR)$(BINDIR)/tenure

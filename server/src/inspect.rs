@@ -1,0 +1,201 @@
+//! Offline inspection of a database no process has open. The file is opened as a standby, so
+//! nothing expires and nothing is written; a file that does not exist is never created.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use serde_json::json;
+use tenure::{KeyValue, RangeRequest, RequestOp, ResponseOp, Tenure};
+
+fn open(file: &Path) -> Result<Tenure, ExitCode> {
+    if !file.exists() {
+        eprintln!("tenure: {}: no such file", file.display());
+        return Err(ExitCode::from(1));
+    }
+    Tenure::builder()
+        .path(file)
+        .primary(false)
+        .open()
+        .map_err(|e| {
+            eprintln!("tenure: {}: {e}", file.display());
+            ExitCode::from(1)
+        })
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn kv_json(kv: &KeyValue) -> serde_json::Value {
+    json!({
+        "type": "key",
+        "key": text(&kv.key),
+        "value": text(&kv.value),
+        "create_revision": kv.create_revision,
+        "mod_revision": kv.mod_revision,
+        "version": kv.version,
+        "lease": kv.lease.map_or(0, |l| l.get()),
+    })
+}
+
+fn all_keys(db: &Tenure, key: &[u8], range_end: &[u8]) -> Result<Vec<KeyValue>, tenure::Error> {
+    match db.execute(&RequestOp::Range(RangeRequest::new(key, range_end)))? {
+        tenure::Outcome::Done {
+            response: ResponseOp::Range(r),
+            ..
+        } => Ok(r.kvs),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// Writes lines to stdout; a closed pipe (`| head`) ends quietly.
+fn emit(lines: impl IntoIterator<Item = String>) {
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    for l in lines {
+        if writeln!(out, "{l}").is_err() {
+            return;
+        }
+    }
+}
+
+pub fn leases(file: &Path, json: bool) -> ExitCode {
+    let db = match open(file) {
+        Ok(db) => db,
+        Err(c) => return c,
+    };
+    let mut leases = db.leases();
+    leases.sort_by_key(|l| l.id);
+    if json {
+        emit(leases.iter().map(|l| {
+            json!({
+                "type": "lease",
+                "id": l.id.get(),
+                "ttl_ms": l.ttl.as_millis() as u64,
+                "keys": l.keys.iter().map(|k| text(k)).collect::<Vec<_>>(),
+            })
+            .to_string()
+        }));
+    } else {
+        let mut lines = vec![format!("{:<20} {:>12} {:>6}  KEYS", "ID", "TTL", "#KEYS")];
+        for l in &leases {
+            let keys: Vec<String> = l.keys.iter().take(3).map(|k| text(k)).collect();
+            let more = if l.keys.len() > 3 { ", …" } else { "" };
+            lines.push(format!(
+                "{:<20} {:>12} {:>6}  {}{more}",
+                l.id.get(),
+                format!("{:?}", l.ttl),
+                l.keys.len(),
+                keys.join(", ")
+            ));
+        }
+        lines.push(format!("{} leases", leases.len()));
+        emit(lines);
+    }
+    let _ = db.close();
+    ExitCode::SUCCESS
+}
+
+pub fn get(file: &Path, key: &str, prefix: bool, json: bool) -> ExitCode {
+    let db = match open(file) {
+        Ok(db) => db,
+        Err(c) => return c,
+    };
+    let kvs = if prefix {
+        let end = prefix_end(key.as_bytes());
+        all_keys(&db, key.as_bytes(), &end)
+    } else {
+        all_keys(&db, key.as_bytes(), b"")
+    };
+    let kvs = match kvs {
+        Ok(kvs) => kvs,
+        Err(e) => {
+            eprintln!("tenure: {}: {e}", file.display());
+            return ExitCode::from(1);
+        }
+    };
+    if json {
+        emit(kvs.iter().map(|kv| kv_json(kv).to_string()));
+    } else {
+        // etcdctl's simple format: key line, value line.
+        emit(kvs.iter().flat_map(|kv| [text(&kv.key), text(&kv.value)]));
+    }
+    let _ = db.close();
+    if kvs.is_empty() {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0] // every key ≥ prefix
+}
+
+pub fn dump(file: &Path) -> ExitCode {
+    let db = match open(file) {
+        Ok(db) => db,
+        Err(c) => return c,
+    };
+    let kvs = match all_keys(&db, b"\0", b"\0") {
+        Ok(kvs) => kvs,
+        Err(e) => {
+            eprintln!("tenure: {}: {e}", file.display());
+            return ExitCode::from(1);
+        }
+    };
+    let mut leases = db.leases();
+    leases.sort_by_key(|l| l.id);
+    let lines = leases
+        .iter()
+        .map(|l| {
+            json!({
+                "type": "lease",
+                "id": l.id.get(),
+                "ttl_ms": l.ttl.as_millis() as u64,
+                "keys": l.keys.iter().map(|k| text(k)).collect::<Vec<_>>(),
+            })
+            .to_string()
+        })
+        .chain(kvs.iter().map(|kv| kv_json(kv).to_string()));
+    emit(lines);
+    let _ = db.close();
+    ExitCode::SUCCESS
+}
+
+pub fn stats(file: &Path, json: bool) -> ExitCode {
+    let db = match open(file) {
+        Ok(db) => db,
+        Err(c) => return c,
+    };
+    let s = db.stats();
+    let size = std::fs::metadata(file).map_or(0, |m| m.len());
+    if json {
+        emit([json!({
+            "file": file.display().to_string(),
+            "bytes": size,
+            "revision": s.revision,
+            "leases": s.leases,
+            "keys": s.keys,
+        })
+        .to_string()]);
+    } else {
+        emit([
+            format!("file:     {}", file.display()),
+            format!("bytes:    {size}"),
+            format!("revision: {}", s.revision),
+            format!("leases:   {}", s.leases),
+            format!("keys:     {}", s.keys),
+        ]);
+    }
+    let _ = db.close();
+    ExitCode::SUCCESS
+}

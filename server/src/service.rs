@@ -1,0 +1,460 @@
+//! etcd's KV, Lease, Maintenance and Cluster services over one `Tenure` (SPEC E2, E3, E6).
+//!
+//! Engine calls that may wait for a commit run on tokio's blocking pool; a panic there becomes
+//! an `Internal` status, never a dead connection. Renew never touches the disk and runs inline.
+
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::proto::*;
+use prost::Message;
+use tenure::{Outcome, RequestOp, ResponseOp, Tenure};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::{wrappers::ReceiverStream, Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::convert::{self, msg, Ids};
+
+pub type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// What every service shares.
+pub struct Ctx {
+    pub db: Tenure,
+    pub ids: Ids,
+    pub path: PathBuf,
+    /// Client URLs, for MemberList.
+    pub urls: Vec<String>,
+    pub max_request_bytes: usize,
+    /// Flips to true on shutdown: long-lived streams end.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// Runs an engine call on the blocking pool.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Status> + Send + 'static,
+) -> Result<T, Status> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!("request handler failed: {e}");
+            Err(Status::internal(
+                "etcdserver: internal error in tenure serve",
+            ))
+        }
+    }
+}
+
+fn unimplemented(what: &str) -> Status {
+    Status::unimplemented(format!("tenure serve does not implement {what}"))
+}
+
+#[derive(Clone)]
+pub struct Kv(pub Arc<Ctx>);
+
+impl Kv {
+    fn check_size(&self, len: usize) -> Result<(), Status> {
+        if len > self.0.max_request_bytes {
+            return Err(Status::invalid_argument(msg::REQUEST_TOO_LARGE));
+        }
+        Ok(())
+    }
+
+    async fn run(&self, op: RequestOp) -> Result<(i64, ResponseOp), Status> {
+        let db = self.0.db.clone();
+        blocking(move || match db.execute(&op) {
+            Ok(Outcome::Done { revision, response }) => Ok((revision, response)),
+            Ok(Outcome::Refused(r)) => Err(convert::refusal(r)),
+            Err(e) => Err(convert::status(e)),
+        })
+        .await
+    }
+}
+
+fn unexpected() -> Status {
+    Status::internal("etcdserver: unexpected response kind")
+}
+
+#[tonic::async_trait]
+impl PbKvService for Kv {
+    async fn range(
+        &self,
+        req: Request<PbRangeRequest>,
+    ) -> Result<Response<PbRangeResponse>, Status> {
+        let r = convert::range_request(req.into_inner())?;
+        match self.run(RequestOp::Range(r)).await? {
+            (rev, ResponseOp::Range(r)) => {
+                Ok(Response::new(convert::range_response(&self.0.ids, rev, r)))
+            }
+            _ => Err(unexpected()),
+        }
+    }
+
+    type RangeStreamStream = BoxStream<PbRangeStreamResponse>;
+
+    async fn range_stream(
+        &self,
+        _req: Request<PbRangeRequest>,
+    ) -> Result<Response<Self::RangeStreamStream>, Status> {
+        Err(unimplemented("KV.RangeStream"))
+    }
+
+    async fn put(&self, req: Request<PbPutRequest>) -> Result<Response<PbPutResponse>, Status> {
+        let req = req.into_inner();
+        self.check_size(req.encoded_len())?;
+        let p = convert::put_request(req)?;
+        match self.run(RequestOp::Put(p)).await? {
+            (rev, ResponseOp::Put { prev_kv }) => Ok(Response::new(convert::put_response(
+                &self.0.ids,
+                rev,
+                prev_kv,
+            ))),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn delete_range(
+        &self,
+        req: Request<PbDeleteRequest>,
+    ) -> Result<Response<PbDeleteResponse>, Status> {
+        let d = convert::delete_request(req.into_inner())?;
+        match self.run(RequestOp::DeleteRange(d)).await? {
+            (rev, ResponseOp::DeleteRange { deleted, prev_kvs }) => Ok(Response::new(
+                convert::delete_response(&self.0.ids, rev, deleted, prev_kvs),
+            )),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn txn(&self, req: Request<PbTxnRequest>) -> Result<Response<PbTxnResponse>, Status> {
+        let req = req.into_inner();
+        self.check_size(req.encoded_len())?;
+        let t = convert::txn_request(req)?;
+        match self.run(RequestOp::Txn(t)).await? {
+            (
+                rev,
+                ResponseOp::Txn {
+                    succeeded,
+                    responses,
+                },
+            ) => Ok(Response::new(convert::txn_response(
+                &self.0.ids,
+                rev,
+                succeeded,
+                responses,
+            ))),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn compact(
+        &self,
+        req: Request<PbCompactionRequest>,
+    ) -> Result<Response<PbCompactionResponse>, Status> {
+        let rev = req.into_inner().revision;
+        let db = self.0.db.clone();
+        let current = blocking(move || match db.compact(rev) {
+            Ok(Ok(current)) => Ok(current),
+            Ok(Err(r)) => Err(convert::refusal(r)),
+            Err(e) => Err(convert::status(e)),
+        })
+        .await?;
+        Ok(Response::new(PbCompactionResponse {
+            header: self.0.ids.header(current),
+        }))
+    }
+}
+
+#[derive(Clone)]
+pub struct Lease(pub Arc<Ctx>);
+
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+#[tonic::async_trait]
+impl PbLeaseService for Lease {
+    async fn lease_grant(
+        &self,
+        req: Request<PbLeaseGrantRequest>,
+    ) -> Result<Response<PbLeaseGrantResponse>, Status> {
+        let req = req.into_inner();
+        if req.ttl <= 0 {
+            return Err(Status::invalid_argument(msg::TTL_ZERO));
+        }
+        if req.id < 0 {
+            return Err(Status::invalid_argument(
+                "etcdserver: lease ID must be positive",
+            ));
+        }
+        let db = self.0.db.clone();
+        let ttl = Duration::from_secs(req.ttl as u64);
+        let (id, rev) = blocking(move || {
+            let id = if req.id == 0 {
+                db.grant(ttl)
+            } else {
+                db.grant_with_id(req.id, ttl)
+            }
+            .map_err(convert::status)?;
+            Ok((id.get(), db.revision()))
+        })
+        .await?;
+        Ok(Response::new(PbLeaseGrantResponse {
+            header: self.0.ids.header(rev),
+            id,
+            ttl: req.ttl,
+            error: String::new(),
+        }))
+    }
+
+    async fn lease_revoke(
+        &self,
+        req: Request<PbLeaseRevokeRequest>,
+    ) -> Result<Response<PbLeaseRevokeResponse>, Status> {
+        let id = req.into_inner().id;
+        let db = self.0.db.clone();
+        let rev = blocking(move || {
+            db.revoke(id).map_err(convert::status)?;
+            Ok(db.revision())
+        })
+        .await?;
+        Ok(Response::new(PbLeaseRevokeResponse {
+            header: self.0.ids.header(rev),
+        }))
+    }
+
+    type LeaseKeepAliveStream = BoxStream<PbLeaseKeepAliveResponse>;
+
+    /// Many leases on one stream: each request renews its lease and answers with the granted
+    /// TTL, or TTL 0 once the lease is gone (etcd).
+    async fn lease_keep_alive(
+        &self,
+        req: Request<Streaming<PbLeaseKeepAliveRequest>>,
+    ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
+        let mut input = req.into_inner();
+        let ctx = self.0.clone();
+        let (tx, rx) = mpsc::channel(64);
+        let mut shutdown = ctx.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                let next = tokio::select! {
+                    n = input.next() => n,
+                    _ = shutdown.wait_for(|s| *s) => None,
+                };
+                let req = match next {
+                    Some(Ok(r)) => r,
+                    _ => break,
+                };
+                let ttl = match ctx.db.renew(req.id) {
+                    Ok(ttl) => secs(ttl),
+                    Err(tenure::Error::NotPrimary) => {
+                        let _ = tx.send(Err(Status::unavailable(msg::NO_LEADER))).await;
+                        break;
+                    }
+                    Err(_) => 0,
+                };
+                let resp = PbLeaseKeepAliveResponse {
+                    header: ctx.ids.header(ctx.db.revision()),
+                    id: req.id,
+                    ttl,
+                };
+                if tx.send(Ok(resp)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn lease_time_to_live(
+        &self,
+        req: Request<PbLeaseTimeToLiveRequest>,
+    ) -> Result<Response<PbLeaseTimeToLiveResponse>, Status> {
+        let req = req.into_inner();
+        let db = self.0.db.clone();
+        let (info, rev) = blocking(move || {
+            let info = match db.time_to_live(req.id) {
+                Ok(info) => Some(info),
+                Err(tenure::Error::LeaseNotFound(_)) => None,
+                Err(e) => return Err(convert::status(e)),
+            };
+            Ok((info, db.revision()))
+        })
+        .await?;
+        // An unknown lease is TTL -1, not an error (etcd; etcdctl prints "already expired").
+        let resp = match info {
+            Some(info) => PbLeaseTimeToLiveResponse {
+                header: self.0.ids.header(rev),
+                id: req.id,
+                ttl: info.remaining.map_or(-1, secs),
+                granted_ttl: secs(info.ttl),
+                keys: if req.keys { info.keys } else { Vec::new() },
+            },
+            None => PbLeaseTimeToLiveResponse {
+                header: self.0.ids.header(rev),
+                id: req.id,
+                ttl: -1,
+                granted_ttl: 0,
+                keys: Vec::new(),
+            },
+        };
+        Ok(Response::new(resp))
+    }
+
+    async fn lease_leases(
+        &self,
+        _req: Request<PbLeaseLeasesRequest>,
+    ) -> Result<Response<PbLeaseLeasesResponse>, Status> {
+        let db = self.0.db.clone();
+        let (mut ids, rev) = blocking(move || {
+            let ids: Vec<i64> = db.leases().into_iter().map(|l| l.id.get()).collect();
+            Ok((ids, db.revision()))
+        })
+        .await?;
+        ids.sort_unstable();
+        Ok(Response::new(PbLeaseLeasesResponse {
+            header: self.0.ids.header(rev),
+            leases: ids.into_iter().map(|id| PbLeaseStatus { id }).collect(),
+        }))
+    }
+}
+
+#[derive(Clone)]
+pub struct Maintenance(pub Arc<Ctx>);
+
+#[tonic::async_trait]
+impl PbMaintenanceService for Maintenance {
+    /// No alarm is ever raised (no space quota, no corruption check across members).
+    async fn alarm(
+        &self,
+        _req: Request<PbAlarmRequest>,
+    ) -> Result<Response<PbAlarmResponse>, Status> {
+        Ok(Response::new(PbAlarmResponse {
+            header: self.0.ids.header(self.0.db.revision()),
+            alarms: Vec::new(),
+        }))
+    }
+
+    async fn status(
+        &self,
+        _req: Request<PbStatusRequest>,
+    ) -> Result<Response<PbStatusResponse>, Status> {
+        let rev = self.0.db.revision();
+        let db_size = std::fs::metadata(&self.0.path).map_or(0, |m| m.len() as i64);
+        Ok(Response::new(PbStatusResponse {
+            header: self.0.ids.header(rev),
+            version: crate::ETCD_API_VERSION.into(),
+            db_size,
+            leader: self.0.ids.member,
+            raft_index: rev as u64,
+            raft_term: 1,
+            raft_applied_index: rev as u64,
+            errors: Vec::new(),
+            db_size_in_use: db_size,
+            is_learner: false,
+            storage_version: String::new(),
+            db_size_quota: 0,
+            downgrade_info: None,
+        }))
+    }
+
+    async fn defragment(
+        &self,
+        _req: Request<PbDefragmentRequest>,
+    ) -> Result<Response<PbDefragmentResponse>, Status> {
+        Err(unimplemented("Maintenance.Defragment"))
+    }
+
+    async fn hash(&self, _req: Request<PbHashRequest>) -> Result<Response<PbHashResponse>, Status> {
+        Err(unimplemented("Maintenance.Hash"))
+    }
+
+    async fn hash_kv(
+        &self,
+        _req: Request<PbHashKvRequest>,
+    ) -> Result<Response<PbHashKvResponse>, Status> {
+        Err(unimplemented("Maintenance.HashKV"))
+    }
+
+    type SnapshotStream = BoxStream<PbSnapshotResponse>;
+
+    async fn snapshot(
+        &self,
+        _req: Request<PbSnapshotRequest>,
+    ) -> Result<Response<Self::SnapshotStream>, Status> {
+        Err(unimplemented("Maintenance.Snapshot"))
+    }
+
+    async fn move_leader(
+        &self,
+        _req: Request<PbMoveLeaderRequest>,
+    ) -> Result<Response<PbMoveLeaderResponse>, Status> {
+        Err(unimplemented("Maintenance.MoveLeader"))
+    }
+
+    async fn downgrade(
+        &self,
+        _req: Request<PbDowngradeRequest>,
+    ) -> Result<Response<PbDowngradeResponse>, Status> {
+        Err(unimplemented("Maintenance.Downgrade"))
+    }
+}
+
+#[derive(Clone)]
+pub struct Cluster(pub Arc<Ctx>);
+
+#[tonic::async_trait]
+impl PbClusterService for Cluster {
+    async fn member_add(
+        &self,
+        _r: Request<PbMemberAddRequest>,
+    ) -> Result<Response<PbMemberAddResponse>, Status> {
+        Err(unimplemented(
+            "Cluster.MemberAdd (a tenure server is a single member)",
+        ))
+    }
+
+    async fn member_remove(
+        &self,
+        _r: Request<PbMemberRemoveRequest>,
+    ) -> Result<Response<PbMemberRemoveResponse>, Status> {
+        Err(unimplemented(
+            "Cluster.MemberRemove (a tenure server is a single member)",
+        ))
+    }
+
+    async fn member_update(
+        &self,
+        _r: Request<PbMemberUpdateRequest>,
+    ) -> Result<Response<PbMemberUpdateResponse>, Status> {
+        Err(unimplemented(
+            "Cluster.MemberUpdate (a tenure server is a single member)",
+        ))
+    }
+
+    async fn member_list(
+        &self,
+        _r: Request<PbMemberListRequest>,
+    ) -> Result<Response<PbMemberListResponse>, Status> {
+        Ok(Response::new(PbMemberListResponse {
+            header: self.0.ids.header(self.0.db.revision()),
+            members: vec![PbMember {
+                id: self.0.ids.member,
+                name: "tenure".into(),
+                peer_ur_ls: Vec::new(),
+                client_ur_ls: self.0.urls.clone(),
+                is_learner: false,
+            }],
+        }))
+    }
+
+    async fn member_promote(
+        &self,
+        _r: Request<PbMemberPromoteRequest>,
+    ) -> Result<Response<PbMemberPromoteResponse>, Status> {
+        Err(unimplemented(
+            "Cluster.MemberPromote (a tenure server is a single member)",
+        ))
+    }
+}
