@@ -91,9 +91,17 @@ impl Clock for SystemClock {
     }
 }
 
+/// `d` from now, saturating at [`far_future`] (a sleeper re-checks when it wakes).
+pub(crate) fn instant_after(d: Duration) -> Instant {
+    Instant::now().checked_add(d).unwrap_or_else(far_future)
+}
+
 pub(crate) fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(86_400 * 365)
 }
+
+/// The latest monotonic time a `ManualClock` reaches: one below the engine's "no time" mark.
+const MANUAL_MAX_NS: u64 = u64::MAX - 1;
 
 /// A clock that moves only when told to. Monotonic and wall time advance together; wall time can
 /// also be stepped alone to simulate a wall-clock jump.
@@ -126,18 +134,31 @@ impl ManualClock {
         })
     }
 
-    /// Moves monotonic and wall time forward by `d` and wakes every subscriber.
+    /// Moves monotonic and wall time forward by `d` and wakes every subscriber. Both saturate
+    /// (monotonic time just below `u64::MAX` ns, ~584 years): time never goes backwards.
     pub fn advance(&self, d: Duration) {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        self.now_ns.fetch_add(ns, Ordering::SeqCst);
-        self.wall_ms
-            .fetch_add(d.as_millis().min(i64::MAX as u128) as i64, Ordering::SeqCst);
+        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let _ = self
+            .now_ns
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+                Some(t.saturating_add(ns).min(MANUAL_MAX_NS))
+            });
+        let _ = self
+            .wall_ms
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+                Some(w.saturating_add(ms))
+            });
         self.wake();
     }
 
-    /// Steps wall time alone (either way), leaving monotonic time where it is.
+    /// Steps wall time alone (either way, saturating), leaving monotonic time where it is.
     pub fn step_wall(&self, delta_ms: i64) {
-        self.wall_ms.fetch_add(delta_ms, Ordering::SeqCst);
+        let _ = self
+            .wall_ms
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+                Some(w.saturating_add(delta_ms))
+            });
         self.wake();
     }
 
@@ -198,6 +219,23 @@ mod tests {
             1,
             "dropped waker must not be called"
         );
+    }
+
+    #[test]
+    fn l14_manual_clock_saturates_instead_of_going_backwards() {
+        let clock = ManualClock::new();
+        clock.advance(Duration::from_secs(1));
+        clock.advance(Duration::MAX);
+        let at_limit = (clock.now(), clock.wall_ms());
+        assert_eq!(at_limit.0, Duration::from_nanos(MANUAL_MAX_NS));
+        clock.advance(Duration::from_secs(1));
+        assert_eq!((clock.now(), clock.wall_ms()), at_limit);
+        clock.step_wall(i64::MAX);
+        assert_eq!(clock.wall_ms(), i64::MAX);
+        let low = ManualClock::new();
+        low.step_wall(i64::MIN);
+        low.step_wall(i64::MIN);
+        assert_eq!(low.wall_ms(), i64::MIN);
     }
 
     #[test]

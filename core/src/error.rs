@@ -183,3 +183,11 @@ impl Error {
         Error::InvalidArgument(msg.into())
     }
 }
+
+/// The message of a caught panic, for the error that reports it.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}

@@ -95,7 +95,7 @@ fn run(
             stop.stop();
             return;
         }
-        next = (next + every).max(clock.now());
+        next = next.saturating_add(every).max(clock.now());
     }
 }
 
@@ -119,7 +119,7 @@ impl Tenure {
         let waker: Arc<Waker> = Arc::new(move || s.wake());
         self.clock().subscribe(Arc::downgrade(&waker));
         let engine = self.downgrade();
-        let first = self.clock().now() + every;
+        let first = self.clock().now().saturating_add(every);
         let (s, e) = (stop.clone(), error.clone());
         let thread = std::thread::Builder::new()
             .name(format!("tenure-keepalive-{id}"))

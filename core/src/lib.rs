@@ -38,7 +38,7 @@ pub mod sync;
 mod types;
 
 pub use crate::clock::{Clock, ManualClock, SystemClock, Waker};
-pub use crate::engine::{Builder, Tenure};
+pub use crate::engine::{Builder, Tenure, MAX_DURATION, MAX_WATCH_EVENTS};
 pub use crate::error::{Error, ErrorCode, Result};
 pub use crate::keepalive::KeepAlive;
 pub use crate::kv::range::{RangeRequest, RangeResponse, SortOrder, SortTarget};

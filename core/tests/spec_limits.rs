@@ -2,10 +2,14 @@
 //! S4), every option is checked where it enters (InvalidArgument), and a background thread that
 //! dies poisons the engine instead of silently dropping acknowledged work (D3, D6).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tenure::sync::{Election, Mutex, Session, SessionOptions};
-use tenure::{Error, Tenure, WatchOptions};
+use tenure::{
+    Clock, Durability, Error, ManualClock, Recovery, Tenure, WatchOptions, MAX_DURATION,
+    MAX_WATCH_EVENTS,
+};
 
 /// Resident memory of this process, in MiB (Linux).
 fn rss_mib() -> u64 {
@@ -69,4 +73,136 @@ fn s2_s4_a_timed_out_lock_or_campaign_leaves_nothing_behind() {
     }
     assert_eq!(db.stats().watchers, 0, "timed-out waits left watchers");
     assert_eq!(db.stats().keys, keys, "timed-out waits left keys");
+}
+
+#[test]
+fn d3_a_huge_flush_interval_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.tenure");
+    let huge = Duration::from_secs_f64(1e19);
+    let r = Tenure::builder()
+        .path(&path)
+        .durability(Durability::Buffered(huge))
+        .open();
+    assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    // The largest accepted interval works: writes are flushed on close, not lost.
+    let db = Tenure::builder()
+        .path(&path)
+        .durability(Durability::Buffered(MAX_DURATION))
+        .open()
+        .unwrap();
+    db.put("k", "v", None).unwrap();
+    db.close().unwrap();
+    assert!(Tenure::open(&path).unwrap().get("k").unwrap().is_some());
+}
+
+#[test]
+fn d5_every_duration_option_is_bounded_at_open() {
+    let too_long = MAX_DURATION + Duration::from_secs(1);
+    let builders = [
+        Tenure::builder().checkpoint_interval(too_long),
+        Tenure::builder().expired_retry_interval(too_long),
+        Tenure::builder().min_ttl(too_long),
+        Tenure::builder().recovery(Recovery::Extend(Duration::MAX)),
+        Tenure::builder().durability(Durability::Buffered(Duration::MAX)),
+        Tenure::builder().checkpoint_interval(Duration::ZERO),
+    ];
+    for b in builders {
+        let what = format!("{b:?}");
+        assert!(
+            matches!(b.open(), Err(Error::InvalidArgument(_))),
+            "{what} was accepted"
+        );
+    }
+}
+
+#[test]
+fn k6_every_size_option_is_bounded_at_open() {
+    for n in [usize::MAX, 1 << 40, MAX_WATCH_EVENTS + 1] {
+        for b in [
+            Tenure::builder().watch_queue(n),
+            Tenure::builder().watch_history(n),
+        ] {
+            assert!(
+                matches!(b.open(), Err(Error::InvalidArgument(_))),
+                "{n} accepted"
+            );
+        }
+    }
+    // The largest accepted sizes cost nothing until events are queued.
+    let db = Tenure::builder()
+        .watch_queue(MAX_WATCH_EVENTS)
+        .watch_history(MAX_WATCH_EVENTS)
+        .open()
+        .unwrap();
+    let mut w = db.watch("k", WatchOptions::default()).unwrap();
+    db.put("k", "v", None).unwrap();
+    assert_eq!(w.recv().unwrap().kv.value, b"v");
+}
+
+/// A clock that panics once armed: a background thread that uses it dies.
+struct PanickingClock {
+    inner: std::sync::Arc<ManualClock>,
+    armed: AtomicBool,
+}
+
+impl Clock for PanickingClock {
+    fn now(&self) -> Duration {
+        if self.armed.load(Ordering::SeqCst) {
+            panic!("clock failure (injected)");
+        }
+        self.inner.now()
+    }
+    fn wall_ms(&self) -> i64 {
+        self.inner.wall_ms()
+    }
+    fn instant_at(&self, t: Duration) -> Option<std::time::Instant> {
+        self.inner.instant_at(t)
+    }
+    fn subscribe(&self, waker: std::sync::Weak<tenure::Waker>) {
+        self.inner.subscribe(waker)
+    }
+}
+
+#[test]
+fn d6_a_dead_background_thread_poisons_the_engine_instead_of_dropping_work() {
+    let clock = std::sync::Arc::new(PanickingClock {
+        inner: ManualClock::new(),
+        armed: AtomicBool::new(false),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let db = Tenure::builder()
+        .path(dir.path().join("db.tenure"))
+        .clock(clock.clone())
+        .open()
+        .unwrap();
+    db.put("before", "1", None).unwrap();
+    clock.armed.store(true, Ordering::SeqCst);
+    clock.inner.advance(Duration::from_secs(1)); // wakes the expiry thread, which dies
+                                                 // The death is reported, not swallowed: writes fail with Storage naming the thread.
+    let failed = (0..2000).find_map(|_| match db.put("after", "2", None) {
+        Err(e) => Some(e),
+        Ok(_) => {
+            std::thread::sleep(Duration::from_millis(5));
+            None
+        }
+    });
+    match failed {
+        Some(e @ Error::Storage(_)) => assert!(e.to_string().contains("expiry"), "{e}"),
+        other => panic!("expected Storage, got {other:?}"),
+    }
+    clock.armed.store(false, Ordering::SeqCst);
+    assert!(db.get("before").unwrap().is_some(), "reads keep working");
+    let _ = db.close(); // returns (no hang)
+}
+
+#[test]
+fn s1_a_huge_keepalive_interval_saturates_instead_of_panicking() {
+    let clock = ManualClock::new();
+    let db = Tenure::builder().clock(clock.clone()).open().unwrap();
+    let lease = db.grant(Duration::from_secs(10)).unwrap();
+    let k = db.keep_alive(lease, Some(Duration::MAX)).unwrap();
+    clock.advance(Duration::from_secs(5));
+    assert!(k.is_alive());
+    k.stop();
 }

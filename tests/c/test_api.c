@@ -408,6 +408,71 @@ static void a_rust_panic_becomes_tenure_err_panic_and_never_reaches_c(void) {
     tenure_close(db);
 }
 
+/* Reliability: sizes and durations are bounded where they enter (before: SIZE_MAX gave
+ * TENURE_ERR_PANIC at the first watch, 1<<40 aborted the process, and a huge buffered interval
+ * killed the commit thread so writes were acknowledged but never saved). */
+static void huge_sizes_and_durations_are_invalid_arguments_at_open(void) {
+    tenure_options o;
+    tenure *db = (tenure *)(uintptr_t)0x1;
+    tenure *const sentinel = db;
+    const size_t sizes[] = {SIZE_MAX, (size_t)1 << 40, ((size_t)1 << 24) + 1};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        tenure_options_init(&o);
+        o.watch_queue = sizes[i];
+        CHECK_RC(tenure_open(NULL, &o, &db), TENURE_ERR_INVALID_ARGUMENT);
+        CHECK_MSG("watch_queue");
+        tenure_options_init(&o);
+        o.watch_history = sizes[i];
+        CHECK_RC(tenure_open(NULL, &o, &db), TENURE_ERR_INVALID_ARGUMENT);
+        CHECK_MSG("watch_history");
+    }
+    tenure_options_init(&o);
+    o.durability = TENURE_DURABILITY_BUFFERED;
+    o.flush_interval_ms = INT64_MAX;
+    CHECK_RC(tenure_open(NULL, &o, &db), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("flush interval");
+    tenure_options_init(&o);
+    o.checkpoint_interval_ms = INT64_MAX;
+    CHECK_RC(tenure_open(NULL, &o, &db), TENURE_ERR_INVALID_ARGUMENT);
+    tenure_options_init(&o);
+    o.recovery = TENURE_RECOVERY_EXTEND;
+    o.extend_ms = INT64_MAX;
+    CHECK_RC(tenure_open(NULL, &o, &db), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK(db == sentinel);
+
+    /* The largest accepted queue costs nothing up front and works. */
+    tenure_options_init(&o);
+    o.watch_queue = (size_t)1 << 24;
+    db = NULL;
+    CHECK_OK(tenure_open(NULL, &o, &db));
+    tenure_watcher *w = NULL;
+    CHECK_OK(tenure_watch(db, S("k"), 0, 0, &w));
+    tenure_watcher_free(w);
+    tenure_close(db);
+}
+
+/* A manual clock saturates: advancing past its limit never makes time go backwards. */
+static void manual_clock_saturates_at_its_limit(void) {
+    tenure_clock *clock = NULL;
+    CHECK_OK(tenure_clock_manual_new(&clock));
+    tenure_options o;
+    tenure_options_init(&o);
+    o.clock = clock;
+    tenure *db = NULL;
+    CHECK_OK(tenure_open(NULL, &o, &db));
+    int64_t lease = 0;
+    CHECK_OK(tenure_lease_grant(db, 10000, 0, &lease));
+    CHECK_OK(tenure_clock_advance(clock, 1000));
+    CHECK_OK(tenure_clock_advance(clock, INT64_MAX));
+    CHECK_OK(tenure_clock_advance(clock, INT64_MAX));
+    CHECK_OK(tenure_clock_advance(clock, INT64_MAX));
+    /* Had time wrapped around, the lease would be alive again. */
+    tenure_result rc = tenure_lease_renew(db, lease, OUT_I64);
+    CHECK(rc == TENURE_ERR_LEASE_NOT_FOUND || rc == TENURE_ERR_LEASE_EXPIRED);
+    tenure_close(db);
+    tenure_clock_free(clock);
+}
+
 void api_tests(void) {
     RUN(version_string_matches_the_header_defines);
     RUN(result_str_names_every_code_and_unknown_numbers);
@@ -420,4 +485,6 @@ void api_tests(void) {
     RUN(accessors_of_null_objects_return_empty_values);
     RUN(manual_clock_refuses_negative_advance);
     RUN(a_rust_panic_becomes_tenure_err_panic_and_never_reaches_c);
+    RUN(huge_sizes_and_durations_are_invalid_arguments_at_open);
+    RUN(manual_clock_saturates_at_its_limit);
 }

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::bounded;
@@ -11,9 +12,9 @@ use crossbeam_channel::bounded;
 use super::{commit, expiry, signals, Config, Done, Handle, Shared, State, Tenure, EXPIRED_QUEUE};
 use crate::batch::Batch;
 use crate::clock::{Clock, SystemClock};
-use crate::error::{Error, Result};
+use crate::error::{panic_message, Error, Result};
 use crate::kv::watch::WatchHub;
-use crate::lease::lessor::{ns, NO_TIME};
+use crate::lease::lessor::{ns, MAX_TTL, NO_TIME};
 use crate::locks::{Condvar, Mutex};
 use crate::record::Loaded;
 use crate::state::Machine;
@@ -83,7 +84,8 @@ impl Builder {
         self
     }
 
-    /// When writes are acknowledged. Default: [`Durability::Immediate`].
+    /// When writes are acknowledged. Default: [`Durability::Immediate`]. A buffered interval
+    /// must be > 0 and at most [`MAX_DURATION`].
     pub fn durability(mut self, d: Durability) -> Builder {
         self.durability = d;
         self
@@ -101,20 +103,21 @@ impl Builder {
         self
     }
 
-    /// TTLs below this are raised to it. Default: zero.
+    /// TTLs below this are raised to it. Default: zero. At most [`MAX_DURATION`].
     pub fn min_ttl(mut self, d: Duration) -> Builder {
         self.min_ttl = d;
         self
     }
 
-    /// How often renewed leases' remaining TTLs are persisted. Default: 5 s. Must be > 0.
+    /// How often renewed leases' remaining TTLs are persisted. Default: 5 s. Must be > 0 and
+    /// at most [`MAX_DURATION`].
     pub fn checkpoint_interval(mut self, d: Duration) -> Builder {
         self.checkpoint_interval = d;
         self
     }
 
     /// Manual revoke: how long until an expired, unrevoked lease is delivered again.
-    /// Default: 3 s. Must be > 0.
+    /// Default: 3 s. Must be > 0 and at most [`MAX_DURATION`].
     pub fn expired_retry_interval(mut self, d: Duration) -> Builder {
         self.expired_retry_interval = d;
         self
@@ -133,13 +136,14 @@ impl Builder {
     }
 
     /// How many recent events are kept so a watcher can start from a past revision.
-    /// Default: 10 000.
+    /// Default: 10 000; at most [`MAX_WATCH_EVENTS`].
     pub fn watch_history(mut self, events: usize) -> Builder {
         self.watch_history = events;
         self
     }
 
-    /// How many undelivered events a watcher may have before it is cancelled. Default: 10 000.
+    /// How many undelivered events a watcher may have before it is cancelled. Default: 10 000;
+    /// at most [`MAX_WATCH_EVENTS`]. Queues grow with the events actually waiting.
     pub fn watch_queue(mut self, events: usize) -> Builder {
         self.watch_queue = events;
         self
@@ -165,21 +169,80 @@ impl Builder {
     }
 }
 
-impl Tenure {
-    pub(super) fn open_with(b: Builder) -> Result<Tenure> {
-        if b.checkpoint_interval.is_zero() {
-            return Err(Error::invalid("checkpoint_interval must be positive"));
-        }
-        if b.expired_retry_interval.is_zero() {
-            return Err(Error::invalid("expired_retry_interval must be positive"));
-        }
-        if let Durability::Buffered(d) = b.durability {
+/// The longest duration any option takes: etcd's `MaxLeaseTTL` (9 000 000 000 s, as for TTLs,
+/// L2), so no deadline computed from an option can overflow.
+pub const MAX_DURATION: Duration = MAX_TTL;
+/// The most events `watch_queue` and `watch_history` may be set to (16 Mi).
+pub const MAX_WATCH_EVENTS: usize = 1 << 24;
+
+impl Builder {
+    /// Every option checked where it enters (SPEC D5: bad input gives a clear error).
+    fn validate(&self) -> Result<()> {
+        let positive = |d: Duration, what: &str| {
             if d.is_zero() {
-                return Err(Error::invalid(
-                    "the buffered flush interval must be positive",
-                ));
+                Err(Error::invalid(format!("{what} must be positive")))
+            } else {
+                bounded_duration(d, what)
+            }
+        };
+        positive(self.checkpoint_interval, "checkpoint_interval")?;
+        positive(self.expired_retry_interval, "expired_retry_interval")?;
+        if let Durability::Buffered(d) = self.durability {
+            positive(d, "the buffered flush interval")?;
+        }
+        if let Recovery::Extend(d) = self.recovery {
+            bounded_duration(d, "the recovery extension")?;
+        }
+        bounded_duration(self.min_ttl, "min_ttl")?;
+        for (n, what) in [
+            (self.watch_history, "watch_history"),
+            (self.watch_queue, "watch_queue"),
+        ] {
+            if n > MAX_WATCH_EVENTS {
+                return Err(Error::invalid(format!(
+                    "{what} must be at most {MAX_WATCH_EVENTS} events, got {n}"
+                )));
             }
         }
+        Ok(())
+    }
+}
+
+fn bounded_duration(d: Duration, what: &str) -> Result<()> {
+    if d > MAX_DURATION {
+        return Err(Error::invalid(format!(
+            "{what} must be at most {} s, got {d:?}",
+            MAX_DURATION.as_secs()
+        )));
+    }
+    Ok(())
+}
+
+/// Starts an engine thread. If it panics (a bug, or a `Clock` that panics), the engine is
+/// poisoned like after a failed commit (D6): waiters wake with `Storage`, every later write
+/// fails, and nothing acknowledged afterwards is silently dropped.
+fn spawn(shared: &Arc<Shared>, name: &'static str, f: fn(&Shared)) -> Result<JoinHandle<()>> {
+    let s = shared.clone();
+    std::thread::Builder::new()
+        .name(format!("tenure-{name}"))
+        .spawn(move || {
+            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&s))) {
+                let e = Error::Storage(format!(
+                    "the {name} thread died ({}); reopen the database",
+                    panic_message(&*p)
+                ));
+                s.state.lock().poisoned.get_or_insert(e.clone());
+                let mut done = s.done.lock();
+                done.failed.get_or_insert(e);
+                s.done_cv.notify_all();
+            }
+        })
+        .map_err(|e| Error::Storage(format!("cannot start the {name} thread: {e}")))
+}
+
+impl Tenure {
+    pub(super) fn open_with(b: Builder) -> Result<Tenure> {
+        b.validate()?;
         let clock: Arc<dyn Clock> = b
             .clock
             .clone()
@@ -242,22 +305,9 @@ impl Tenure {
         });
         signals::subscribe_clock(&shared);
 
-        let mut threads = Vec::new();
-        let s = shared.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name("tenure-expiry".into())
-                .spawn(move || expiry::run(&s))
-                .map_err(|e| Error::Storage(format!("cannot start the expiry thread: {e}")))?,
-        );
+        let mut threads = vec![spawn(&shared, "expiry", expiry::run)?];
         if shared.cfg.persist {
-            let s = shared.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name("tenure-commit".into())
-                    .spawn(move || commit::run(&s))
-                    .map_err(|e| Error::Storage(format!("cannot start the committer: {e}")))?,
-            );
+            threads.push(spawn(&shared, "commit", commit::run)?);
         }
         Ok(Tenure {
             h: Arc::new(Handle {

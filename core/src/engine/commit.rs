@@ -9,6 +9,7 @@ use crossbeam_channel::TrySendError;
 
 use super::{Shared, State};
 use crate::batch::Batch;
+use crate::clock::instant_after;
 use crate::error::{Error, Result};
 use crate::record::StoreOp;
 use crate::types::Durability;
@@ -100,7 +101,7 @@ pub(super) fn run(s: &Shared) {
         Durability::Immediate => None,
         Durability::Buffered(d) => Some(d),
     };
-    let mut next_flush = interval.map(|d| Instant::now() + d);
+    let mut next_flush = interval.map(instant_after);
     // The previous batch's ops buffer, cleared, handed back to `pending` so a steady stream of
     // writes never regrows it.
     let mut spare: Vec<StoreOp> = Vec::new();
@@ -132,7 +133,7 @@ pub(super) fn run(s: &Shared) {
                     None => s.commit_cv.wait(&mut st),
                     Some(t) => {
                         if Instant::now() >= t {
-                            next_flush = interval.map(|d| Instant::now() + d);
+                            next_flush = interval.map(instant_after);
                         }
                         let t = next_flush.expect("buffered");
                         s.commit_cv.wait_until(&mut st, t);
@@ -140,7 +141,7 @@ pub(super) fn run(s: &Shared) {
                 }
             }
             if let Some(d) = interval {
-                next_flush = Some(Instant::now() + d);
+                next_flush = Some(instant_after(d));
             }
             let batch = st.pending.take();
             std::mem::swap(&mut st.pending.ops, &mut spare);

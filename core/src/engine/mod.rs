@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
-pub use self::builder::Builder;
+pub use self::builder::{Builder, MAX_DURATION, MAX_WATCH_EVENTS};
 use self::commit::{enqueued, wait_durable};
 use self::signals::notify_gone;
 use crate::batch::Batch;
@@ -538,7 +538,9 @@ fn close_engine(s: &Arc<Shared>, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result
     s.hub.lock().close();
     s.lease_waiters.lock().clear();
     *s.expired.lock() = None;
-    *s.store.lock() = None; // releases the file lock
+    let store = s.store.lock().take();
+    // Releases the file lock.
+    let result = result.and(store.map_or(Ok(()), Store::close));
     *s.waker.lock() = None;
     result
 }

@@ -20,7 +20,7 @@ use redb::{
     TableDefinition, TableError,
 };
 
-use crate::error::{Error, Result};
+use crate::error::{panic_message, Error, Result};
 use crate::record::{LeaseRow, Loaded, StoreOp};
 
 mod codec;
@@ -164,14 +164,12 @@ fn storage(e: impl fmt::Display) -> Error {
 /// reach `unreachable!()` on a damaged one; nothing it built inside `f` is used after a panic.
 fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        let why = p
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
         Err(Error::Corrupt {
             path: path.to_path_buf(),
-            detail: format!("damaged file (the storage layer failed on it: {why})"),
+            detail: format!(
+                "damaged file (the storage layer failed on it: {})",
+                panic_message(&*p)
+            ),
         })
     })
 }
@@ -470,6 +468,15 @@ impl Store {
     /// committer.
     pub(crate) fn commit(&self, ops: &[StoreOp], revision: i64, next_id: i64) -> Result<()> {
         guarded(&self.path, || self.commit_inner(ops, revision, next_id))
+    }
+
+    /// Closes the file (redb writes on close); a panic there is reported as in `commit`.
+    pub(crate) fn close(self) -> Result<()> {
+        let path = self.path.clone();
+        guarded(&path, move || {
+            drop(self);
+            Ok(())
+        })
     }
 
     fn commit_inner(&self, ops: &[StoreOp], revision: i64, next_id: i64) -> Result<()> {
