@@ -46,6 +46,9 @@ pub struct Args {
     /// Largest accepted put/txn request, in bytes (etcd's default: 1.5 MiB)
     #[arg(long, default_value_t = 1536 * 1024)]
     max_request_bytes: usize,
+    /// Most watches one watch stream may hold (more are answered canceled)
+    #[arg(long, default_value_t = crate::watch::MAX_WATCHES_PER_STREAM)]
+    max_watches_per_stream: usize,
     /// error, warn, info, debug or trace
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
@@ -174,6 +177,7 @@ async fn serve(db: Tenure, args: &Args, mode: u32) -> Result<(), String> {
         path: args.file.clone(),
         urls: urls.clone(),
         max_request_bytes: args.max_request_bytes,
+        max_watches: args.max_watches_per_stream,
         shutdown: stop_rx.clone(),
     });
     let limit = args.max_request_bytes.saturating_add(GRPC_OVERHEAD);

@@ -27,6 +27,8 @@ pub struct Ctx {
     /// Client URLs, for MemberList.
     pub urls: Vec<String>,
     pub max_request_bytes: usize,
+    /// Most watches on one watch stream.
+    pub max_watches: usize,
     /// Flips to true on shutdown: long-lived streams end.
     pub shutdown: watch::Receiver<bool>,
 }

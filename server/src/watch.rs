@@ -20,7 +20,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::convert::{self, msg, Ids};
 use crate::service::{BoxStream, Ctx};
 
-/// Most watches on one stream; more → the create is answered canceled.
+/// Default of `--max-watches-per-stream`; more → the create is answered canceled.
 pub const MAX_WATCHES_PER_STREAM: usize = 10_000;
 /// Most events in one response.
 const EVENTS_PER_RESPONSE: usize = 1000;
@@ -99,9 +99,10 @@ impl etcd_client::proto::PbWatchService for Watch {
                             }
                             continue;
                         }
-                        if ids_in_use.len() >= MAX_WATCHES_PER_STREAM {
+                        if ids_in_use.len() >= ctx.max_watches {
                             let reason = format!(
-                                "tenure serve: too many watches on one stream (max {MAX_WATCHES_PER_STREAM})"
+                                "tenure serve: too many watches on one stream (max {})",
+                                ctx.max_watches
                             );
                             if !send(refuse(&reason)).await {
                                 break;
