@@ -5,6 +5,7 @@
 //! matched.
 
 mod convert;
+mod coordination;
 mod inspect;
 mod serve;
 mod service;

@@ -22,6 +22,9 @@ use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 
 use crate::convert::Ids;
+use crate::coordination::electionpb::election_server::ElectionServer;
+use crate::coordination::lockpb::lock_server::LockServer;
+use crate::coordination::{Elections, Lock};
 use crate::service::{Cluster, Ctx, Kv, Lease, Maintenance};
 use crate::watch::Watch;
 
@@ -189,7 +192,9 @@ async fn serve(db: Tenure, args: &Args, mode: u32) -> Result<(), String> {
         .add_service(
             PbMaintenanceServer::new(Maintenance(ctx.clone())).max_decoding_message_size(limit),
         )
-        .add_service(PbClusterServer::new(Cluster(ctx.clone())).max_decoding_message_size(limit));
+        .add_service(PbClusterServer::new(Cluster(ctx.clone())).max_decoding_message_size(limit))
+        .add_service(LockServer::new(Lock(ctx.clone())).max_decoding_message_size(limit))
+        .add_service(ElectionServer::new(Elections(ctx.clone())).max_decoding_message_size(limit));
     let mut tasks = tokio::task::JoinSet::new();
     let mut sockets = Vec::new();
     for l in listeners {

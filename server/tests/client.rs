@@ -461,3 +461,149 @@ async fn e8_sigkill_and_restart_loses_no_acknowledged_write() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn e5_lock_service_excludes_the_next_holder_and_etcdctl_until_unlock() {
+    let (_dir, db) = temp_db();
+    let s = Server::start(&db, &[]);
+    let mut c = client(&s).await;
+    let l1 = c.lease_grant(60, None).await.unwrap().id();
+    let l2 = c.lease_grant(60, None).await.unwrap().id();
+    let held = c
+        .lock("job", Some(etcd_client::LockOptions::new().with_lease(l1)))
+        .await
+        .unwrap();
+    let key1 = held.key().to_vec();
+    assert_eq!(
+        key1,
+        format!("job/{l1:x}").into_bytes(),
+        "etcd's key layout"
+    );
+    let mut c2 = client(&s).await;
+    let second = tokio::spawn(async move {
+        c2.lock("job", Some(etcd_client::LockOptions::new().with_lease(l2)))
+            .await
+            .unwrap()
+            .key()
+            .to_vec()
+    });
+    // etcdctl (Go's concurrency.Mutex over plain KV) waits behind the lock service too.
+    let (mut ctl, ctl_rx) = {
+        let mut child = std::process::Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", s.addr))
+            .args(["lock", "job"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        (child, rx)
+    };
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(
+        !second.is_finished(),
+        "a second holder got the lock while the first held it"
+    );
+    assert!(
+        ctl_rx.try_recv().is_err(),
+        "etcdctl got the lock while the lock service held it"
+    );
+    c.unlock(key1).await.unwrap();
+    let key2 = tokio::time::timeout(WAIT, second).await.unwrap().unwrap();
+    assert_eq!(key2, format!("job/{l2:x}").into_bytes());
+    c.unlock(key2).await.unwrap();
+    let got = ctl_rx
+        .recv_timeout(WAIT)
+        .expect("etcdctl lock after both unlocks");
+    assert!(got.starts_with("job/"), "{got}");
+    common::signal(&ctl, "INT");
+    let _ = ctl.wait();
+    let e = c
+        .lock("job", Some(etcd_client::LockOptions::new().with_lease(999)))
+        .await
+        .unwrap_err();
+    assert_eq!(message(e), "etcdserver: requested lease not found");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn e5_election_campaign_proclaim_observe_leader_resign() {
+    let (_dir, db) = temp_db();
+    let s = Server::start(&db, &[]);
+    let mut c = client(&s).await;
+    let l1 = c.lease_grant(60, None).await.unwrap().id();
+    let l2 = c.lease_grant(60, None).await.unwrap().id();
+    let e = c.leader("chief").await.unwrap_err();
+    assert_eq!(message(e), "election: no leader");
+    let won = c.campaign("chief", "one", l1).await.unwrap();
+    let leader = won.leader().unwrap().clone();
+    assert_eq!(leader.key(), format!("chief/{l1:x}").as_bytes());
+    let mut obs = c.observe("chief").await.unwrap();
+    let first = tokio::time::timeout(WAIT, obs.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.kv().unwrap().value(), b"one");
+    c.proclaim(
+        "two",
+        Some(etcd_client::ProclaimOptions::new().with_leader(leader.clone())),
+    )
+    .await
+    .unwrap();
+    let next = tokio::time::timeout(WAIT, obs.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.kv().unwrap().value(), b"two");
+    let mut c2 = client(&s).await;
+    let second = tokio::spawn(async move { c2.campaign("chief", "three", l2).await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!second.is_finished(), "two leaders at once");
+    // etcdctl agrees on the leader.
+    let ctl = s.ok(&[
+        "get",
+        "chief/",
+        "--prefix",
+        "--sort-by",
+        "CREATE",
+        "--limit",
+        "1",
+    ]);
+    assert_eq!(ctl.lines().nth(1), Some("two"));
+    c.resign(Some(
+        etcd_client::ResignOptions::new().with_leader(leader.clone()),
+    ))
+    .await
+    .unwrap();
+    let won2 = tokio::time::timeout(WAIT, second).await.unwrap().unwrap();
+    assert_eq!(
+        won2.leader().unwrap().key(),
+        format!("chief/{l2:x}").as_bytes()
+    );
+    assert_eq!(
+        c.leader("chief").await.unwrap().kv().unwrap().value(),
+        b"three"
+    );
+    let stale = c
+        .proclaim(
+            "late",
+            Some(etcd_client::ProclaimOptions::new().with_leader(leader)),
+        )
+        .await;
+    assert_eq!(message(stale.unwrap_err()), "election: not leader");
+    let next = tokio::time::timeout(WAIT, obs.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.kv().unwrap().value(), b"three");
+}

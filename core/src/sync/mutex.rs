@@ -158,6 +158,14 @@ impl LockGuard {
             && matches!(self.db.get(&self.key), Ok(Some(kv)) if kv.create_revision == self.rev)
     }
 
+    /// Keeps the lock held past this guard: its key stays until someone deletes it or its
+    /// lease ends (etcd's lock service hands the key to a client, which unlocks by deleting
+    /// it). Returns the key and the fencing token.
+    pub fn keep(mut self) -> (Vec<u8>, i64) {
+        self.released = true;
+        (std::mem::take(&mut self.key), self.rev)
+    }
+
     /// Releases the lock. Deletes only this acquisition's key; returns `NotLeader` if the lock
     /// had already been lost.
     pub fn unlock(mut self) -> Result<()> {
