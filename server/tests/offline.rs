@@ -1,0 +1,143 @@
+//! The offline subcommands: `tenure leases|get|dump|stats FILE` on a database no process has
+//! open; errors name the file and the cause; exit codes as documented in `tenure --help`.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::{temp_db, Server};
+
+fn tenure(args: &[&str]) -> Output {
+    Command::new(common::bin()).args(args).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn e1_offline_leases_get_dump_stats_read_a_closed_file_without_changing_it() {
+    let (_dir, db) = temp_db();
+    let s = Server::start(&db, &[]);
+    let granted = s.ok(&["lease", "grant", "300"]);
+    let hex = granted.split_whitespace().nth(1).unwrap().to_string();
+    let id = i64::from_str_radix(&hex, 16).unwrap();
+    s.ok(&["put", "svc/a", "10.0.0.1", "--lease", &hex]);
+    s.ok(&["put", "svc/b", "10.0.0.2"]);
+    s.ok(&["put", "other", "x"]);
+    assert_eq!(s.terminate().code(), Some(0));
+    let f = db.to_str().unwrap();
+    let before = stdout(&tenure(&["dump", f]));
+
+    let o = tenure(&["leases", f]);
+    assert!(o.status.success());
+    let text = stdout(&o);
+    assert!(
+        text.contains(&id.to_string()) && text.contains("svc/a") && text.contains("1 leases"),
+        "{text}"
+    );
+    let o = tenure(&["leases", f, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(
+        (v["id"].as_i64(), v["ttl_ms"].as_u64()),
+        (Some(id), Some(300_000))
+    );
+    assert_eq!(v["keys"][0], "svc/a");
+
+    assert_eq!(stdout(&tenure(&["get", f, "svc/b"])), "svc/b\n10.0.0.2\n");
+    assert_eq!(
+        stdout(&tenure(&["get", f, "svc/", "--prefix"])),
+        "svc/a\n10.0.0.1\nsvc/b\n10.0.0.2\n"
+    );
+    let o = tenure(&["get", f, "svc/a", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(
+        (v["lease"].as_i64(), v["version"].as_i64()),
+        (Some(id), Some(1))
+    );
+    let missing = tenure(&["get", f, "nope"]);
+    assert_eq!(
+        (missing.status.code(), stdout(&missing)),
+        (Some(3), String::new())
+    );
+
+    let dump = stdout(&tenure(&["dump", f]));
+    let records: Vec<serde_json::Value> = dump
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 4, "one lease and three keys: {dump}");
+    assert_eq!(records[0]["type"], "lease");
+    assert!(records[1..].iter().all(|r| r["type"] == "key"));
+
+    let o = tenure(&["stats", f, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(
+        (
+            v["keys"].as_u64(),
+            v["leases"].as_u64(),
+            v["revision"].as_i64()
+        ),
+        (Some(3), Some(1), Some(4))
+    );
+    assert!(stdout(&tenure(&["stats", f])).contains("revision: 4"));
+
+    // Opened as a standby: nothing expires and tenure writes nothing (redb may still rewrite
+    // its own allocator pages on close, so compare the contents, not the bytes).
+    assert!(
+        stdout(&tenure(&["dump", f])) == before,
+        "inspection changed the database"
+    );
+}
+
+#[test]
+fn e1_offline_errors_name_the_file_and_the_cause() {
+    let (dir, db) = temp_db();
+    let f = db.to_str().unwrap();
+    let o = tenure(&["stats", f]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(err.contains(f) && err.contains("no such file"), "{err}");
+    assert!(!db.exists(), "a missing file is never created");
+
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, b"not a database at all, certainly not redb").unwrap();
+    let o = tenure(&["dump", junk.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(
+        err.contains("junk") && err.contains("not a tenure database"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&junk).unwrap(),
+        b"not a database at all, certainly not redb"
+    );
+
+    let s = Server::start(&db, &[]);
+    let o = tenure(&["leases", f]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is already open"));
+    drop(s);
+}
+
+#[test]
+fn e1_every_subcommand_has_help_and_bad_usage_exits_2() {
+    for sub in ["serve", "leases", "get", "dump", "stats"] {
+        let o = tenure(&[sub, "--help"]);
+        assert!(o.status.success(), "{sub} --help");
+        assert!(stdout(&o).contains("Usage: tenure"), "{sub}");
+    }
+    let top = stdout(&tenure(&["--help"]));
+    assert!(top.contains("Exit codes"), "{top}");
+    assert_eq!(tenure(&["serve"]).status.code(), Some(2));
+    assert_eq!(tenure(&["frobnicate"]).status.code(), Some(2));
+    let (_dir, db) = temp_db();
+    let o = tenure(&["serve", db.to_str().unwrap(), "--durability", "sometimes"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("invalid --durability"));
+    assert!(
+        !db.exists(),
+        "a refused command line never creates the file"
+    );
+}
