@@ -1,11 +1,12 @@
 //! `tenure.ManualClock`: time that moves only when told to (tests).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use pyo3::prelude::*;
 use tenure::{Clock, ManualClock};
 
-use crate::convert::{seconds, secs_f64};
+use crate::convert::{seconds, secs_arg, secs_f64};
 use crate::errors::blocking;
 
 /// A clock that moves only when told to; pass it to `tenure.open(clock=...)`.
@@ -26,9 +27,19 @@ impl PyManualClock {
         }
     }
 
-    /// Moves monotonic and wall time forward by `seconds` and wakes the engines using the clock.
-    fn advance(&self, py: Python<'_>, seconds: f64) -> PyResult<()> {
-        let d = self::seconds(seconds, "seconds")?;
+    /// Moves monotonic and wall time forward by `seconds` (saturating at the clock's limit) and
+    /// wakes the engines using the clock.
+    fn advance(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = secs_arg)] seconds: f64,
+    ) -> PyResult<()> {
+        // Saturates like `ManualClock::advance`: a huge (or infinite) step is the clock's limit.
+        let d = if seconds.is_nan() || seconds < 0.0 {
+            self::seconds(seconds, "seconds")? // InvalidArgument
+        } else {
+            Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX)
+        };
         let clock = self.inner.clone();
         // Waking an engine takes its lock: never while holding the GIL.
         blocking(py, move || {
@@ -38,7 +49,11 @@ impl PyManualClock {
     }
 
     /// Steps wall time alone (either way), leaving monotonic time where it is.
-    fn step_wall(&self, py: Python<'_>, seconds: f64) -> PyResult<()> {
+    fn step_wall(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = secs_arg)] seconds: f64,
+    ) -> PyResult<()> {
         if !seconds.is_finite() {
             return Err(crate::errors::invalid(format!(
                 "seconds must be finite, got {seconds}"

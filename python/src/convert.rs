@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyString};
 use tenure::Error;
@@ -126,6 +126,50 @@ pub(crate) fn seconds(v: f64, what: &str) -> PyResult<Duration> {
         )));
     }
     Duration::try_from_secs_f64(v).map_err(|_| invalid(format!("{what} is too large: {v} seconds")))
+}
+
+/// An integer argument (`from_py_with`): not an integer → `TypeError`; outside the 64-bit range
+/// → `tenure.InvalidArgument` (a `ValueError`), never `OverflowError`.
+pub(crate) fn int_arg(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
+    obj.extract::<i64>().map_err(|e| {
+        if e.is_instance_of::<PyOverflowError>(obj.py()) {
+            invalid(format!("{obj} is out of range (64-bit signed)"))
+        } else {
+            e
+        }
+    })
+}
+
+/// An optional integer argument (`None` passes through).
+pub(crate) fn opt_int_arg(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    int_arg(obj).map(Some)
+}
+
+/// A number of seconds (`from_py_with`): an int too large for a float becomes ±infinity, which
+/// [`seconds`] and [`ttl`] then refuse with their documented errors, never `OverflowError`.
+pub(crate) fn secs_arg(obj: &Bound<'_, PyAny>) -> PyResult<f64> {
+    obj.extract::<f64>().or_else(|e| {
+        if e.is_instance_of::<PyOverflowError>(obj.py()) {
+            Ok(if obj.lt(0)? {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            })
+        } else {
+            Err(e)
+        }
+    })
+}
+
+/// An optional number of seconds (`None` passes through).
+pub(crate) fn opt_secs_arg(obj: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    secs_arg(obj).map(Some)
 }
 
 /// A TTL (SPEC L2): NaN or ≤ 0 → `InvalidArgument`; above etcd's maximum → `LeaseTtlTooLarge`.

@@ -9,8 +9,8 @@ use tenure::{Durability, LeaseId, Recovery, Tenure, Txn, WatchOptions};
 
 use crate::clock::PyManualClock;
 use crate::convert::{
-    bytes_arg, keys_arg, lease_arg, limit_arg, opt_lease_arg, seconds, secs_f64, timeout, ttl,
-    ForkSafe,
+    bytes_arg, keys_arg, lease_arg, limit_arg, opt_int_arg, opt_lease_arg, opt_secs_arg, seconds,
+    secs_arg, secs_f64, timeout, ttl, ForkSafe,
 };
 use crate::errors::{blocking, closed, invalid};
 use crate::iter::{PyExpiredIter, PyWatcher};
@@ -124,14 +124,14 @@ pub(crate) fn open(
     py: Python<'_>,
     path: Option<PathBuf>,
     durability: &str,
-    flush_interval: f64,
+    #[pyo3(from_py_with = secs_arg)] flush_interval: f64,
     recovery: &str,
-    extend: f64,
-    min_ttl: f64,
-    checkpoint_interval: f64,
+    #[pyo3(from_py_with = secs_arg)] extend: f64,
+    #[pyo3(from_py_with = secs_arg)] min_ttl: f64,
+    #[pyo3(from_py_with = secs_arg)] checkpoint_interval: f64,
     primary: bool,
     auto_revoke: bool,
-    expired_retry_interval: f64,
+    #[pyo3(from_py_with = secs_arg)] expired_retry_interval: f64,
     clock: Option<PyRef<'_, PyManualClock>>,
 ) -> PyResult<Py<PyTenure>> {
     let min_ttl = seconds(min_ttl, "min_ttl")?;
@@ -170,7 +170,11 @@ impl PyTenure {
 
     /// Grants a lease of `ttl` seconds, with a fresh ID or the given `id`.
     #[pyo3(signature = (ttl=10.0, id=None))]
-    fn grant(slf: &Bound<'_, Self>, ttl: f64, id: Option<&Bound<'_, PyAny>>) -> PyResult<PyLease> {
+    fn grant(
+        slf: &Bound<'_, Self>,
+        #[pyo3(from_py_with = secs_arg)] ttl: f64,
+        id: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyLease> {
         let py = slf.py();
         let this = slf.get();
         let ttl = self::ttl(ttl)?;
@@ -243,7 +247,12 @@ impl PyTenure {
     }
 
     /// Records a remaining TTL (seconds) used by the next promote or reopen, durably.
-    fn checkpoint(&self, py: Python<'_>, lease: &Bound<'_, PyAny>, remaining: f64) -> PyResult<()> {
+    fn checkpoint(
+        &self,
+        py: Python<'_>,
+        lease: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = secs_arg)] remaining: f64,
+    ) -> PyResult<()> {
         let id = lease_arg(lease)?;
         let remaining = seconds(remaining, "remaining")?;
         let e = self.engine()?;
@@ -252,7 +261,11 @@ impl PyTenure {
 
     /// Becomes primary: every deadline = now + extend + (checkpointed remaining, else TTL).
     #[pyo3(signature = (extend=0.0))]
-    fn promote(&self, py: Python<'_>, extend: f64) -> PyResult<()> {
+    fn promote(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = secs_arg)] extend: f64,
+    ) -> PyResult<()> {
         let extend = seconds(extend, "extend")?;
         let e = self.engine()?;
         blocking(py, || e.promote(extend))
@@ -275,7 +288,10 @@ impl PyTenure {
     /// GIL released, at most `timeout` seconds (then `tenure.Timeout`); it stops when the
     /// engine closes. Ctrl-C interrupts the wait.
     #[pyo3(signature = (timeout=None))]
-    fn expired(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<PyExpiredIter> {
+    fn expired(
+        slf: &Bound<'_, Self>,
+        #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    ) -> PyResult<PyExpiredIter> {
         let py = slf.py();
         let timeout = self::timeout(timeout)?;
         let e = slf.get().open_engine(py)?;
@@ -314,7 +330,7 @@ impl PyTenure {
         &self,
         py: Python<'py>,
         prefix: &Bound<'_, PyAny>,
-        limit: Option<i64>,
+        #[pyo3(from_py_with = opt_int_arg)] limit: Option<i64>,
     ) -> PyResult<Bound<'py, PyList>> {
         let prefix = bytes_arg(prefix, "prefix")?;
         let limit = limit_arg(limit)?;
@@ -393,9 +409,9 @@ impl PyTenure {
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         prefix: bool,
-        start_revision: Option<i64>,
+        #[pyo3(from_py_with = opt_int_arg)] start_revision: Option<i64>,
         prev_kv: bool,
-        timeout: Option<f64>,
+        #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
     ) -> PyResult<PyWatcher> {
         let py = slf.py();
         let key = bytes_arg(key, "key")?;
@@ -417,8 +433,8 @@ impl PyTenure {
     #[pyo3(signature = (ttl=10.0, keepalive_interval=None))]
     fn session(
         slf: &Bound<'_, Self>,
-        ttl: f64,
-        keepalive_interval: Option<f64>,
+        #[pyo3(from_py_with = secs_arg)] ttl: f64,
+        #[pyo3(from_py_with = opt_secs_arg)] keepalive_interval: Option<f64>,
     ) -> PyResult<crate::sync::PySession> {
         crate::sync::PySession::open(slf, ttl, keepalive_interval)
     }
@@ -428,7 +444,7 @@ impl PyTenure {
     fn resume_session(
         slf: &Bound<'_, Self>,
         lease: &Bound<'_, PyAny>,
-        keepalive_interval: Option<f64>,
+        #[pyo3(from_py_with = opt_secs_arg)] keepalive_interval: Option<f64>,
     ) -> PyResult<crate::sync::PySession> {
         crate::sync::PySession::resume_on(slf, lease, keepalive_interval)
     }
@@ -444,7 +460,7 @@ impl PyTenure {
     fn observe_election(
         slf: &Bound<'_, Self>,
         name: &str,
-        timeout: Option<f64>,
+        #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
     ) -> PyResult<crate::sync::PyObserver> {
         crate::sync::observe_election(slf, name, timeout)
     }

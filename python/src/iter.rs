@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use tenure::{Error, ExpiredLease, Watcher};
 
-use crate::convert::{lock, timeout, ForkSafe, SLICE};
+use crate::convert::{lock, opt_secs_arg, timeout, ForkSafe, SLICE};
 use crate::db::{drop_detached, PyTenure};
 use crate::errors::{blocking, err};
 use crate::types::{PyEvent, PyExpiredLease};
@@ -111,7 +111,11 @@ impl PyExpiredIter {
     /// The next batch, waiting at most `timeout` seconds (`None`: for ever); `tenure.Timeout`
     /// when none came, `tenure.Closed` once the engine is closed.
     #[pyo3(signature = (timeout=None))]
-    fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyList>> {
+    fn recv<'py>(
+        &self,
+        py: Python<'py>,
+        #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
         self.next_batch(py, self::timeout(timeout)?)?
             .ok_or_else(crate::errors::closed)
     }
@@ -183,7 +187,11 @@ impl PyWatcher {
     /// The next event, waiting at most `timeout` seconds (`None`: for ever); `tenure.Timeout`
     /// when none came, `tenure.Closed` once the watch is cancelled or the engine closed.
     #[pyo3(signature = (timeout=None))]
-    fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyEvent> {
+    fn recv(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    ) -> PyResult<PyEvent> {
         self.next_event(py, self::timeout(timeout)?)?
             .ok_or_else(crate::errors::closed)
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt};
 
-use crate::convert::secs_f64;
+use crate::convert::{opt_secs_arg, secs_f64};
 use crate::db::PyTenure;
 use crate::keepalive::PyKeepAlive;
 use crate::types::PyLeaseInfo;
@@ -57,7 +57,11 @@ impl PyLease {
     /// A context manager whose native thread renews the lease every `interval` seconds
     /// (default TTL/3) until the block exits, the engine closes or the lease is lost.
     #[pyo3(signature = (interval=None))]
-    fn keep_alive(&self, py: Python<'_>, interval: Option<f64>) -> PyResult<PyKeepAlive> {
+    fn keep_alive(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = opt_secs_arg)] interval: Option<f64>,
+    ) -> PyResult<PyKeepAlive> {
         PyKeepAlive::start(py, self.db.clone_ref(py), self.id, interval)
     }
 

@@ -29,7 +29,7 @@ use tenure::sync::{
 };
 use tenure::{Error, Tenure};
 
-use crate::convert::{bytes_arg, lease_arg, lock, seconds, timeout, ttl, ForkSafe, SLICE};
+use crate::convert::{bytes_arg, int_arg, lease_arg, lock, seconds, timeout, ttl, ForkSafe, SLICE};
 use crate::db::{drop_detached, PyTenure};
 use crate::errors::{blocking, closed, err, invalid, panic_to_py, to_py};
 use crate::types::{bytes_repr, PyKeyValue};
@@ -1214,7 +1214,7 @@ impl PyFenceGate {
     }
 
     /// Admits `token` if it is at least the highest seen so far, else `tenure.StaleToken`.
-    fn admit(&self, py: Python<'_>, token: i64) -> PyResult<()> {
+    fn admit(&self, py: Python<'_>, #[pyo3(from_py_with = int_arg)] token: i64) -> PyResult<()> {
         self.0.admit(token).map_err(|e| to_py(py, e))
     }
 

@@ -4,7 +4,7 @@
 use pyo3::prelude::*;
 use tenure::{CompareOp, CompareTarget};
 
-use crate::convert::{bytes_arg, lease_arg, limit_arg, opt_lease_arg};
+use crate::convert::{bytes_arg, int_arg, lease_arg, limit_arg, opt_int_arg, opt_lease_arg};
 use crate::errors::invalid;
 use crate::types::bytes_repr;
 
@@ -34,9 +34,9 @@ impl PyCompare {
         };
         let target = match target {
             "value" => CompareTarget::Value(bytes_arg(value, "value")?.into_owned()),
-            "version" => CompareTarget::Version(value.extract()?),
-            "create_revision" => CompareTarget::CreateRevision(value.extract()?),
-            "mod_revision" => CompareTarget::ModRevision(value.extract()?),
+            "version" => CompareTarget::Version(int_arg(value)?),
+            "create_revision" => CompareTarget::CreateRevision(int_arg(value)?),
+            "mod_revision" => CompareTarget::ModRevision(int_arg(value)?),
             "lease" => CompareTarget::Lease(if value.is_none() {
                 0
             } else {
@@ -110,7 +110,10 @@ impl PyOp {
     /// Read every key starting with `prefix`, at most `limit`.
     #[staticmethod]
     #[pyo3(signature = (prefix, limit=None))]
-    fn range(prefix: &Bound<'_, PyAny>, limit: Option<i64>) -> PyResult<Self> {
+    fn range(
+        prefix: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = opt_int_arg)] limit: Option<i64>,
+    ) -> PyResult<Self> {
         Ok(PyOp(tenure::Op::range(
             bytes_arg(prefix, "prefix")?,
             limit_arg(limit)?,

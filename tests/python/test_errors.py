@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import pytest
 
 import tenure
-from tenure import _tenure
+from tenure import _tenure, txn
 
 # API.md's table: Rust variant -> (Python class, C code, extra base class).
 TABLE: list[tuple[str, type[tenure.TenureError], int, type[BaseException] | None]] = [
@@ -77,3 +79,43 @@ def test_messages_name_the_subject(db: tenure.Tenure) -> None:
 def test_exceptions_can_be_raised_and_caught_by_users() -> None:
     with pytest.raises(tenure.TenureError):
         raise tenure.Closed("custom")
+
+
+HUGE_INTS = [2**63, 2**64, -(2**63) - 1, 10**400]
+DOCUMENTED = (tenure.TenureError, TypeError, ValueError)
+
+
+def _raises_documented(call: Callable[[], object]) -> None:
+    # OverflowError is neither a TenureError nor a ValueError: it must not escape.
+    with pytest.raises(DOCUMENTED) as info:
+        call()
+    assert not isinstance(info.value, OverflowError), repr(info.value)
+
+
+@pytest.mark.parametrize("n", HUGE_INTS)
+def test_huge_ints_raise_the_documented_errors_not_overflow_error(
+    db: tenure.Tenure, n: int
+) -> None:
+    db.put("k", "v")
+    _raises_documented(lambda: db.range("k", limit=n))
+    _raises_documented(lambda: db.watch("k", start_revision=n))
+    _raises_documented(lambda: tenure.FenceGate().admit(n))
+    _raises_documented(lambda: txn.version("k") == n)
+    _raises_documented(lambda: txn.create_revision("k") < n)
+    _raises_documented(lambda: txn.mod_revision("k") > n)
+    _raises_documented(lambda: txn.range("k", limit=n))
+    _raises_documented(lambda: db.grant(n * 10**400))
+    _raises_documented(lambda: db.watch("k", timeout=n * 10**400))
+    _raises_documented(
+        lambda: tenure.open(None, durability="buffered", flush_interval=n * 10**400)
+    )
+    _raises_documented(lambda: tenure.open(None, checkpoint_interval=n * 10**400))
+
+
+def test_manual_clock_saturates_instead_of_overflowing(db: tenure.Tenure) -> None:
+    clock = tenure.ManualClock()
+    clock.advance(1)
+    clock.advance(10**400)  # saturates (before: OverflowError or "too large")
+    at_limit = clock.now
+    clock.advance(1e300)
+    assert clock.now == at_limit
