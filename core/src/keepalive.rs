@@ -9,8 +9,8 @@ use crate::clock::Waker;
 use crate::engine::{Handle, Tenure};
 use crate::error::{Error, Result};
 use crate::locks::Mutex;
-use crate::stop::Stop;
 use crate::types::LeaseId;
+use crate::wait::Stop;
 
 /// Renews a lease in the background until stopped, dropped, or a renew fails.
 ///
@@ -80,17 +80,23 @@ fn run(
     every: Duration,
     stop: &Stop,
     error: &Mutex<Option<Error>>,
+    lost: Option<&Stop>,
 ) {
     let Some(clock) = Tenure::upgrade(&engine).map(|db| db.clock()) else {
         return;
     };
     let mut next = first;
-    while !stop.sleep_until(&*clock, next) {
+    while !stop.sleep_until(&*clock, next, None) {
         let result = match Tenure::upgrade(&engine) {
             Some(db) => db.renew(id).map(|_| ()),
             None => Err(Error::Closed),
         };
         if let Err(e) = result {
+            if matches!(e, Error::LeaseNotFound(_) | Error::Closed) {
+                if let Some(lost) = lost {
+                    lost.stop();
+                }
+            }
             *error.lock() = Some(e);
             stop.stop();
             return;
@@ -107,7 +113,17 @@ impl Tenure {
         id: impl Into<LeaseId>,
         interval: Option<Duration>,
     ) -> Result<KeepAlive> {
-        let id = id.into();
+        self.keep_alive_reporting(id.into(), interval, None)
+    }
+
+    /// [`keep_alive`](Tenure::keep_alive) that also raises `lost` when a renew finds the
+    /// lease gone or the engine closed.
+    pub(crate) fn keep_alive_reporting(
+        &self,
+        id: LeaseId,
+        interval: Option<Duration>,
+        lost: Option<Stop>,
+    ) -> Result<KeepAlive> {
         let ttl = self.time_to_live(id)?.ttl;
         let every = interval.unwrap_or(ttl / 3);
         if every.is_zero() {
@@ -123,7 +139,7 @@ impl Tenure {
         let (s, e) = (stop.clone(), error.clone());
         let thread = std::thread::Builder::new()
             .name(format!("tenure-keepalive-{id}"))
-            .spawn(move || run(engine, id, first, every, &s, &e))
+            .spawn(move || run(engine, id, first, every, &s, &e, lost.as_ref()))
             .map_err(|e| Error::Storage(format!("cannot start a keep-alive thread: {e}")))?;
         Ok(KeepAlive {
             id,

@@ -32,10 +32,10 @@ mod lease;
 mod locks;
 mod record;
 mod state;
-mod stop;
 mod store;
 pub mod sync;
 mod types;
+mod wait;
 
 pub use crate::clock::{Clock, ManualClock, SystemClock, Waker};
 pub use crate::engine::{Builder, Tenure, MAX_DURATION, MAX_WATCH_EVENTS};
@@ -52,6 +52,7 @@ pub use crate::store::StorageFaults;
 pub use crate::types::{
     Durability, Event, EventKind, ExpiredLease, KeyValue, LeaseId, LeaseInfo, Recovery, Stats,
 };
+pub use crate::wait::{Stop, StopCallback, Wait};
 
 /// The README's Rust examples, compiled (and run where they can) as doctests.
 #[cfg(doctest)]

@@ -19,15 +19,15 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use tenure::sync::{
     Election, ElectorCallbacks, ElectorConfig, FenceGate, LeaderElector, Leadership, LockGuard,
-    Mutex as SyncMutex, Observer, RecordLock, Session, SessionOptions, Stop,
+    Mutex as SyncMutex, Observer, RecordLock, Session, SessionOptions, Stop, Wait,
 };
-use tenure::{Error, Tenure};
+use tenure::Error;
 
 use crate::convert::{bytes_arg, int_arg, lease_arg, lock, seconds, timeout, ttl, ForkSafe, SLICE};
 use crate::db::{drop_detached, PyTenure};
@@ -289,6 +289,9 @@ impl PySession {
     /// seconds (`None`: no limit), then `tenure.Timeout`. `tenure.SessionExpired` as soon as the
     /// session's lease is lost. The GIL is released; Ctrl-C withdraws from the queue and raises
     /// `KeyboardInterrupt`. Use as `with session.lock("jobs/1", timeout=5.0) as guard: ...`.
+    /// A session holds a given lock at most once: locking `name` again through the same session
+    /// (from any thread) while it is held or being acquired raises `tenure.InvalidArgument`;
+    /// give each concurrent holder its own session.
     #[pyo3(signature = (name, timeout=None))]
     fn lock(slf: &Bound<'_, Self>, name: &str, timeout: Option<f64>) -> PyResult<PyLockGuard> {
         let m = PySession::make_mutex(slf, name)?;
@@ -364,11 +367,12 @@ impl PyMutex {
     fn lock_inner(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyLockGuard> {
         let timeout = self::timeout(timeout)?;
         let m = self.inner.get()?.clone();
-        let (cancel_tx, cancel_rx) = bounded::<()>(0);
+        let cancel = Stop::new();
+        let wait = Wait::from(timeout).with_stop(&cancel);
         let g = interruptible(
             py,
-            move || m.lock_with_cancel(timeout, &cancel_rx),
-            move || drop(cancel_tx),
+            move || m.lock(wait),
+            move || cancel.stop(),
             drop::<LockGuard>,
         )?;
         Ok(self.guard(py, g))
@@ -592,12 +596,12 @@ impl PyElection {
         let value = bytes_arg(value, "value")?.into_owned();
         let timeout = self::timeout(timeout)?;
         let e = self.inner.get()?.clone();
-        let db = self.session.get().inner.get()?.db().clone();
-        let (cancel_tx, cancel_rx) = bounded::<()>(0);
+        let cancel = Stop::new();
+        let wait = Wait::from(timeout).with_stop(&cancel);
         let l = interruptible(
             py,
-            move || e.campaign_with_cancel(&value, timeout, &cancel_rx),
-            move || drop(cancel_tx),
+            move || e.campaign(&value, wait),
+            move || cancel.stop(),
             |l: Leadership| {
                 let _ = l.resign();
             },
@@ -606,7 +610,7 @@ impl PyElection {
             name: self.name.clone(),
             key: l.key().to_vec(),
             token: l.token(),
-            inner: ForkSafe::new((l, db)),
+            inner: ForkSafe::new(l),
         })
     }
 
@@ -642,7 +646,7 @@ pub(crate) struct PyLeadership {
     name: String,
     key: Vec<u8>,
     token: i64,
-    inner: ForkSafe<(Leadership, Tenure)>,
+    inner: ForkSafe<Leadership>,
 }
 
 impl Drop for PyLeadership {
@@ -676,23 +680,20 @@ impl PyLeadership {
 
     /// Whether this leadership still holds (its key exists with the same create revision).
     fn is_leader(&self, py: Python<'_>) -> PyResult<bool> {
-        let (_, db) = self.inner.get()?;
-        let (key, token) = (&self.key, self.token);
-        blocking(py, || {
-            Ok(db.get(key)?.is_some_and(|kv| kv.create_revision == token))
-        })
+        let l = self.inner.get()?;
+        blocking(py, || Ok(l.is_held()))
     }
 
     /// Announces a new value, only while still this leadership; else `tenure.NotLeader`.
     fn proclaim(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let value = bytes_arg(value, "value")?;
-        let (l, _) = self.inner.get()?;
+        let l = self.inner.get()?;
         blocking(py, || l.proclaim(&value))
     }
 
     /// Gives up leadership (deletes the key only if it is still this leadership's). Idempotent.
     fn resign(&self, py: Python<'_>) -> PyResult<()> {
-        let (l, _) = self.inner.get()?;
+        let l = self.inner.get()?;
         blocking(py, || l.resign())
     }
 
@@ -706,7 +707,7 @@ impl PyLeadership {
     /// Resigns (quietly if the engine is closed); a forked child leaves it alone.
     #[pyo3(signature = (*_exc))]
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        let Ok((l, _)) = self.inner.get() else {
+        let Ok(l) = self.inner.get() else {
             return Ok(false);
         };
         blocking(py, || match l.resign() {
@@ -822,57 +823,12 @@ impl PyObserver {
 
 // ---- leader elector (S5) --------------------------------------------------------------------
 
-/// A `tenure::sync::Stop` with a channel that disconnects when it is raised, so that Python can
-/// wait for it in slices.
-#[derive(Clone)]
-struct Flag {
-    stop: Stop,
-    raised: Receiver<()>,
-    tx: Arc<Mutex<Option<Sender<()>>>>,
-}
-
-impl Flag {
-    fn new() -> Flag {
-        let (tx, raised) = bounded::<()>(0);
-        Flag {
-            stop: Stop::new(),
-            raised,
-            tx: Arc::new(Mutex::new(Some(tx))),
-        }
-    }
-
-    /// A flag that follows `stop`, raised by someone else (the elector): a short-lived thread
-    /// waits for it and disconnects the channel.
-    fn follow(stop: Stop) -> Flag {
-        let (tx, raised) = bounded::<()>(0);
-        let (s, t) = (stop.clone(), tx.clone());
-        let spawned = thread::Builder::new()
-            .name("tenure-py-stop".into())
-            .spawn(move || {
-                s.wait();
-                drop(t);
-            })
-            .is_ok();
-        // Without the thread, `wait` still sees the flag through `is_stopped` between slices.
-        Flag {
-            stop,
-            raised,
-            tx: Arc::new(Mutex::new((!spawned).then_some(tx))),
-        }
-    }
-
-    fn raise(&self) {
-        self.stop.stop();
-        drop(lock(&self.tx).take());
-    }
-}
-
 /// A stop flag (like `threading.Event`) shared with native threads: the `stop` argument of
 /// `LeaderElector.run()`, and the second argument of `on_started_leading`, raised when that
 /// leadership ends.
 #[pyclass(frozen, module = "tenure", name = "Stop")]
 pub(crate) struct PyStop {
-    inner: ForkSafe<Flag>,
+    inner: ForkSafe<Stop>,
 }
 
 #[pymethods]
@@ -880,7 +836,7 @@ impl PyStop {
     #[new]
     fn new() -> PyStop {
         PyStop {
-            inner: ForkSafe::new(Flag::new()),
+            inner: ForkSafe::new(Stop::new()),
         }
     }
 
@@ -888,7 +844,7 @@ impl PyStop {
     fn set(&self, py: Python<'_>) -> PyResult<()> {
         let f = self.inner.get()?;
         blocking(py, || {
-            f.raise();
+            f.stop();
             Ok(())
         })
     }
@@ -896,7 +852,7 @@ impl PyStop {
     /// Whether the flag is raised.
     fn is_set(&self, py: Python<'_>) -> PyResult<bool> {
         let f = self.inner.get()?;
-        blocking(py, || Ok(f.stop.is_stopped()))
+        blocking(py, || Ok(f.is_stopped()))
     }
 
     /// Waits until the flag is raised, at most `timeout` seconds (`None`: no limit); returns
@@ -905,10 +861,7 @@ impl PyStop {
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
         let until = deadline(self::timeout(timeout)?);
         let f = self.inner.get()?;
-        let r = sliced(py, until, |step| match f.raised.recv_timeout(step) {
-            Err(RecvTimeoutError::Disconnected) => Ok(Some(())),
-            _ => Ok(f.stop.is_stopped().then_some(())),
-        })?;
+        let r = sliced(py, until, |step| Ok(f.wait_timeout(step).then_some(())))?;
         Ok(r.is_some())
     }
 
@@ -977,7 +930,7 @@ impl Drop for PyLeaderElector {
         // not waited for here).
         if self.inner.is_ours() {
             if let Ok(s) = lock(&self.stop).get().inner.get() {
-                s.raise();
+                s.stop();
             }
         }
         if let Some(e) = self.inner.take_for_drop() {
@@ -988,7 +941,7 @@ impl Drop for PyLeaderElector {
 }
 
 impl PyLeaderElector {
-    fn current_stop(&self, py: Python<'_>) -> PyResult<Flag> {
+    fn current_stop(&self, py: Python<'_>) -> PyResult<Stop> {
         Ok(lock(&self.stop).clone_ref(py).get().inner.get()?.clone())
     }
 
@@ -1041,12 +994,11 @@ impl PyLeaderElector {
         let callbacks = ElectorCallbacks {
             on_started_leading: Box::new(move |token, stop| {
                 if let Some(cb) = &started {
-                    let flag = Flag::follow(stop);
                     invoke(cb, |py, cb| {
                         let stop = Py::new(
                             py,
                             PyStop {
-                                inner: ForkSafe::new(flag),
+                                inner: ForkSafe::new(stop.clone()),
                             },
                         )?;
                         cb.call1((token, stop)).map(drop)
@@ -1117,7 +1069,7 @@ impl PyLeaderElector {
         }
         let flag = self.current_stop(py)?;
         let cancel = flag.clone();
-        interruptible(py, move || e.run(&flag.stop), move || cancel.raise(), drop)
+        interruptible(py, move || e.run(&flag), move || cancel.stop(), drop)
     }
 
     /// Runs the elector on a background thread; `stop()` ends it. May be called once.
@@ -1130,7 +1082,7 @@ impl PyLeaderElector {
         thread::Builder::new()
             .name("tenure-py-elect".into())
             .spawn(move || {
-                let r = catch_unwind(AssertUnwindSafe(|| e.run(&flag.stop)));
+                let r = catch_unwind(AssertUnwindSafe(|| e.run(&flag)));
                 let _ = tx.send(r);
             })
             .map_err(spawn_failed)?;
@@ -1145,7 +1097,7 @@ impl PyLeaderElector {
     fn stop(&self, py: Python<'_>) -> PyResult<()> {
         let flag = self.current_stop(py)?;
         blocking(py, || {
-            flag.raise();
+            flag.stop();
             Ok(())
         })?;
         if IN_CALLBACK.with(|c| c.get()) {

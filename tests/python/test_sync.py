@@ -213,6 +213,44 @@ def test_s2_lock_times_out_and_withdraws_its_key(
         assert keys(db, "m/") == [f"m/{a.id:x}".encode()]
 
 
+def test_s2_s4_nested_lock_and_election_names_do_not_interfere(
+    db: tenure.Tenure, sessions: Callable[[], tenure.Session]
+) -> None:
+    # Reliability defect 7.
+    a, b = sessions(), sessions()
+    with a.lock("jobs/nightly"):
+        with b.lock("jobs", timeout=WAIT) as g:
+            assert g.is_held()
+    a.election("svc/eu").campaign(b"eu", timeout=WAIT)
+    assert db.election_leader("svc") is None
+
+
+def test_s2_a_mutex_is_not_reentrant_per_session(
+    db: tenure.Tenure, sessions: Callable[[], tenure.Session]
+) -> None:
+    # Reliability defect 8: a second acquisition through the same session is refused.
+    a = sessions()
+    with a.lock("m", timeout=WAIT) as g:
+        with pytest.raises(tenure.InvalidArgument, match="once per session"):
+            a.lock("m", timeout=0.1)
+        with pytest.raises(tenure.InvalidArgument):
+            a.mutex("m").try_lock()
+        assert g.is_held()
+    with a.lock("m", timeout=WAIT) as g2:
+        assert g2.fencing_token > g.fencing_token
+
+
+def test_s2_s4_huge_lock_and_campaign_timeouts_saturate(
+    db: tenure.Tenure, sessions: Callable[[], tenure.Session]
+) -> None:
+    # Reliability defect 9: a timeout too large for the clock panicked (code 18).
+    a = sessions()
+    for huge in (1e19, 1e300, float("inf")):
+        with a.lock("x", timeout=huge) as g:
+            assert g.is_held()
+        a.election("e").campaign(b"v", timeout=huge).resign()
+
+
 def test_s2_the_mutex_is_fifo_and_the_context_manager_never_enters_without_the_lock(
     db: tenure.Tenure, sessions: Callable[[], tenure.Session]
 ) -> None:

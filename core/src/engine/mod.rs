@@ -39,6 +39,7 @@ use crate::locks::{Condvar, Mutex};
 use crate::state::Machine;
 use crate::store::Store;
 use crate::types::{Durability, ExpiredLease, KeyValue, LeaseId, LeaseInfo, Stats};
+use crate::wait::Stop;
 
 /// Capacity, in batches, of the `expired()` channel. When full, auto-revoke notices are
 /// dropped (and counted); manual-revoke leases are redelivered anyway.
@@ -102,8 +103,8 @@ struct Shared {
     expired_dropped: AtomicU64,
     /// Keeps the clock subscription alive.
     waker: Mutex<Option<Arc<Waker>>>,
-    /// Lease ID → a channel whose sender is dropped when the lease is gone (`lease_gone`).
-    lease_waiters: Mutex<HashMap<i64, Signal>>,
+    /// Lease ID → tokens raised when the lease is gone (see `Tenure::lease_gone`).
+    lease_waiters: Mutex<HashMap<i64, Vec<Stop>>>,
     /// Replaced (disconnecting every clone of the old receiver) on each demote (L9).
     demotion: Mutex<Signal>,
 }
@@ -536,7 +537,7 @@ fn close_engine(s: &Arc<Shared>, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result
         Ok(())
     };
     s.hub.lock().close();
-    s.lease_waiters.lock().clear();
+    signals::raise_all(s);
     *s.expired.lock() = None;
     let store = s.store.lock().take();
     // Releases the file lock.

@@ -11,11 +11,12 @@ use crate::batch::Batch;
 use crate::clock::Waker;
 use crate::error::{Error, Result};
 use crate::types::LeaseId;
+use crate::wait::Stop;
 
 impl Tenure {
-    /// A receiver that disconnects when lease `id` is gone: revoked, expired, or the engine
-    /// closed. `LeaseNotFound` if it is already gone.
-    pub(crate) fn lease_gone(&self, id: LeaseId) -> Result<Receiver<()>> {
+    /// Raises `lost` when lease `id` is gone: revoked, expired, or the engine closed.
+    /// `LeaseNotFound` if it is already gone.
+    pub(crate) fn lease_gone(&self, id: LeaseId, lost: &Stop) -> Result<()> {
         let s = self.shared();
         let mut st = s.state.lock();
         if st.closed {
@@ -24,17 +25,14 @@ impl Tenure {
         if !st.m.lessor.contains(id.get()) {
             return Err(Error::LeaseNotFound(id));
         }
-        // One channel per lease, however often it is asked for: a timed-out wait leaves nothing.
-        let rx = s
-            .lease_waiters
-            .lock()
-            .entry(id.get())
-            .or_insert_with(|| bounded(0))
-            .1
-            .clone();
+        let mut waiters = s.lease_waiters.lock();
+        let list = waiters.entry(id.get()).or_default();
+        // Tokens raised elsewhere, or that nobody else holds any more, are pruned here.
+        list.retain(|t| !t.is_stopped() && t.is_shared());
+        list.push(lost.clone());
         // Under the state lock, like every write, so no removal can be missed.
         st.pending.track_gone = true;
-        Ok(rx)
+        Ok(())
     }
 
     /// A receiver that disconnects at the next demote.
@@ -49,11 +47,30 @@ pub(super) fn notify_gone(s: &Shared, b: &mut Batch) {
     if b.gone.is_empty() {
         return;
     }
-    let mut waiters = s.lease_waiters.lock();
-    for id in b.gone.drain(..) {
-        waiters.remove(&id); // dropping the sender disconnects the receivers
+    let mut raised = Vec::new();
+    {
+        let mut waiters = s.lease_waiters.lock();
+        for id in b.gone.drain(..) {
+            raised.extend(waiters.remove(&id).unwrap_or_default());
+        }
+        b.track_gone = !waiters.is_empty();
     }
-    b.track_gone = !waiters.is_empty();
+    for t in raised {
+        t.stop();
+    }
+}
+
+/// On close: every lease waiter learns its lease is gone.
+pub(super) fn raise_all(s: &Shared) {
+    let all: Vec<Stop> = s
+        .lease_waiters
+        .lock()
+        .drain()
+        .flat_map(|(_, v)| v)
+        .collect();
+    for t in all {
+        t.stop();
+    }
 }
 
 /// Disconnects every receiver handed out by `demotion` (L9).

@@ -8,10 +8,11 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::locks::Mutex;
-use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use crossbeam_channel::{select, unbounded, Receiver, Sender, TryRecvError};
+
+use crate::wait::Wait;
 
 use crate::error::{Error, Result};
 use crate::kv::range::KeyRange;
@@ -286,15 +287,25 @@ impl Watcher {
         }
     }
 
-    /// Like [`recv`](Self::recv), giving up with `Err(Timeout)` after `timeout`.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Event> {
+    /// Like [`recv`](Self::recv), giving up with `Err(Timeout)` when `wait` runs out (its
+    /// deadline passes or its stop token is raised).
+    pub fn recv_timeout(&mut self, wait: impl Into<Wait>) -> Result<Event> {
         if self.finished {
             return Err(Error::Closed);
         }
-        match self.rx.recv_timeout(timeout) {
-            Ok(ev) => Ok(ev),
-            Err(RecvTimeoutError::Timeout) => Err(Error::Timeout),
-            Err(RecvTimeoutError::Disconnected) => Err(self.ended()),
+        // A ready event wins over a wait that is already over (`select!` picks at random).
+        if let Some(ev) = self.try_recv()? {
+            return Ok(ev);
+        }
+        let wait = wait.into();
+        let (timer, stopped) = (wait.timer(), wait.stopped());
+        select! {
+            recv(self.rx) -> ev => match ev {
+                Ok(ev) => Ok(ev),
+                Err(_) => Err(self.ended()),
+            },
+            recv(timer) -> _ => Err(Error::Timeout),
+            recv(stopped) -> _ => Err(Error::Timeout),
         }
     }
 

@@ -1,15 +1,17 @@
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
-use crate::kv::watch::Watcher;
+use crate::kv::watch::{WatchOptions, Watcher};
+use crate::sync::backend::Backend;
 use crate::sync::session::Session;
-use crate::sync::wait::{key_of, prefix_of, wait_turn, Interrupts};
-use crate::types::KeyValue;
-use crate::{Tenure, WatchOptions};
+use crate::sync::turn::{first_entry, key_of, prefix_of, wait_turn, Interrupts};
+use crate::types::{KeyValue, LeaseId};
+use crate::wait::Wait;
 
-/// A leader election (SPEC S4), etcd's algorithm: candidates put `name/<lease hex>` with their
-/// value; the leader is the candidate with the lowest create revision.
+/// A leader election (SPEC S4), etcd's algorithm and key layout: candidates put
+/// `name/<lease hex>` with their value; the leader is the candidate with the lowest create
+/// revision. Names nest without interfering: `svc` and `svc/eu` are different elections.
 #[derive(Debug, Clone)]
 pub struct Election {
     session: Session,
@@ -19,10 +21,10 @@ pub struct Election {
 /// Leadership won by [`Election::campaign`]. Its token is the leader key's create revision.
 #[derive(Debug)]
 pub struct Leadership {
-    db: Tenure,
+    db: Arc<dyn Backend>,
     key: Vec<u8>,
     rev: i64,
-    lease: crate::LeaseId,
+    lease: LeaseId,
 }
 
 impl Election {
@@ -34,35 +36,14 @@ impl Election {
         }
     }
 
-    /// Becomes a candidate with `value` and waits until leader, at most `timeout`. On failure
-    /// the candidacy is withdrawn. Campaigning again with a live candidacy reuses it.
-    pub fn campaign(
-        &self,
-        value: impl AsRef<[u8]>,
-        timeout: Option<Duration>,
-    ) -> Result<Leadership> {
-        self.campaign_inner(value.as_ref(), timeout, None)
-    }
-
-    /// Like [`campaign`](Election::campaign), also giving up (with `Timeout`) as soon as
-    /// `cancel` receives a message or disconnects.
-    pub fn campaign_with_cancel(
-        &self,
-        value: impl AsRef<[u8]>,
-        timeout: Option<Duration>,
-        cancel: &crossbeam_channel::Receiver<()>,
-    ) -> Result<Leadership> {
-        self.campaign_inner(value.as_ref(), timeout, Some(cancel))
-    }
-
-    fn campaign_inner(
-        &self,
-        value: &[u8],
-        timeout: Option<Duration>,
-        cancel: Option<&crossbeam_channel::Receiver<()>>,
-    ) -> Result<Leadership> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let db = self.session.db();
+    /// Becomes a candidate with `value` and waits until leader, as long as `wait` allows
+    /// (`None`: no limit; a `Duration`; a [`Wait`]). On failure (`Timeout`, `SessionExpired`,
+    /// `NotPrimary`) the candidacy is withdrawn. Campaigning again through the same session
+    /// with a live candidacy reuses it (and announces the new value), as in etcd.
+    pub fn campaign(&self, value: impl AsRef<[u8]>, wait: impl Into<Wait>) -> Result<Leadership> {
+        let (value, wait) = (value.as_ref(), wait.into());
+        let db = self.session.backend();
+        // Taken before the key is put, so that no demote in between is missed.
         let demoted = db.demotion();
         let lease = self.session.lease_id();
         let key = key_of(&self.prefix, lease.get());
@@ -77,7 +58,7 @@ impl Election {
         } else {
             match r.responses.first() {
                 Some(OpResponse::Get(Some(kv))) => {
-                    db.put(&key, value, Some(lease))?;
+                    db.txn(Txn::new().then([Op::put(&key, value, Some(lease))]))?;
                     (kv.create_revision, false)
                 }
                 _ => return Err(Error::SessionExpired),
@@ -89,14 +70,12 @@ impl Election {
             rev,
             lease,
         };
-        let gone = self.session.done();
         let stop = Interrupts {
-            gone: &gone,
-            cancel,
-            demoted: &demoted,
-            deadline,
+            lost: self.session.lost(),
+            wait: &wait,
+            demoted,
         };
-        match wait_turn(db, &self.prefix, &leadership.key, rev, &stop) {
+        match wait_turn(&**db, &self.prefix, &leadership.key, rev, &stop) {
             Ok(()) => Ok(leadership),
             Err(e) => {
                 if fresh {
@@ -108,13 +87,14 @@ impl Election {
     }
 
     /// The current leader's key-value, if any.
-    pub fn leader(db: &Tenure, name: &str) -> Result<Option<KeyValue>> {
+    pub fn leader<B: Backend>(db: &B, name: &str) -> Result<Option<KeyValue>> {
         leader_of(db, &prefix_of(name))
     }
 
     /// Follows the leadership of `name`: the first item is the current state, then one item per
     /// change (new leader, new value, or `None` for no leader).
-    pub fn observe(db: &Tenure, name: &str) -> Result<Observer> {
+    pub fn observe<B: Backend + Clone>(db: &B, name: &str) -> Result<Observer> {
+        let db: Arc<dyn Backend> = Arc::new(db.clone());
         let prefix = prefix_of(name);
         let watcher = db.watch(
             &prefix,
@@ -124,7 +104,7 @@ impl Election {
             },
         )?;
         Ok(Observer {
-            db: db.clone(),
+            db,
             prefix,
             watcher,
             last: None,
@@ -133,17 +113,19 @@ impl Election {
     }
 }
 
-fn leader_of(db: &Tenure, prefix: &[u8]) -> Result<Option<KeyValue>> {
-    Ok(db
-        .range(prefix, None)?
-        .into_iter()
-        .min_by_key(|kv| kv.create_revision))
+fn leader_of(db: &dyn Backend, prefix: &[u8]) -> Result<Option<KeyValue>> {
+    first_entry(db, prefix)
 }
 
 impl Leadership {
     /// The fencing token: the leader key's create revision, strictly increasing per election.
     pub fn token(&self) -> i64 {
         self.rev
+    }
+
+    /// Whether this leadership still holds: its key exists with the same create revision.
+    pub fn is_held(&self) -> bool {
+        matches!(self.db.get(&self.key), Ok(Some(kv)) if kv.create_revision == self.rev)
     }
 
     /// The leader key.
@@ -188,7 +170,7 @@ impl Leadership {
 /// state: each item is read from the store after the events that announced it.
 #[derive(Debug)]
 pub struct Observer {
-    db: Tenure,
+    db: Arc<dyn Backend>,
     prefix: Vec<u8>,
     watcher: Watcher,
     /// The last state reported; `None` before the first.
@@ -202,7 +184,7 @@ type LeaderId = (Vec<u8>, i64, Vec<u8>);
 
 impl Observer {
     fn changed(&mut self) -> Result<Option<Option<KeyValue>>> {
-        let now = leader_of(&self.db, &self.prefix)?;
+        let now = leader_of(&*self.db, &self.prefix)?;
         let id = now
             .as_ref()
             .map(|kv| (kv.key.clone(), kv.create_revision, kv.value.clone()));
@@ -213,10 +195,10 @@ impl Observer {
         Ok(Some(now))
     }
 
-    /// Waits for the next leadership state, at most `timeout` (`None`: no limit); `Timeout`
-    /// if there is none by then, `Closed` when the engine closes.
-    pub fn recv_timeout(&mut self, timeout: Option<Duration>) -> Result<Option<KeyValue>> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+    /// Waits for the next leadership state as long as `wait` allows (`None`: no limit);
+    /// `Timeout` if there is none by then, `Closed` when the engine closes.
+    pub fn recv_timeout(&mut self, wait: impl Into<Wait>) -> Result<Option<KeyValue>> {
+        let wait = wait.into();
         loop {
             if self.stale {
                 self.stale = false;
@@ -224,12 +206,7 @@ impl Observer {
                     return Ok(state);
                 }
             }
-            let event = match deadline {
-                Some(d) => self
-                    .watcher
-                    .recv_timeout(d.saturating_duration_since(Instant::now())),
-                None => self.watcher.recv(),
-            };
+            let event = self.watcher.recv_timeout(&wait);
             match event {
                 Ok(_) => self.stale = true,
                 Err(Error::Compacted { .. }) => {

@@ -7,17 +7,17 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::locks::Mutex;
-pub use crate::stop::Stop;
 use crossbeam_channel::{unbounded, Sender};
 
 use crate::clock::{Clock, Waker};
 use crate::error::{Error, Result};
 use crate::kv::txn::{Compare, CompareOp, Op, Txn};
+use crate::locks::Mutex;
+use crate::sync::backend::Backend;
 use crate::types::LeaseId;
-use crate::Tenure;
+use crate::wait::{Stop, Wait};
 
 /// client-go's jitter factor: acquisition is retried every `retry_period × [1, 2.2)`.
 pub const JITTER: f64 = 1.2;
@@ -132,7 +132,7 @@ struct Shared {
 
 /// A client-go–style leader elector (SPEC S5). See the module docs.
 pub struct LeaderElector {
-    db: Tenure,
+    db: Arc<dyn Backend>,
     cfg: ElectorConfig,
     callbacks: Mutex<Option<ElectorCallbacks>>,
     shared: Arc<Shared>,
@@ -161,14 +161,14 @@ impl Jitter {
 
 impl LeaderElector {
     /// Validates `cfg` (`InvalidArgument` if inconsistent) and prepares an elector.
-    pub fn new(
-        db: &Tenure,
+    pub fn new<B: Backend + Clone>(
+        db: &B,
         cfg: ElectorConfig,
         callbacks: ElectorCallbacks,
     ) -> Result<LeaderElector> {
         cfg.validate()?;
         Ok(LeaderElector {
-            db: db.clone(),
+            db: Arc::new(db.clone()),
             cfg,
             callbacks: Mutex::new(Some(callbacks)),
             shared: Arc::default(),
@@ -185,9 +185,19 @@ impl LeaderElector {
         self.shared.leader.lock().clone()
     }
 
-    /// Campaigns, leads and renews until `stop` is raised, then returns once every callback has
-    /// run. A second call fails with `InvalidArgument`. `Closed` if the engine closes.
-    pub fn run(&self, stop: &Stop) -> Result<()> {
+    /// Campaigns, leads and renews until `wait` is over (its stop token raised or its deadline
+    /// passed; `&stop` converts), then returns `Ok` once every callback has run. A second call
+    /// fails with `InvalidArgument`. `Closed` if the engine closes.
+    pub fn run(&self, wait: impl Into<Wait>) -> Result<()> {
+        let wait = wait.into();
+        // One token for the loop: raised by the caller's token or at the deadline.
+        let stop = Stop::new();
+        let _linked = wait.stop_token().map(|t| {
+            let s = stop.clone();
+            t.on_stop(move || s.stop())
+        });
+        let deadline = wait.deadline();
+        let stop = &stop;
         let mut callbacks = self
             .callbacks
             .lock()
@@ -210,7 +220,8 @@ impl LeaderElector {
         let s = stop.clone();
         let waker: Arc<Waker> = Arc::new(move || s.wake());
         clock.subscribe(Arc::downgrade(&waker));
-        let result = self.campaign_loop(stop, &*clock, &tx);
+        let result = self.campaign_loop(stop, &*clock, &tx, deadline);
+        stop.stop();
         drop(waker);
         drop(tx);
         let _ = worker.join();
@@ -225,7 +236,13 @@ impl LeaderElector {
         }
     }
 
-    fn campaign_loop(&self, stop: &Stop, clock: &dyn Clock, tx: &Sender<Call>) -> Result<()> {
+    fn campaign_loop(
+        &self,
+        stop: &Stop,
+        clock: &dyn Clock,
+        tx: &Sender<Call>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
         let mut jitter = Jitter(
             self.cfg
                 .identity
@@ -239,7 +256,7 @@ impl LeaderElector {
             match self.try_acquire(clock)? {
                 Some((lease, token, rev)) => {
                     self.observe(&self.cfg.identity, tx);
-                    self.lead(stop, clock, tx, lease, token, rev)?;
+                    self.lead(stop, clock, tx, deadline, (lease, token, rev))?;
                     if stop.is_stopped() {
                         return Ok(());
                     }
@@ -254,7 +271,7 @@ impl LeaderElector {
                 .cfg
                 .retry_period
                 .mul_f64(1.0 + jitter.next_unit() * JITTER);
-            if stop.sleep_until(clock, clock.now() + wait) {
+            if stop.sleep_until(clock, clock.now().saturating_add(wait), deadline) {
                 return Ok(());
             }
         }
@@ -263,9 +280,9 @@ impl LeaderElector {
     fn current_holder(&self) -> Result<Option<String>> {
         Ok(self
             .db
-            .get(&self.cfg.name)?
+            .get(self.cfg.name.as_bytes())?
             .and_then(|kv| Record::decode(&kv.value))
-            .filter(|r| self.db.time_to_live(r.lease).is_ok())
+            .filter(|r| self.db.time_to_live(LeaseId::new(r.lease)).is_ok())
             .map(|r| r.holder))
     }
 
@@ -273,10 +290,10 @@ impl LeaderElector {
     /// lease is gone. Returns (lease, token, record mod revision) on success.
     fn try_acquire(&self, clock: &dyn Clock) -> Result<Option<(LeaseId, i64, i64)>> {
         let db = &self.db;
-        let current = db.get(&self.cfg.name)?;
+        let current = db.get(self.cfg.name.as_bytes())?;
         let prev = current.as_ref().and_then(|kv| Record::decode(&kv.value));
         if let Some(r) = &prev {
-            if !r.holder.is_empty() && db.time_to_live(r.lease).is_ok() {
+            if !r.holder.is_empty() && db.time_to_live(LeaseId::new(r.lease)).is_ok() {
                 return Ok(None); // held, and its lease is alive on the engine's clock
             }
         }
@@ -315,22 +332,21 @@ impl LeaderElector {
         stop: &Stop,
         clock: &dyn Clock,
         tx: &Sender<Call>,
-        lease: LeaseId,
-        token: i64,
-        mut rev: i64,
+        deadline: Option<Instant>,
+        (lease, token, mut rev): (LeaseId, i64, i64),
     ) -> Result<()> {
         let leading = Stop::new();
         // The renew schedule is fixed before leadership is announced and advances in fixed
         // steps (a missed slot fires at once): it never depends on when this thread runs.
         let mut last_ok = clock.now();
-        let mut next = last_ok + self.cfg.retry_period;
+        let mut next = last_ok.saturating_add(self.cfg.retry_period);
         self.shared.is_leader.store(true, Ordering::Release);
         let _ = tx.send(Call::Started(token, leading.clone()));
         let outcome = loop {
-            if stop.sleep_until(clock, next) {
+            if stop.sleep_until(clock, next, deadline) {
                 break Ok(());
             }
-            next = (next + self.cfg.retry_period).max(clock.now());
+            next = next.saturating_add(self.cfg.retry_period).max(clock.now());
             match self.renew(clock, lease, rev) {
                 Ok(Some(new_rev)) => {
                     rev = new_rev;
@@ -358,7 +374,7 @@ impl LeaderElector {
             Err(Error::LeaseNotFound(_) | Error::LeaseExpired(_)) => return Ok(None),
             Err(e) => return Err(e),
         }
-        let Some(kv) = self.db.get(&self.cfg.name)? else {
+        let Some(kv) = self.db.get(self.cfg.name.as_bytes())? else {
             return Ok(None);
         };
         let Some(mut record) = Record::decode(&kv.value).filter(|r| r.lease == lease.get()) else {

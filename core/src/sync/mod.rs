@@ -2,19 +2,24 @@
 //! elections, a fence gate and record locks. Every acquisition carries a fencing token: the
 //! create revision of the acquiring key, strictly increasing per name (S3).
 //!
-//! They use only the public engine API plus a lease-loss notification, exactly as the etcd
-//! `concurrency` package uses the etcd client.
+//! They run over one seam, [`Backend`]: only what etcd's `concurrency` package uses of its
+//! client, plus optional fast paths the embedded engine provides (lease loss, demotion).
+//! Key layout as etcd's: a mutex or election `name` keeps its entries at `name/<lease hex>`,
+//! so a tenure `Mutex` and `etcdctl lock` on the same name exclude each other on one etcd.
 
+mod backend;
 mod election;
 mod elector;
 mod fence;
 mod mutex;
 mod record;
 mod session;
-mod wait;
+mod turn;
 
+pub use crate::wait::{Stop, Wait};
+pub use backend::{sort_and_bound, Backend, CreateOrder, RangeOptions};
 pub use election::{Election, Leadership, Observer};
-pub use elector::{ElectorCallbacks, ElectorConfig, LeaderElector, Stop, JITTER};
+pub use elector::{ElectorCallbacks, ElectorConfig, LeaderElector, JITTER};
 pub use fence::FenceGate;
 pub use mutex::{LockGuard, Mutex};
 pub use record::RecordLock;

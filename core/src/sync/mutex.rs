@@ -1,14 +1,21 @@
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
-use crate::sync::session::Session;
-use crate::sync::wait::{key_of, prefix_of, wait_turn, Interrupts};
-use crate::Tenure;
+use crate::sync::backend::Backend;
+use crate::sync::session::{Claims, Session};
+use crate::sync::turn::{first_entry, key_of, prefix_of, wait_turn, Interrupts};
+use crate::wait::Wait;
 
-/// A fair, distributed-style mutex (SPEC S2), etcd's algorithm: each contender puts
-/// `name/<lease hex>` with its session's lease; the holder is the key with the lowest create
-/// revision; each waiter watches only its predecessor.
+/// A fair, distributed-style mutex (SPEC S2), etcd's algorithm and key layout: each contender
+/// puts `name/<lease hex>` with its session's lease; the holder is the key with the lowest
+/// create revision; each waiter watches only its predecessor. Names nest without interfering:
+/// `jobs` and `jobs/nightly` are different mutexes.
+///
+/// A session holds a given mutex at most once at a time: a second `lock` or `try_lock` of the
+/// same name through the same session (from any thread) while the first is held or being
+/// acquired fails with `InvalidArgument`; use one session per concurrent holder. A key left by
+/// an earlier process on the same lease (a resumed session) is taken over, as in etcd.
 #[derive(Debug, Clone)]
 pub struct Mutex {
     session: Session,
@@ -16,14 +23,42 @@ pub struct Mutex {
     key: Vec<u8>,
 }
 
+/// This process's claim on one (session, mutex) pair; dropping it releases the claim.
+#[derive(Debug)]
+struct Claim {
+    claims: Claims,
+    key: Vec<u8>,
+    id: u64,
+}
+
+impl Claim {
+    fn acquired(&self, rev: i64) {
+        if let Some(c) = self.claims.lock().get_mut(&self.key) {
+            if c.0 == self.id {
+                c.1 = Some(rev);
+            }
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut claims = self.claims.lock();
+        if claims.get(&self.key).is_some_and(|c| c.0 == self.id) {
+            claims.remove(&self.key);
+        }
+    }
+}
+
 /// A held lock. Its fencing token is the create revision of its key (SPEC S3). Dropping the
 /// guard unlocks.
 #[derive(Debug)]
 pub struct LockGuard {
-    db: Tenure,
+    db: Arc<dyn Backend>,
     key: Vec<u8>,
     rev: i64,
     released: bool,
+    _claim: Claim,
 }
 
 impl Mutex {
@@ -43,9 +78,47 @@ impl Mutex {
         &self.key
     }
 
+    /// Claims this (session, mutex) pair for one acquisition in this process. A claim whose
+    /// acquisition was lost (its key is gone or re-created) no longer counts.
+    fn claim(&self) -> Result<Claim> {
+        let claims = self.session.claims().clone();
+        let held = claims.lock().get(&self.key).map(|c| c.1);
+        let live = match held {
+            None => false,
+            Some(None) => true, // being acquired
+            Some(Some(rev)) => self
+                .session
+                .backend()
+                .get(&self.key)?
+                .is_some_and(|kv| kv.create_revision == rev),
+        };
+        if live {
+            return Err(Error::invalid(format!(
+                "session {} already holds or is acquiring mutex {:?}; a mutex is held at most \
+                 once per session (use one session per concurrent holder)",
+                self.session.lease_id(),
+                String::from_utf8_lossy(&self.prefix[..self.prefix.len() - 1]),
+            )));
+        }
+        let id = self.session.next_claim();
+        let mut map = claims.lock();
+        // Re-checked under the lock: another thread may have claimed it since.
+        if map.get(&self.key).map(|c| c.1) != held {
+            drop(map);
+            return self.claim();
+        }
+        map.insert(self.key.clone(), (id, None));
+        drop(map);
+        Ok(Claim {
+            claims,
+            key: self.key.clone(),
+            id,
+        })
+    }
+
     /// Puts this contender's key if absent; returns its create revision and whether it was new.
     fn enqueue(&self) -> Result<(i64, bool)> {
-        let db = self.session.db();
+        let db = self.session.backend();
         let lease = self.session.lease_id();
         let r = db.txn(
             Txn::new()
@@ -62,53 +135,38 @@ impl Mutex {
         }
     }
 
-    fn guard(&self, rev: i64) -> LockGuard {
+    fn guard(&self, rev: i64, claim: Claim) -> LockGuard {
+        claim.acquired(rev);
         LockGuard {
-            db: self.session.db().clone(),
+            db: self.session.backend().clone(),
             key: self.key.clone(),
             rev,
             released: false,
+            _claim: claim,
         }
     }
 
-    /// Waits until this session holds the lock, at most `timeout` (`None`: no limit).
-    /// `Timeout` if it runs out; `SessionExpired` at once if the session's lease is lost.
-    /// On failure this contender's key is removed, so it blocks no one.
-    pub fn lock(&self, timeout: Option<Duration>) -> Result<LockGuard> {
-        self.lock_inner(timeout, None)
-    }
-
-    /// Like [`lock`](Mutex::lock), also giving up (with `Timeout`) as soon as `cancel`
-    /// receives a message or disconnects: for callers that must stay interruptible.
-    pub fn lock_with_cancel(
-        &self,
-        timeout: Option<Duration>,
-        cancel: &crossbeam_channel::Receiver<()>,
-    ) -> Result<LockGuard> {
-        self.lock_inner(timeout, Some(cancel))
-    }
-
-    fn lock_inner(
-        &self,
-        timeout: Option<Duration>,
-        cancel: Option<&crossbeam_channel::Receiver<()>>,
-    ) -> Result<LockGuard> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let demoted = self.session.db().demotion();
+    /// Waits until this session holds the lock, as long as `wait` allows (`None`: no limit;
+    /// a `Duration`; a [`Wait`] with a deadline and a stop token). `Timeout` if it runs out or
+    /// is stopped; `SessionExpired` at once if the session's lease is lost; `NotPrimary` if the
+    /// engine is demoted. On failure this contender's key is removed, so it blocks no one.
+    pub fn lock(&self, wait: impl Into<Wait>) -> Result<LockGuard> {
+        let wait = wait.into();
+        let claim = self.claim()?;
+        let db = self.session.backend();
+        // Taken before the key is put, so that no demote in between is missed.
+        let demoted = db.demotion();
         let (rev, fresh) = self.enqueue()?;
-        let db = self.session.db();
-        let gone = self.session.done();
         let stop = Interrupts {
-            gone: &gone,
-            cancel,
-            demoted: &demoted,
-            deadline,
+            lost: self.session.lost(),
+            wait: &wait,
+            demoted,
         };
-        match wait_turn(db, &self.prefix, &self.key, rev, &stop) {
-            Ok(()) => Ok(self.guard(rev)),
+        match wait_turn(&**db, &self.prefix, &self.key, rev, &stop) {
+            Ok(()) => Ok(self.guard(rev, claim)),
             Err(e) => {
                 if fresh {
-                    let _ = release(db, &self.key, rev);
+                    let _ = release(&**db, &self.key, rev);
                 }
                 Err(e)
             }
@@ -117,17 +175,15 @@ impl Mutex {
 
     /// Takes the lock if no one holds it or waits for it, else `Locked`.
     pub fn try_lock(&self) -> Result<LockGuard> {
+        let claim = self.claim()?;
         let (rev, fresh) = self.enqueue()?;
-        let db = self.session.db();
-        let first = db
-            .range(&self.prefix, None)?
-            .iter()
-            .all(|kv| kv.create_revision >= rev);
+        let db = self.session.backend();
+        let first = first_entry(&**db, &self.prefix)?.is_none_or(|kv| kv.create_revision >= rev);
         if first {
-            Ok(self.guard(rev))
+            Ok(self.guard(rev, claim))
         } else {
             if fresh {
-                release(db, &self.key, rev)?;
+                release(&**db, &self.key, rev)?;
             }
             Err(Error::Locked)
         }
@@ -135,7 +191,7 @@ impl Mutex {
 }
 
 /// Deletes `key` only if it is still the acquisition made at `rev` (etcd#22082).
-fn release(db: &Tenure, key: &[u8], rev: i64) -> Result<bool> {
+fn release(db: &dyn Backend, key: &[u8], rev: i64) -> Result<bool> {
     Ok(db
         .txn(
             Txn::new()
@@ -170,7 +226,7 @@ impl LockGuard {
     /// had already been lost.
     pub fn unlock(mut self) -> Result<()> {
         self.released = true;
-        if release(&self.db, &self.key, self.rev)? {
+        if release(&*self.db, &self.key, self.rev)? {
             Ok(())
         } else {
             Err(Error::NotLeader)
@@ -181,7 +237,7 @@ impl LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if !self.released {
-            let _ = release(&self.db, &self.key, self.rev);
+            let _ = release(&*self.db, &self.key, self.rev);
         }
     }
 }

@@ -2,15 +2,15 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
+use crate::sync::backend::Backend;
 use crate::types::LeaseId;
-use crate::Tenure;
 
 /// Owner-checked record locks (SPEC S6), the embedded form of Redis's `SET key owner NX PX ttl`
 /// and of SQL lock tables: a key holding the owner's name, bound to a lease of `ttl`.
 #[derive(Debug, Clone, Copy)]
 pub struct RecordLock;
 
-fn owned_lease(db: &Tenure, key: &[u8], owner: &[u8]) -> Result<LeaseId> {
+fn owned_lease(db: &dyn Backend, key: &[u8], owner: &[u8]) -> Result<LeaseId> {
     match db.get(key)? {
         Some(kv) if kv.value == owner => kv.lease.ok_or(Error::NotLeader),
         _ => Err(Error::NotLeader),
@@ -20,8 +20,8 @@ fn owned_lease(db: &Tenure, key: &[u8], owner: &[u8]) -> Result<LeaseId> {
 impl RecordLock {
     /// Takes `key` for `owner` for `ttl` if it is free; returns the fencing token (the key's
     /// create revision). `Locked` if anyone (including `owner`) holds it.
-    pub fn try_acquire(
-        db: &Tenure,
+    pub fn try_acquire<B: Backend>(
+        db: &B,
         key: impl AsRef<[u8]>,
         owner: impl AsRef<[u8]>,
         ttl: Duration,
@@ -43,7 +43,11 @@ impl RecordLock {
     }
 
     /// Extends the hold by a full TTL; `NotLeader` unless `owner` holds `key`.
-    pub fn refresh(db: &Tenure, key: impl AsRef<[u8]>, owner: impl AsRef<[u8]>) -> Result<()> {
+    pub fn refresh<B: Backend>(
+        db: &B,
+        key: impl AsRef<[u8]>,
+        owner: impl AsRef<[u8]>,
+    ) -> Result<()> {
         let lease = owned_lease(db, key.as_ref(), owner.as_ref())?;
         match db.renew(lease) {
             Ok(_) => Ok(()),
@@ -54,7 +58,11 @@ impl RecordLock {
     }
 
     /// Releases `key` if `owner` holds it; `NotLeader` otherwise.
-    pub fn release(db: &Tenure, key: impl AsRef<[u8]>, owner: impl AsRef<[u8]>) -> Result<()> {
+    pub fn release<B: Backend>(
+        db: &B,
+        key: impl AsRef<[u8]>,
+        owner: impl AsRef<[u8]>,
+    ) -> Result<()> {
         let key = key.as_ref();
         let r = db.txn(
             Txn::new()

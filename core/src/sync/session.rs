@@ -1,37 +1,52 @@
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::locks::Mutex as PlMutex;
-use crossbeam_channel::{Receiver, TryRecvError};
+use crossbeam_channel::Receiver;
 
 use crate::error::{Error, Result};
 use crate::keepalive::KeepAlive;
+use crate::locks::Mutex as PlMutex;
+use crate::sync::backend::Backend;
 use crate::types::LeaseId;
-use crate::Tenure;
+use crate::wait::{Stop, Wait};
 
 /// Options of a [`Session`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionOptions {
-    /// The TTL of the session's lease. Default: 60 s.
+    /// The TTL of the session's lease. Default: [`SessionOptions::DEFAULT_TTL`].
     pub ttl: Duration,
     /// How often the lease is renewed. Default: a third of the TTL.
     pub keepalive_interval: Option<Duration>,
 }
 
+impl SessionOptions {
+    /// The default TTL of a session's lease (etcd's `concurrency` default).
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
+}
+
 impl Default for SessionOptions {
     fn default() -> Self {
         SessionOptions {
-            ttl: Duration::from_secs(60),
+            ttl: SessionOptions::DEFAULT_TTL,
             keepalive_interval: None,
         }
     }
 }
 
+/// The mutex keys this process has acquired, or is acquiring, through one session: a session
+/// holds a given mutex at most once at a time (see [`Mutex`](crate::sync::Mutex)).
+/// Key → (claim number, the create revision once acquired).
+pub(crate) type Claims = Arc<PlMutex<HashMap<Vec<u8>, (u64, Option<i64>)>>>;
+
 struct Inner {
-    db: Tenure,
+    db: Arc<dyn Backend>,
     id: LeaseId,
     keepalive: PlMutex<Option<KeepAlive>>,
-    gone: Receiver<()>,
+    /// Raised when the lease is lost (fast path from the backend, or the keep-alive).
+    lost: Stop,
+    claims: Claims,
+    next_claim: std::sync::atomic::AtomicU64,
 }
 
 /// A lease kept alive by a background renewal (SPEC S1). Cloning shares the session.
@@ -55,29 +70,39 @@ impl std::fmt::Debug for Session {
 
 impl Session {
     /// Grants a lease with `opts.ttl` and starts renewing it.
-    pub fn new(db: &Tenure, opts: SessionOptions) -> Result<Session> {
+    pub fn new<B: Backend + Clone>(db: &B, opts: SessionOptions) -> Result<Session> {
+        let db: Arc<dyn Backend> = Arc::new(db.clone());
         let id = db.grant(opts.ttl)?;
-        Session::start(db, id, &opts).inspect_err(|_| {
+        Session::start(db.clone(), id, &opts).inspect_err(|_| {
             let _ = db.revoke(id);
         })
     }
 
     /// Resumes a session on an existing lease (e.g. after a restart) and starts renewing it.
-    pub fn resume(db: &Tenure, id: impl Into<LeaseId>, opts: SessionOptions) -> Result<Session> {
+    pub fn resume<B: Backend + Clone>(
+        db: &B,
+        id: impl Into<LeaseId>,
+        opts: SessionOptions,
+    ) -> Result<Session> {
         let id = id.into();
         db.time_to_live(id)?;
-        Session::start(db, id, &opts)
+        Session::start(Arc::new(db.clone()), id, &opts)
     }
 
-    fn start(db: &Tenure, id: LeaseId, opts: &SessionOptions) -> Result<Session> {
-        let gone = db.lease_gone(id)?;
-        let keepalive = db.keep_alive(id, opts.keepalive_interval)?;
+    fn start(db: Arc<dyn Backend>, id: LeaseId, opts: &SessionOptions) -> Result<Session> {
+        let lost = Stop::new();
+        if let Some(r) = db.lease_lost(id, &lost) {
+            r?;
+        }
+        let keepalive = db.keep_alive(id, opts.keepalive_interval, &lost)?;
         Ok(Session {
             inner: Arc::new(Inner {
-                db: db.clone(),
+                db,
                 id,
                 keepalive: PlMutex::new(Some(keepalive)),
-                gone,
+                lost,
+                claims: Claims::default(),
+                next_claim: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }
@@ -87,19 +112,38 @@ impl Session {
         self.inner.id
     }
 
-    /// The engine the session lives in.
-    pub fn db(&self) -> &Tenure {
+    /// The backend the session lives in.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.inner.db
+    }
+
+    pub(crate) fn claims(&self) -> &Claims {
+        &self.inner.claims
+    }
+
+    pub(crate) fn next_claim(&self) -> u64 {
+        self.inner
+            .next_claim
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A channel that disconnects (receives `Err`) when the lease is lost.
     pub fn done(&self) -> Receiver<()> {
-        self.inner.gone.clone()
+        self.inner.lost.channel().clone()
+    }
+
+    pub(crate) fn lost(&self) -> &Stop {
+        &self.inner.lost
+    }
+
+    /// Blocks until the lease is lost (true) or `wait` runs out (false).
+    pub fn wait_done(&self, wait: impl Into<Wait>) -> bool {
+        self.inner.lost.wait(wait)
     }
 
     /// Whether the lease has been lost.
     pub fn is_done(&self) -> bool {
-        matches!(self.inner.gone.try_recv(), Err(TryRecvError::Disconnected))
+        self.inner.lost.is_stopped()
     }
 
     /// Stops renewing but keeps the lease (it expires after its TTL unless resumed).

@@ -1,0 +1,161 @@
+//! The seam the recipes run over: only what etcd's `concurrency` package uses of its client
+//! (txn with compares on revisions, range with create-revision order and bound, get, watch,
+//! grant/revoke/renew/keep-alive/time-to-live). The embedded engine implements it; so can an
+//! etcd connection. What the embedded engine does better enters through the same trait as an
+//! optional fast path (`lease_lost`, `demotion`); without it the recipes still work, only
+//! slower to notice a lost lease.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::Receiver;
+
+use crate::clock::Clock;
+use crate::error::Result;
+use crate::keepalive::KeepAlive;
+use crate::kv::txn::{Txn, TxnResponse};
+use crate::kv::watch::{WatchOptions, Watcher};
+use crate::types::{KeyValue, LeaseId, LeaseInfo};
+use crate::wait::Stop;
+use crate::Tenure;
+
+/// Which end of the create-revision order a [`RangeOptions`] read starts from (etcd's
+/// `WithFirstCreate` / `WithLastCreate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CreateOrder {
+    /// Lowest create revision first.
+    #[default]
+    Oldest,
+    /// Highest create revision first.
+    Newest,
+}
+
+/// A prefix read as the recipes make it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RangeOptions {
+    /// Sort by create revision from this end.
+    pub order: CreateOrder,
+    /// Only keys created at or before this revision (etcd's `WithMaxCreateRev`).
+    pub max_create_revision: Option<i64>,
+    /// At most this many keys.
+    pub limit: Option<usize>,
+}
+
+/// What the coordination recipes need from a store of leases and keys. See the module docs.
+///
+/// Implementations are cheap handles (`Clone`); the recipes keep them in an `Arc<dyn Backend>`.
+pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
+    /// A compare-and-swap transaction.
+    fn txn(&self, txn: Txn) -> Result<TxnResponse>;
+    /// One key.
+    fn get(&self, key: &[u8]) -> Result<Option<KeyValue>>;
+    /// Keys under `prefix`, ordered and bounded by `opts`.
+    fn range(&self, prefix: &[u8], opts: RangeOptions) -> Result<Vec<KeyValue>>;
+    /// A new lease; its TTL may be raised to the backend's minimum.
+    fn grant(&self, ttl: Duration) -> Result<LeaseId>;
+    /// Revokes a lease and deletes its keys.
+    fn revoke(&self, id: LeaseId) -> Result<()>;
+    /// Renews a lease once; returns its TTL.
+    fn renew(&self, id: LeaseId) -> Result<Duration>;
+    /// A lease's TTL, remaining time and keys; `LeaseNotFound` once it is gone.
+    fn time_to_live(&self, id: LeaseId) -> Result<LeaseInfo>;
+    /// Renews `id` in the background (default interval: a third of its TTL). When a renew finds
+    /// the lease gone (or the backend closed), `lost` is raised.
+    fn keep_alive(&self, id: LeaseId, interval: Option<Duration>, lost: &Stop)
+        -> Result<KeepAlive>;
+    /// Watches a key (or a prefix, per `opts`).
+    fn watch(&self, key: &[u8], opts: WatchOptions) -> Result<Watcher>;
+    /// The time source keep-alives and the leader elector sleep on.
+    fn clock(&self) -> Arc<dyn Clock>;
+    /// Whether the backend has been closed (a lost lease is then reported as `Closed`).
+    fn is_closed(&self) -> bool;
+
+    /// Fast path: raise `lost` as soon as lease `id` is removed (revoked, expired, closed).
+    /// `None`: not supported, the keep-alive alone notices. `Some(Err(LeaseNotFound))` if it
+    /// is already gone.
+    fn lease_lost(&self, _id: LeaseId, _lost: &Stop) -> Option<Result<()>> {
+        None
+    }
+
+    /// Fast path: a receiver that disconnects at the next demotion of this engine, so waits
+    /// end with `NotPrimary` (SPEC L9). `None`: the backend has no demotion.
+    fn demotion(&self) -> Option<Receiver<()>> {
+        None
+    }
+}
+
+impl Backend for Tenure {
+    fn txn(&self, txn: Txn) -> Result<TxnResponse> {
+        Tenure::txn(self, txn)
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<KeyValue>> {
+        Tenure::get(self, key)
+    }
+
+    fn range(&self, prefix: &[u8], opts: RangeOptions) -> Result<Vec<KeyValue>> {
+        let mut kvs = Tenure::range(self, prefix, None)?;
+        sort_and_bound(&mut kvs, opts);
+        Ok(kvs)
+    }
+
+    fn grant(&self, ttl: Duration) -> Result<LeaseId> {
+        Tenure::grant(self, ttl)
+    }
+
+    fn revoke(&self, id: LeaseId) -> Result<()> {
+        Tenure::revoke(self, id)
+    }
+
+    fn renew(&self, id: LeaseId) -> Result<Duration> {
+        Tenure::renew(self, id)
+    }
+
+    fn time_to_live(&self, id: LeaseId) -> Result<LeaseInfo> {
+        Tenure::time_to_live(self, id)
+    }
+
+    fn keep_alive(
+        &self,
+        id: LeaseId,
+        interval: Option<Duration>,
+        lost: &Stop,
+    ) -> Result<KeepAlive> {
+        Tenure::keep_alive_reporting(self, id, interval, Some(lost.clone()))
+    }
+
+    fn watch(&self, key: &[u8], opts: WatchOptions) -> Result<Watcher> {
+        Tenure::watch(self, key, opts)
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        Tenure::clock(self)
+    }
+
+    fn is_closed(&self) -> bool {
+        Tenure::is_closed(self)
+    }
+
+    fn lease_lost(&self, id: LeaseId, lost: &Stop) -> Option<Result<()>> {
+        Some(Tenure::lease_gone(self, id, lost))
+    }
+
+    fn demotion(&self) -> Option<Receiver<()>> {
+        Some(Tenure::demotion(self))
+    }
+}
+
+/// Applies `opts` to keys read in key order: a stable sort by create revision, the bound, the
+/// limit. For backends whose range has no server-side ordering.
+pub fn sort_and_bound(kvs: &mut Vec<KeyValue>, opts: RangeOptions) {
+    if let Some(max) = opts.max_create_revision {
+        kvs.retain(|kv| kv.create_revision <= max);
+    }
+    match opts.order {
+        CreateOrder::Oldest => kvs.sort_by_key(|kv| kv.create_revision),
+        CreateOrder::Newest => kvs.sort_by_key(|kv| std::cmp::Reverse(kv.create_revision)),
+    }
+    if let Some(n) = opts.limit {
+        kvs.truncate(n);
+    }
+}
