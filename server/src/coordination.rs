@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use tenure::sync::{Election, Mutex, Session, SessionOptions};
-use tenure::{Compare, CompareOp, KeyValue, Op, Txn};
+use tenure::{Compare, CompareOp, KeyValue, Op, Stop, Txn, Wait};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
@@ -84,6 +84,15 @@ fn election_kv(kv: KeyValue) -> electionpb::KeyValue {
     }
 }
 
+/// Raises its token when dropped (with the future of a cancelled call).
+struct StopOnDrop(Stop);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
 #[derive(Clone)]
 pub struct Lock(pub Arc<Ctx>);
 
@@ -97,13 +106,12 @@ impl lockpb::lock_server::Lock for Lock {
         let name = name_of(&req.name)?;
         let ctx = self.0.clone();
         // Dropped with this call's future: the waiting thread then gives up.
-        let (_cancel, cancelled) = crossbeam_channel::bounded::<()>(0);
+        let cancel = StopOnDrop(Stop::new());
+        let wait = Wait::from(&cancel.0);
         let c = ctx.clone();
         let (key, rev) = blocking(move || {
             let s = session(&c, req.lease)?;
-            let guard = Mutex::new(&s, &name)
-                .lock_with_cancel(None, &cancelled)
-                .map_err(wait_error)?;
+            let guard = Mutex::new(&s, &name).lock(wait).map_err(wait_error)?;
             Ok(guard.keep())
         })
         .await?;
@@ -166,13 +174,14 @@ impl electionpb::election_server::Election for Elections {
         let req = req.into_inner();
         let name = name_of(&req.name)?;
         let ctx = self.0.clone();
-        let (_cancel, cancelled) = crossbeam_channel::bounded::<()>(0);
+        let cancel = StopOnDrop(Stop::new());
+        let wait = Wait::from(&cancel.0);
         let c = ctx.clone();
         let lease = req.lease;
         let (key, rev) = blocking(move || {
             let s = session(&c, lease)?;
             let l = Election::new(&s, &name)
-                .campaign_with_cancel(&req.value, None, &cancelled)
+                .campaign(&req.value, wait)
                 .map_err(wait_error)?;
             Ok((l.key().to_vec(), l.token()))
         })
