@@ -188,12 +188,7 @@ pub(crate) fn ttl(v: f64) -> PyResult<Duration> {
 
 /// An optional timeout (`None` = wait for ever).
 pub(crate) fn timeout(v: Option<f64>) -> PyResult<Option<Duration>> {
-    // A timeout too large for a Duration is as good as none: it saturates.
-    v.map(|v| match seconds(v, "timeout") {
-        Err(_) if v > 0.0 => Ok(Duration::MAX),
-        other => other,
-    })
-    .transpose()
+    v.map(|v| seconds(v, "timeout")).transpose()
 }
 
 /// A duration in float seconds.
