@@ -247,12 +247,13 @@ impl Tenure {
             .clock
             .clone()
             .unwrap_or_else(|| Arc::new(SystemClock::new()));
-        let (store, loaded) = match &b.path {
+        let (store, loaded, syncs) = match &b.path {
             Some(p) => {
-                let (s, l) = Store::open(p, b.faults.clone())?;
-                (Some(s), l)
+                let (s, l, c) = Store::open(p, b.faults.clone())?;
+                let base = c.get();
+                (Some(s), l, Some((c, base)))
             }
-            None => (None, Loaded::default()),
+            None => (None, Loaded::default(), None),
         };
         let now = clock.now_ns();
         let mut m = Machine::new(
@@ -298,6 +299,7 @@ impl Tenure {
             cfg,
             expired: Mutex::new(Some(bounded(EXPIRED_QUEUE))),
             commits: AtomicU64::new(0),
+            syncs,
             expired_dropped: AtomicU64::new(0),
             waker: Mutex::new(None),
             lease_waiters: Mutex::new(HashMap::new()),

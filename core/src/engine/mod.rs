@@ -4,12 +4,7 @@
 //! - `builder`: options and open; `commit`: the commit pipeline; `expiry`: the expiry thread;
 //!   `signals`: lease-gone, demotion and clock wake-ups; this file: the handle and its API.
 //!
-//! Locks, in the only order they may be taken:
-//! 1. `Shared::state` — the machine, the pending batch and the engine flags.
-//! 2. `Shared::hub` — watchers and event history.
-//! 3. `Shared::done` — commit progress, for callers waiting on durability.
-//!
-//! `Shared::store` is used by the committer thread only (and by `close` after it has stopped).
+//! Every lock of the crate and the one order they are taken in: `docs/DESIGN.md`, "Locking".
 
 mod builder;
 mod commit;
@@ -37,7 +32,7 @@ use crate::kv::watch::{WatchHub, WatchOptions, Watcher};
 use crate::lease::lessor::ns;
 use crate::locks::{Condvar, Mutex};
 use crate::state::Machine;
-use crate::store::Store;
+use crate::store::{Store, SyncCounter};
 use crate::types::{Durability, ExpiredLease, KeyValue, LeaseId, LeaseInfo, Stats};
 use crate::wait::Stop;
 
@@ -100,6 +95,8 @@ struct Shared {
     /// Sender and receiver of `expired()`; `None` once closed.
     expired: Mutex<Option<ExpiredChannel>>,
     commits: AtomicU64,
+    /// The store's fsync counter and its value when the engine opened (none in memory).
+    syncs: Option<(SyncCounter, u64)>,
     expired_dropped: AtomicU64,
     /// Keeps the clock subscription alive.
     waker: Mutex<Option<Arc<Waker>>>,
@@ -479,7 +476,7 @@ impl Tenure {
             keys: st.m.kv.live(),
             revision: st.m.kv.revision,
             commits,
-            fsyncs: commits,
+            fsyncs: s.syncs.as_ref().map_or(0, |(c, base)| c.get() - base),
             expired_dropped: s.expired_dropped.load(Ordering::Relaxed),
             watchers: s.hub.lock().watcher_count() as u64,
         }

@@ -45,6 +45,8 @@ pub struct StorageFaults {
 struct FaultSwitches {
     fail_writes: AtomicBool,
     fail_syncs: AtomicBool,
+    /// fsyncs that reached the file (`Stats::fsyncs`).
+    syncs: AtomicU64,
 }
 
 impl fmt::Debug for StorageFaults {
@@ -104,7 +106,9 @@ impl StorageBackend for FaultyBackend {
         if self.faults.inner.fail_syncs.load(Ordering::SeqCst) {
             return Err(injected());
         }
-        self.file.sync_data()
+        self.file.sync_data()?;
+        self.faults.inner.syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
     fn write(&self, offset: u64, data: &[u8]) -> std::result::Result<(), std::io::Error> {
         if self.faults.inner.fail_writes.load(Ordering::SeqCst) {
@@ -154,6 +158,16 @@ impl StorageBackend for FaultyBackend {
 pub(crate) struct Store {
     db: redb::Database,
     path: PathBuf,
+}
+
+/// Counts the fsyncs of one open store (shared with its backend).
+#[derive(Clone, Default)]
+pub(crate) struct SyncCounter(StorageFaults);
+
+impl SyncCounter {
+    pub(crate) fn get(&self) -> u64 {
+        self.0.inner.syncs.load(Ordering::Relaxed)
+    }
 }
 
 fn storage(e: impl fmt::Display) -> Error {
@@ -416,8 +430,12 @@ impl Store {
     /// then is it opened for writing and read again (under the write lock). A file redb must
     /// repair (a writer was killed) cannot be opened read-only: redb repairs it to its last
     /// commit, then it is validated.
-    pub(crate) fn open(path: &Path, faults: Option<StorageFaults>) -> Result<(Store, Loaded)> {
+    pub(crate) fn open(
+        path: &Path,
+        faults: Option<StorageFaults>,
+    ) -> Result<(Store, Loaded, SyncCounter)> {
         let faults = faults.unwrap_or_default();
+        let counter = SyncCounter(faults.clone());
         if let Found::New = inspect(path)? {
             create(path, &faults)?;
         }
@@ -459,6 +477,7 @@ impl Store {
                     path: path.to_path_buf(),
                 },
                 loaded,
+                counter,
             ))
         })
     }
