@@ -203,8 +203,8 @@ typedef int32_t tenure_event_kind;
 // Every write is on disk (fsync) when the call returns; concurrent writers share commits.
 #define TENURE_DURABILITY_IMMEDIATE 0
 
-// Writes are acknowledged after the in-memory apply and committed at least every
-// `flush_interval_ms`; a crash loses at most the last interval.
+// Writes are acknowledged after the in-memory apply and a commit starts at least every
+// `flush_interval_ms`; a crash loses at most the last interval plus the commit in progress.
 #define TENURE_DURABILITY_BUFFERED 1
 
 // Remaining TTL = last persisted remaining time minus the wall-clock time since (default).

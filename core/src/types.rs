@@ -43,8 +43,9 @@ pub enum Durability {
     /// A call returns after its commit is fsynced; concurrent callers share commits. The default.
     #[default]
     Immediate,
-    /// A call returns after the in-memory apply; a commit happens at least every interval.
-    /// A crash loses at most the last interval and never leaves a torn state.
+    /// A call returns after the in-memory apply; a commit starts at least every interval. A
+    /// crash never leaves a torn state and loses at most the last interval plus the commit in
+    /// progress (two commits if commits take longer than the interval; SPEC D3).
     Buffered(Duration),
 }
 

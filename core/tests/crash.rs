@@ -733,6 +733,9 @@ struct Totals {
     in_flight_lost: usize,
     /// Acknowledged ops not on disk after the kill (buffered mode only).
     acked_lost: usize,
+    /// The longest any lost acknowledged op had been acknowledged when the kill was sent: the
+    /// measured loss window of D3.
+    oldest_lost: Duration,
 }
 
 /// Kills a child `rounds` times, continuing on the same file, and checks each reopen. The file
@@ -833,6 +836,10 @@ fn crash_rounds(
         }
         totals.acked += n;
         totals.acked_lost += n.saturating_sub(k);
+        if let Some((_, _, at)) = acked.get(k) {
+            let age = killed.saturating_duration_since(*at);
+            totals.oldest_lost = totals.oldest_lost.max(age);
+        }
         max_durable_rev = max_durable_rev.max(durable.m.revision);
         expected = durable;
     }
@@ -894,8 +901,9 @@ fn kill_9_with_buffered_durability_leaves_a_prefix_losing_at_most_the_last_inter
     };
     let t = crash_rounds(Mode::Buffered, rounds, seed, kill, must_keep);
     eprintln!(
-        "crash test (buffered): {} acknowledged ops, {} of them lost with the last interval",
-        t.acked, t.acked_lost
+        "crash test (buffered, {FLUSH_INTERVAL:?} interval): {} acknowledged ops, {} of them \
+         lost; the oldest lost one was acknowledged {:?} before the kill",
+        t.acked, t.acked_lost, t.oldest_lost
     );
     assert!(
         t.acked > 0,

@@ -28,8 +28,8 @@ pub struct tenure_clock {
 pub type tenure_durability = i32;
 /// Every write is on disk (fsync) when the call returns; concurrent writers share commits.
 pub const TENURE_DURABILITY_IMMEDIATE: tenure_durability = 0;
-/// Writes are acknowledged after the in-memory apply and committed at least every
-/// `flush_interval_ms`; a crash loses at most the last interval.
+/// Writes are acknowledged after the in-memory apply and a commit starts at least every
+/// `flush_interval_ms`; a crash loses at most the last interval plus the commit in progress.
 pub const TENURE_DURABILITY_BUFFERED: tenure_durability = 1;
 
 /// How lease deadlines are rebuilt on open (`tenure_options.recovery`).

@@ -29,7 +29,10 @@ use tenure::sync::{
 };
 use tenure::Error;
 
-use crate::convert::{bytes_arg, int_arg, lease_arg, lock, seconds, timeout, ttl, ForkSafe, SLICE};
+use crate::convert::{
+    bytes_arg, int_arg, lease_arg, lock, opt_secs_arg, seconds, secs_arg, timeout, ttl, ForkSafe,
+    SLICE,
+};
 use crate::db::{drop_detached, PyTenure};
 use crate::errors::{blocking, closed, err, invalid, panic_to_py, to_py};
 use crate::types::{bytes_repr, PyKeyValue};
@@ -221,7 +224,7 @@ impl PySession {
     fn resume(
         db: &Bound<'_, PyTenure>,
         lease: &Bound<'_, PyAny>,
-        keepalive_interval: Option<f64>,
+        #[pyo3(from_py_with = opt_secs_arg)] keepalive_interval: Option<f64>,
     ) -> PyResult<PySession> {
         PySession::resume_on(db, lease, keepalive_interval)
     }
@@ -254,7 +257,11 @@ impl PySession {
     /// Waits until the lease is lost, at most `timeout` seconds (`None`: no limit). Returns
     /// whether it was lost. The GIL is released; Ctrl-C interrupts the wait.
     #[pyo3(signature = (timeout=None))]
-    fn wait_done(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+    fn wait_done(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    ) -> PyResult<bool> {
         let until = deadline(self::timeout(timeout)?);
         let gone = self.inner.get()?.done();
         let r = sliced(py, until, |step| match gone.recv_timeout(step) {
@@ -293,7 +300,11 @@ impl PySession {
     /// (from any thread) while it is held or being acquired raises `tenure.InvalidArgument`;
     /// give each concurrent holder its own session.
     #[pyo3(signature = (name, timeout=None))]
-    fn lock(slf: &Bound<'_, Self>, name: &str, timeout: Option<f64>) -> PyResult<PyLockGuard> {
+    fn lock(
+        slf: &Bound<'_, Self>,
+        name: &str,
+        #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    ) -> PyResult<PyLockGuard> {
         let m = PySession::make_mutex(slf, name)?;
         m.lock_inner(slf.py(), timeout)
     }
@@ -401,7 +412,11 @@ impl PyMutex {
 
     /// Waits until held, at most `timeout` seconds (`None`: no limit); see `Session.lock`.
     #[pyo3(signature = (timeout=None))]
-    fn lock(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyLockGuard> {
+    fn lock(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    ) -> PyResult<PyLockGuard> {
         self.lock_inner(py, timeout)
     }
 
@@ -591,7 +606,7 @@ impl PyElection {
         &self,
         py: Python<'_>,
         value: &Bound<'_, PyAny>,
-        timeout: Option<f64>,
+        #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
     ) -> PyResult<PyLeadership> {
         let value = bytes_arg(value, "value")?.into_owned();
         let timeout = self::timeout(timeout)?;
@@ -626,7 +641,11 @@ impl PyElection {
     /// `next()` waits at most `timeout` seconds (then `tenure.Timeout`).
     #[staticmethod]
     #[pyo3(signature = (db, name, timeout=None))]
-    fn observe(db: &Bound<'_, PyTenure>, name: &str, timeout: Option<f64>) -> PyResult<PyObserver> {
+    fn observe(
+        db: &Bound<'_, PyTenure>,
+        name: &str,
+        #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    ) -> PyResult<PyObserver> {
         observe_election(db, name, timeout)
     }
 
@@ -793,7 +812,11 @@ impl PyObserver {
     /// The next leadership state, waiting at most `timeout` seconds (`None`: for ever);
     /// `tenure.Timeout` when none came, `tenure.Closed` once cancelled or the engine closed.
     #[pyo3(signature = (timeout=None))]
-    fn recv(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyKeyValue>> {
+    fn recv(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    ) -> PyResult<Option<PyKeyValue>> {
         match self.next_state(py, self::timeout(timeout)?)? {
             Some(state) => Ok(state.map(PyKeyValue)),
             None => Err(closed()),
@@ -858,7 +881,11 @@ impl PyStop {
     /// Waits until the flag is raised, at most `timeout` seconds (`None`: no limit); returns
     /// whether it is raised. The GIL is released; Ctrl-C interrupts the wait.
     #[pyo3(signature = (timeout=None))]
-    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+    fn wait(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    ) -> PyResult<bool> {
         let until = deadline(self::timeout(timeout)?);
         let f = self.inner.get()?;
         let r = sliced(py, until, |step| Ok(f.wait_timeout(step).then_some(())))?;
@@ -971,9 +998,9 @@ impl PyLeaderElector {
         db: &Bound<'_, PyTenure>,
         name: String,
         identity: String,
-        lease_duration: f64,
-        renew_deadline: f64,
-        retry_period: f64,
+        #[pyo3(from_py_with = secs_arg)] lease_duration: f64,
+        #[pyo3(from_py_with = secs_arg)] renew_deadline: f64,
+        #[pyo3(from_py_with = secs_arg)] retry_period: f64,
         on_started_leading: Option<Bound<'_, PyAny>>,
         on_stopped_leading: Option<Bound<'_, PyAny>>,
         on_new_leader: Option<Bound<'_, PyAny>>,
@@ -1195,7 +1222,7 @@ impl PyRecordLock {
         db: &Bound<'_, PyTenure>,
         key: &Bound<'_, PyAny>,
         owner: &Bound<'_, PyAny>,
-        ttl: f64,
+        #[pyo3(from_py_with = secs_arg)] ttl: f64,
     ) -> PyResult<i64> {
         let key = bytes_arg(key, "key")?;
         let owner = bytes_arg(owner, "owner")?;

@@ -110,6 +110,11 @@ def test_huge_ints_raise_the_documented_errors_not_overflow_error(
         lambda: tenure.open(None, durability="buffered", flush_interval=n * 10**400)
     )
     _raises_documented(lambda: tenure.open(None, checkpoint_interval=n * 10**400))
+    _raises_documented(lambda: db.session(ttl=n * 10**400))
+    _raises_documented(lambda: db.session(keepalive_interval=-abs(n) * 10**400))
+    _raises_documented(lambda: tenure.RecordLock.try_acquire(db, "r", "me", n * 10**400))
+    with db.session() as s:
+        _raises_documented(lambda: s.lock("x", timeout=-abs(n) * 10**400))
 
 
 def test_manual_clock_saturates_instead_of_overflowing(db: tenure.Tenure) -> None:
