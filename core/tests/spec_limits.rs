@@ -206,3 +206,16 @@ fn s1_a_huge_keepalive_interval_saturates_instead_of_panicking() {
     assert!(k.is_alive());
     k.stop();
 }
+
+#[test]
+fn s5_huge_elector_durations_are_invalid_arguments_not_an_overflow() {
+    let cfg = tenure::sync::ElectorConfig {
+        name: "svc".into(),
+        identity: "me".into(),
+        lease_duration: Duration::MAX,
+        renew_deadline: Duration::MAX - Duration::from_nanos(1),
+        retry_period: Duration::MAX / 2,
+        release_on_cancel: false,
+    };
+    assert!(matches!(cfg.validate(), Err(Error::InvalidArgument(_))));
+}

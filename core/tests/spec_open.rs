@@ -175,6 +175,14 @@ fn d5_a_file_with_any_page_zeroed_is_corrupt_never_a_panic() {
     }
 }
 
+/// The path opens as a tenure database that keeps a write across a reopen.
+fn assert_usable(path: &Path) {
+    let db = Tenure::open(path).unwrap();
+    db.put("k", "v", None).unwrap();
+    db.close().unwrap();
+    assert!(Tenure::open(path).unwrap().get("k").unwrap().is_some());
+}
+
 #[test]
 fn d5_an_interrupted_first_open_leaves_the_path_usable() {
     for fault in ["write", "sync"] {
@@ -193,10 +201,7 @@ fn d5_an_interrupted_first_open_leaves_the_path_usable() {
         // Nothing half-made is left where the database belongs, nor beside it.
         assert!(!path.exists(), "fail {fault}: a half-created file was left");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        let db = Tenure::open(&path).unwrap();
-        db.put("k", "v", None).unwrap();
-        db.close().unwrap();
-        assert!(Tenure::open(&path).unwrap().get("k").unwrap().is_some());
+        assert_usable(&path);
     }
 }
 
@@ -205,10 +210,7 @@ fn d5_a_redb_file_an_older_version_left_without_tables_is_initialised() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("half.tenure");
     drop(redb::Database::create(&path).unwrap());
-    let db = Tenure::open(&path).unwrap();
-    db.put("k", "v", None).unwrap();
-    db.close().unwrap();
-    assert!(Tenure::open(&path).unwrap().get("k").unwrap().is_some());
+    assert_usable(&path);
 }
 
 #[test]

@@ -56,6 +56,11 @@ impl ElectorConfig {
         {
             return bad("durations must be positive");
         }
+        // Bounded like every duration option (it is a lease TTL), so the sums below cannot
+        // overflow.
+        if self.lease_duration > crate::MAX_DURATION {
+            return bad("lease_duration must be at most 9000000000 s");
+        }
         if self.lease_duration <= self.renew_deadline {
             return bad("lease_duration must be greater than renew_deadline");
         }
