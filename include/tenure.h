@@ -34,8 +34,18 @@
  * - Engine handles and clocks are thread-safe: any number of threads may call into one handle
  *   at once. A handle must not be closed or freed while another thread still uses that same
  *   handle: give each thread its own with tenure_clone if one of them may close the engine.
- *   Blocking calls (tenure_expired_next, tenure_watcher_next) return TENURE_ERR_CLOSED when
- *   the engine is closed through another handle.
+ *   Blocking calls (tenure_expired_next, tenure_watcher_next, tenure_mutex_lock,
+ *   tenure_election_campaign, tenure_observer_next, tenure_session_wait_done) return
+ *   TENURE_ERR_CLOSED when the engine is closed through another handle.
+ * - Every blocking call takes int64_t timeout_ms: -1 waits without limit, 0 only checks, a
+ *   positive value waits that long; any other negative value is TENURE_ERR_INVALID_ARGUMENT.
+ *   A wait that runs out returns TENURE_ERR_TIMEOUT.
+ * - Coordination (sessions, mutexes, elections, electors, fence gates, record locks,
+ *   keep-alives) is thread-safe like engine handles. Waits are interrupted from another thread
+ *   by cancelling the object they wait through: tenure_session_cancel (lock and campaign waits
+ *   of that session: TENURE_ERR_TIMEOUT), tenure_session_close (revokes: waits of that session
+ *   end with TENURE_ERR_SESSION_EXPIRED), tenure_observer_cancel, tenure_elector_stop. Only
+ *   *_free needs that no other thread uses the object.
  * - Watchers may be used from any thread; concurrent tenure_watcher_next calls take turns.
  * - Returned objects (lists, key-values, events, batches, responses) are immutable and may be
  *   read from several threads; transactions being built need one thread at a time.
@@ -76,6 +86,9 @@ typedef struct tenure tenure;
 // before the engine.
 typedef struct tenure_clock tenure_clock;
 
+// A running leader elector (from `tenure_elector_start`). Thread-safe.
+typedef struct tenure_elector tenure_elector;
+
 // One event (from `tenure_watcher_next`).
 typedef struct tenure_event tenure_event;
 
@@ -84,11 +97,25 @@ typedef struct tenure_event tenure_event;
 // would delete.
 typedef struct tenure_expired tenure_expired;
 
+// Admits fencing tokens in non-decreasing order (SPEC S3): put one in front of the resource a
+// lock or leadership guards. Thread-safe.
+typedef struct tenure_fence_gate tenure_fence_gate;
+
+// A background renewal of one lease (from `tenure_keep_alive_start`), on a library thread, every
+// third of the lease's TTL on the engine's clock. Thread-safe. It ends when freed, when a renew
+// fails (the lease is gone, the engine closed) — never silently: see
+// `tenure_keep_alive_error`.
+typedef struct tenure_keep_alive tenure_keep_alive;
+
 // A key with its value and revisions (from `tenure_get`, or borrowed from a list or event).
 typedef struct tenure_kv tenure_kv;
 
 // Key-values in key order (from `tenure_range`, or borrowed from a transaction response).
 typedef struct tenure_kv_list tenure_kv_list;
+
+// Leadership won by `tenure_election_campaign` (SPEC S4). Thread-safe. Resigning does not free
+// it; freeing it does not resign (the candidacy ends with the session's lease or a resign).
+typedef struct tenure_leadership tenure_leadership;
 
 // A lease's TTL, remaining time and attached keys (from `tenure_lease_time_to_live`, or
 // borrowed from a `tenure_lease_list`).
@@ -96,6 +123,22 @@ typedef struct tenure_lease_info tenure_lease_info;
 
 // Every live lease, in ascending order of remaining time (from `tenure_leases`).
 typedef struct tenure_lease_list tenure_lease_list;
+
+// A held lock (SPEC S2), from `tenure_mutex_lock` or `tenure_mutex_try_lock`. Thread-safe.
+// Freeing it without `tenure_lock_unlock` unlocks. It stays valid after its session is freed.
+typedef struct tenure_lock tenure_lock;
+
+// Follows the leadership of one election (from `tenure_election_observe`). Thread-safe:
+// concurrent `tenure_observer_next` calls take turns; `tenure_observer_cancel` may come from
+// any thread.
+typedef struct tenure_observer tenure_observer;
+
+// A session (SPEC S1): a lease renewed by a background thread until closed, orphaned or lost.
+// Thread-safe: any number of threads may lock, campaign or wait through one session, and
+// another thread may cancel or close it meanwhile; only `tenure_session_free` needs that no
+// other thread is using it. It keeps its engine open until freed (unless the engine is closed
+// with `tenure_close`).
+typedef struct tenure_session tenure_session;
 
 // A transaction being built (from `tenure_txn_new`): if every compare holds, the success
 // operations run, else the failure ones; atomically, at one revision. Not thread-safe while
@@ -191,6 +234,44 @@ typedef struct tenure_bytes {
     size_t len;
 } tenure_bytes;
 
+// Configuration of a leader elector (SPEC S5). Start from `tenure_elector_config_init`, then
+// set `name` and `identity`. Checked by `tenure_elector_start`: `lease_duration_ms >
+// renew_deadline_ms > retry_period_ms × 1.2`, `renew_deadline_ms + retry_period_ms <
+// lease_duration_ms`, all > 0, name and identity non-empty.
+typedef struct tenure_elector_config {
+    // The record key (NUL-terminated UTF-8). Copied by `tenure_elector_start`.
+    const char *name;
+    // This candidate's identity (NUL-terminated UTF-8, non-empty). Copied.
+    const char *identity;
+    // TTL of the leader's lease: how long others wait after the leader stops renewing, ms.
+    // Default 15000.
+    int64_t lease_duration_ms;
+    // The leader steps down if it could not renew for this long, ms. Default 10000.
+    int64_t renew_deadline_ms;
+    // How often to try to acquire or renew, ms (with jitter up to 2.2×). Default 2000.
+    int64_t retry_period_ms;
+    // On `tenure_elector_stop`, revoke the leader's lease so another candidate can lead at
+    // once. Default false.
+    bool release_on_cancel;
+} tenure_elector_config;
+
+// The callbacks of a leader elector; any may be NULL. They are called one at a time, in order,
+// on one thread the library starts for the elector (never the caller's thread), each with the
+// `user` pointer given to `tenure_elector_start`. They should return promptly: the next
+// callback waits for the previous one. They must not call `tenure_elector_stop` or
+// `tenure_elector_free` on their own elector.
+typedef struct tenure_elector_callbacks {
+    // This candidate became leader; `token` is its fencing token (strictly increasing per
+    // record key).
+    void (*on_started_leading)(void *user, int64_t token);
+    // This candidate stopped leading (lease lost, record taken, or the elector stopped).
+    // Called only after `on_started_leading`, and after it has returned.
+    void (*on_stopped_leading)(void *user);
+    // The observed leader changed (this candidate included): its identity, NUL-terminated,
+    // valid during the call.
+    void (*on_new_leader)(void *user, const char *identity);
+} tenure_elector_callbacks;
+
 // How a compare relates the key's current field to the given one.
 typedef int32_t tenure_compare_op;
 
@@ -258,17 +339,17 @@ typedef int32_t tenure_event_kind;
 // A blocking call reached its timeout without a result.
 #define TENURE_ERR_TIMEOUT 13
 
-// A lock is held by someone else (coordination API; not returned by the C API yet).
+// A lock is held by someone else (`tenure_mutex_try_lock`, `tenure_record_lock_try_acquire`).
 #define TENURE_ERR_LOCKED 14
 
-// A session's lease is gone (coordination API; not returned by the C API yet).
+// A session's lease is gone (a lock or campaign wait whose session died).
 #define TENURE_ERR_SESSION_EXPIRED 15
 
-// The caller is not the leader (coordination API; not returned by the C API yet).
+// The caller is not (or no longer) the holder: proclaim after resign, unlock of a lock no
+// longer held, refresh or release of a record lock by a non-owner.
 #define TENURE_ERR_NOT_LEADER 16
 
-// A fencing token lower than the highest admitted (coordination API; not returned by the C
-// API yet).
+// A fencing token lower than the highest admitted (`tenure_fence_gate_admit`).
 #define TENURE_ERR_STALE_TOKEN 17
 
 // A Rust panic was caught at the boundary; the message says where. The engine may be in an
@@ -565,13 +646,14 @@ tenure_result tenure_demote(const struct tenure *db);
 // Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`.
 tenure_result tenure_is_primary(const struct tenure *db, bool *out);
 
-// Waits up to `timeout_ms` for the next batch of expired leases: 0 only checks, a negative
-// value waits without limit. `*out` is owned by the caller: free it with
+// Waits up to `timeout_ms` for the next batch of expired leases: 0 only checks, -1 waits
+// without limit. `*out` is owned by the caller: free it with
 // `tenure_expired_free`. Every handle of an engine shares one queue: each batch is returned
 // once.
 //
-// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_TIMEOUT` (nothing expired in time),
-// `TENURE_ERR_CLOSED` (also when the engine is closed while waiting).
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (`timeout_ms` below -1),
+// `TENURE_ERR_TIMEOUT` (nothing expired in time), `TENURE_ERR_CLOSED` (also when the engine
+// is closed while waiting).
 tenure_result tenure_expired_next(const struct tenure *db,
                                   int64_t timeout_ms,
                                   struct tenure_expired **out);
@@ -628,6 +710,297 @@ struct tenure_bytes tenure_expired_key(const struct tenure_expired *e,
 
 // Frees a batch from `tenure_expired_next`. NULL is a no-op.
 void tenure_expired_free(struct tenure_expired *e);
+
+// Starts a session: grants a lease of `ttl_ms` (> 0) and renews it every third of its TTL.
+// `*out` is owned by the caller: free it with `tenure_session_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (TTL <= 0),
+// `TENURE_ERR_LEASE_TTL_TOO_LARGE`, `TENURE_ERR_NOT_PRIMARY`, `TENURE_ERR_STORAGE`,
+// `TENURE_ERR_CLOSED`.
+tenure_result tenure_session_new(const struct tenure *db,
+                                 int64_t ttl_ms,
+                                 struct tenure_session **out);
+
+// Resumes a session on an existing lease (e.g. after a restart: the locks and candidacies it
+// holds are taken over) and starts renewing it. Free `*out` with `tenure_session_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_LEASE_NOT_FOUND`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_session_resume(const struct tenure *db,
+                                    int64_t lease_id,
+                                    struct tenure_session **out);
+
+// The session's lease ID (0 if `s` is NULL).
+int64_t tenure_session_lease(const struct tenure_session *s);
+
+// Whether the session's lease is lost (expired, revoked, closed, or the engine closed);
+// false if `s` is NULL.
+bool tenure_session_done(const struct tenure_session *s);
+
+// Blocks until the session's lease is lost (`TENURE_OK`) or `timeout_ms` passes (-1: no
+// limit, 0: only checks) or the session is cancelled (`TENURE_ERR_TIMEOUT` for both).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (`timeout_ms` below -1),
+// `TENURE_ERR_TIMEOUT`.
+tenure_result tenure_session_wait_done(const struct tenure_session *s, int64_t timeout_ms);
+
+// Interrupts, from any thread, every blocking call waiting through this session
+// (`tenure_mutex_lock`, `tenure_election_campaign`, `tenure_session_wait_done`): they return
+// `TENURE_ERR_TIMEOUT` and withdraw their claim. Sticky: later blocking calls through the
+// session return `TENURE_ERR_TIMEOUT` at once (non-blocking ones keep working). The lease is
+// left as it is.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`.
+tenure_result tenure_session_cancel(const struct tenure_session *s);
+
+// Stops renewing but keeps the lease: it expires after its TTL unless resumed
+// (`tenure_session_resume`).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`.
+tenure_result tenure_session_orphan(const struct tenure_session *s);
+
+// Stops renewing and revokes the lease, deleting every key it holds (locks, candidacies).
+// May be called while other threads wait through the session: their calls return
+// `TENURE_ERR_SESSION_EXPIRED`. Does not free `s`. Closing twice is fine.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED` (the engine
+// closed; the lease is gone with it).
+tenure_result tenure_session_close(const struct tenure_session *s);
+
+// Frees a session. If it was not closed, its lease is orphaned (left to expire). NULL is a
+// no-op. No other thread may be using it.
+void tenure_session_free(struct tenure_session *s);
+
+// Waits until the session holds the mutex `name` (NUL-terminated UTF-8; names nest without
+// interfering), in FIFO order of arrival, for up to `timeout_ms` (-1: no limit, 0: only if it
+// is free now and no one waits). Free `*out` with `tenure_lock_free`. On failure the claim is
+// withdrawn, so it blocks no one.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (`timeout_ms` below -1, name
+// not UTF-8, the session already holds or is acquiring this mutex), `TENURE_ERR_TIMEOUT` (also
+// when the session is cancelled), `TENURE_ERR_SESSION_EXPIRED` (the session's lease was lost
+// while waiting), `TENURE_ERR_NOT_PRIMARY`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_mutex_lock(const struct tenure_session *s,
+                                const char *name,
+                                int64_t timeout_ms,
+                                struct tenure_lock **out);
+
+// Takes the mutex `name` if no one holds it or waits for it; never blocks. Free `*out` with
+// `tenure_lock_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_LOCKED` (held or awaited by another session),
+// `TENURE_ERR_INVALID_ARGUMENT` (as for `tenure_mutex_lock`), `TENURE_ERR_SESSION_EXPIRED`,
+// `TENURE_ERR_CLOSED`.
+tenure_result tenure_mutex_try_lock(const struct tenure_session *s,
+                                    const char *name,
+                                    struct tenure_lock **out);
+
+// The lock's fencing token (SPEC S3): strictly increasing per mutex name; still readable after
+// unlock (0 if `l` is NULL).
+int64_t tenure_lock_fencing_token(const struct tenure_lock *l);
+
+// Whether this acquisition still holds the lock (false once unlocked, once its session's lease
+// is lost, or if `l` is NULL).
+bool tenure_lock_is_held(const struct tenure_lock *l);
+
+// Releases the lock (deletes only this acquisition's key). Does not free `l`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_NOT_LEADER` (already unlocked, or the lock was
+// lost with its session), `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_lock_unlock(const struct tenure_lock *l);
+
+// Frees a lock, unlocking it if still held. NULL is a no-op.
+void tenure_lock_free(struct tenure_lock *l);
+
+// Campaigns in the election `name` (NUL-terminated UTF-8) with `value` and waits until leader,
+// for up to `timeout_ms` (-1: no limit). Campaigning again through the same session while its
+// candidacy is live reuses it with the new value. Free `*out` with `tenure_leadership_free`. On
+// failure the candidacy is withdrawn.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT`, `TENURE_ERR_TIMEOUT` (also
+// when the session is cancelled), `TENURE_ERR_SESSION_EXPIRED`, `TENURE_ERR_NOT_PRIMARY`,
+// `TENURE_ERR_CLOSED`.
+tenure_result tenure_election_campaign(const struct tenure_session *s,
+                                       const char *name,
+                                       const uint8_t *value,
+                                       size_t value_len,
+                                       int64_t timeout_ms,
+                                       struct tenure_leadership **out);
+
+// Announces a new value, only while this leadership holds.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_NOT_LEADER` (resigned or lost),
+// `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_leadership_proclaim(const struct tenure_leadership *l,
+                                         const uint8_t *value,
+                                         size_t value_len);
+
+// Gives up leadership (deletes the leader key only if it is still this leadership's; resigning
+// twice is fine). Does not free `l`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_leadership_resign(const struct tenure_leadership *l);
+
+// The leadership's fencing token (SPEC S3): the leader key's create revision, strictly
+// increasing per election (0 if `l` is NULL).
+int64_t tenure_leadership_token(const struct tenure_leadership *l);
+
+// Whether this leadership still holds (false once resigned or lost, or if `l` is NULL).
+bool tenure_leadership_is_held(const struct tenure_leadership *l);
+
+// The leader key (`name/<lease hex>`). Borrowed from `l` (empty if `l` is NULL).
+struct tenure_bytes tenure_leadership_key(const struct tenure_leadership *l);
+
+// Frees a leadership handle (without resigning). NULL is a no-op.
+void tenure_leadership_free(struct tenure_leadership *l);
+
+// The current leader of election `name`: `*out` receives its key-value (key, value, create
+// revision = its token), owned by the caller (`tenure_kv_free`), or NULL when there is none.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_election_leader(const struct tenure *db,
+                                     const char *name,
+                                     struct tenure_kv **out);
+
+// Starts observing election `name`. The first `tenure_observer_next` gives the current state,
+// then one per change (new leader, new value, no leader); the latest state is never lost. Free
+// `*out` with `tenure_observer_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_election_observe(const struct tenure *db,
+                                      const char *name,
+                                      struct tenure_observer **out);
+
+// Waits up to `timeout_ms` (-1: no limit, 0: only checks) for the next leadership state:
+// `*out` receives the leader's key-value (owned by the caller, `tenure_kv_free`) or NULL for
+// "no leader".
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (`timeout_ms` below -1),
+// `TENURE_ERR_TIMEOUT` (no change in time, or the observer was cancelled),
+// `TENURE_ERR_CLOSED` (the engine closed).
+tenure_result tenure_observer_next(const struct tenure_observer *o,
+                                   int64_t timeout_ms,
+                                   struct tenure_kv **out);
+
+// Interrupts, from any thread, every `tenure_observer_next` waiting on `o` (they return
+// `TENURE_ERR_TIMEOUT`). Sticky: later calls return `TENURE_ERR_TIMEOUT` unless a state is
+// already waiting to be read.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`.
+tenure_result tenure_observer_cancel(const struct tenure_observer *o);
+
+// Frees an observer. NULL is a no-op. No other thread may be inside `tenure_observer_next` on
+// it (cancel it and join that thread first).
+void tenure_observer_free(struct tenure_observer *o);
+
+// Fills `cfg` with client-go's defaults: lease 15000 ms, renew deadline 10000 ms, retry period
+// 2000 ms, no release on cancel, `name` and `identity` NULL (to be set).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`.
+tenure_result tenure_elector_config_init(struct tenure_elector_config *cfg);
+
+// Checks `cfg` (see `tenure_elector_config`) and starts campaigning on a library thread: it
+// acquires the record when free, renews while leading and calls `cb` (copied) with `user` as it
+// goes, until `tenure_elector_stop`. Free `*out` with `tenure_elector_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER` (`db`, `cfg`, `cfg->name`, `cfg->identity`, `cb`, `out`),
+// `TENURE_ERR_INVALID_ARGUMENT` (inconsistent durations, empty name or identity),
+// `TENURE_ERR_STORAGE` (no thread could be started).
+tenure_result tenure_elector_start(const struct tenure *db,
+                                   const struct tenure_elector_config *cfg,
+                                   const struct tenure_elector_callbacks *cb,
+                                   void *user,
+                                   struct tenure_elector **out);
+
+// Whether this candidate leads now (false if `e` is NULL).
+bool tenure_elector_is_leader(const struct tenure_elector *e);
+
+// Stops the elector from any thread but its callbacks': steps down (revoking the lease with
+// `release_on_cancel`), waits until every callback has run (`on_stopped_leading` included, if
+// it was leading) and returns what ended it. Calling it again returns the same result. Does not
+// free `e`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (called from one of its
+// callbacks), `TENURE_ERR_CLOSED` (the engine closed while it ran), `TENURE_ERR_STORAGE`.
+tenure_result tenure_elector_stop(const struct tenure_elector *e);
+
+// Frees an elector, stopping it first if needed (see `tenure_elector_stop`). NULL is a no-op.
+// Not from its own callbacks.
+void tenure_elector_free(struct tenure_elector *e);
+
+// A new gate that has seen no token. Free it with `tenure_fence_gate_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`.
+tenure_result tenure_fence_gate_new(struct tenure_fence_gate **out);
+
+// Admits `token` if it is at least the highest admitted so far.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_STALE_TOKEN` (lower than the highest; the
+// message names both).
+tenure_result tenure_fence_gate_admit(const struct tenure_fence_gate *g, int64_t token);
+
+// The highest token admitted (0 before any, or if `g` is NULL).
+int64_t tenure_fence_gate_highest(const struct tenure_fence_gate *g);
+
+// Frees a gate. NULL is a no-op.
+void tenure_fence_gate_free(struct tenure_fence_gate *g);
+
+// Takes the record lock `key` (non-empty) for `owner` for `ttl_ms` (> 0) if it is free (SPEC
+// S6: `SET key owner NX PX ttl`); `*out_token` receives the fencing token (the key's create
+// revision).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (empty key, TTL <= 0),
+// `TENURE_ERR_LOCKED` (anyone holds it, `owner` included), `TENURE_ERR_NOT_PRIMARY`,
+// `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_record_lock_try_acquire(const struct tenure *db,
+                                             const uint8_t *key,
+                                             size_t key_len,
+                                             const uint8_t *owner,
+                                             size_t owner_len,
+                                             int64_t ttl_ms,
+                                             int64_t *out_token);
+
+// Extends `owner`'s hold on `key` by a full TTL.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_NOT_LEADER` (`owner` does not hold it),
+// `TENURE_ERR_NOT_PRIMARY`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_record_lock_refresh(const struct tenure *db,
+                                         const uint8_t *key,
+                                         size_t key_len,
+                                         const uint8_t *owner,
+                                         size_t owner_len);
+
+// Releases `key` if `owner` holds it.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_NOT_LEADER` (`owner` does not hold it),
+// `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_record_lock_release(const struct tenure *db,
+                                         const uint8_t *key,
+                                         size_t key_len,
+                                         const uint8_t *owner,
+                                         size_t owner_len);
+
+// Starts renewing lease `lease_id`. Free `*out` with `tenure_keep_alive_free`, which stops it
+// (the lease is left as it is).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_LEASE_NOT_FOUND`, `TENURE_ERR_CLOSED`,
+// `TENURE_ERR_STORAGE` (no thread could be started).
+tenure_result tenure_keep_alive_start(const struct tenure *db,
+                                      int64_t lease_id,
+                                      struct tenure_keep_alive **out);
+
+// Whether it is still renewing (false after a failed renew, or if `ka` is NULL).
+bool tenure_keep_alive_is_alive(const struct tenure_keep_alive *ka);
+
+// `TENURE_OK` while renewing; once a renew failed, that failure's code (e.g.
+// `TENURE_ERR_LEASE_NOT_FOUND`, `TENURE_ERR_CLOSED`) with its message in
+// `tenure_last_error_message()`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, or the renew's error as above.
+tenure_result tenure_keep_alive_error(const struct tenure_keep_alive *ka);
+
+// Stops renewing (waiting for the renewal thread to finish) and frees `ka`. The lease is left as
+// it is. NULL is a no-op.
+void tenure_keep_alive_free(struct tenure_keep_alive *ka);
 
 // A new, empty transaction (no compare: the success branch runs). `*out` is owned by the
 // caller.
@@ -784,10 +1157,10 @@ tenure_result tenure_watch(const struct tenure *db,
                            int64_t start_revision,
                            struct tenure_watcher **out);
 
-// Waits up to `timeout_ms` for the next event: 0 only checks, a negative value waits without
-// limit. `*out` is owned by the caller: free it with `tenure_event_free`.
+// Waits up to `timeout_ms` for the next event: 0 only checks, -1 waits without limit. `*out` is owned by the caller: free it with `tenure_event_free`.
 //
-// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_TIMEOUT` (no event in time),
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (`timeout_ms` below -1),
+// `TENURE_ERR_TIMEOUT` (no event in time),
 // `TENURE_ERR_COMPACTED` (the watcher fell too far behind and was cancelled; the message names
 // the revision to resume from), `TENURE_ERR_CLOSED` (the engine closed).
 tenure_result tenure_watcher_next(const struct tenure_watcher *w,

@@ -45,14 +45,14 @@ pub const TENURE_ERR_STORAGE: tenure_result = 11;
 pub const TENURE_ERR_CLOSED: tenure_result = 12;
 /// A blocking call reached its timeout without a result.
 pub const TENURE_ERR_TIMEOUT: tenure_result = 13;
-/// A lock is held by someone else (coordination API; not returned by the C API yet).
+/// A lock is held by someone else (`tenure_mutex_try_lock`, `tenure_record_lock_try_acquire`).
 pub const TENURE_ERR_LOCKED: tenure_result = 14;
-/// A session's lease is gone (coordination API; not returned by the C API yet).
+/// A session's lease is gone (a lock or campaign wait whose session died).
 pub const TENURE_ERR_SESSION_EXPIRED: tenure_result = 15;
-/// The caller is not the leader (coordination API; not returned by the C API yet).
+/// The caller is not (or no longer) the holder: proclaim after resign, unlock of a lock no
+/// longer held, refresh or release of a record lock by a non-owner.
 pub const TENURE_ERR_NOT_LEADER: tenure_result = 16;
-/// A fencing token lower than the highest admitted (coordination API; not returned by the C
-/// API yet).
+/// A fencing token lower than the highest admitted (`tenure_fence_gate_admit`).
 pub const TENURE_ERR_STALE_TOKEN: tenure_result = 17;
 /// A Rust panic was caught at the boundary; the message says where. The engine may be in an
 /// unexpected state: close it.

@@ -7,9 +7,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use tenure_core::{Error, ExpiredLease, LeaseId, LeaseInfo};
 
 use crate::engine::{engine, open_engine, tenure};
-use crate::error::{guard, shield, tenure_result};
+use crate::error::{guard, shield, tenure_result, Res};
 use crate::kv::tenure_bytes;
-use crate::util::{boxed, bytes, free, ms, to_ms, Out};
+use crate::util::{boxed, bytes, free, ms, timeout, to_ms, Out};
 
 /// A lease's TTL, remaining time and attached keys (from `tenure_lease_time_to_live`, or
 /// borrowed from a `tenure_lease_list`).
@@ -252,13 +252,14 @@ pub unsafe extern "C" fn tenure_is_primary(db: *const tenure, out: *mut bool) ->
     })
 }
 
-/// Waits up to `timeout_ms` for the next batch of expired leases: 0 only checks, a negative
-/// value waits without limit. `*out` is owned by the caller: free it with
+/// Waits up to `timeout_ms` for the next batch of expired leases: 0 only checks, -1 waits
+/// without limit. `*out` is owned by the caller: free it with
 /// `tenure_expired_free`. Every handle of an engine shares one queue: each batch is returned
 /// once.
 ///
-/// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_TIMEOUT` (nothing expired in time),
-/// `TENURE_ERR_CLOSED` (also when the engine is closed while waiting).
+/// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (`timeout_ms` below -1),
+/// `TENURE_ERR_TIMEOUT` (nothing expired in time), `TENURE_ERR_CLOSED` (also when the engine
+/// is closed while waiting).
 #[no_mangle]
 pub unsafe extern "C" fn tenure_expired_next(
     db: *const tenure,
@@ -275,22 +276,21 @@ pub unsafe extern "C" fn tenure_expired_next(
     })
 }
 
-/// Waits on a channel: `timeout_ms` < 0 without limit, 0 only checks, > 0 that long. A
-/// disconnected channel means the engine closed.
-pub(crate) fn recv<T>(rx: &Receiver<T>, timeout_ms: i64) -> Result<T, Error> {
-    match u64::try_from(timeout_ms) {
-        Err(_) => rx.recv().map_err(|_| Error::Closed),
-        Ok(0) => rx.try_recv().map_err(|e| match e {
+/// Waits on a channel for `timeout_ms` (see [`timeout`]). A disconnected channel means the
+/// engine closed.
+pub(crate) fn recv<T>(rx: &Receiver<T>, timeout_ms: i64) -> Res<T> {
+    let r = match timeout(timeout_ms)? {
+        None => rx.recv().map_err(|_| Error::Closed),
+        Some(Duration::ZERO) => rx.try_recv().map_err(|e| match e {
             TryRecvError::Empty => Error::Timeout,
             TryRecvError::Disconnected => Error::Closed,
         }),
-        Ok(ms) => rx
-            .recv_timeout(Duration::from_millis(ms))
-            .map_err(|e| match e {
-                RecvTimeoutError::Timeout => Error::Timeout,
-                RecvTimeoutError::Disconnected => Error::Closed,
-            }),
-    }
+        Some(d) => rx.recv_timeout(d).map_err(|e| match e {
+            RecvTimeoutError::Timeout => Error::Timeout,
+            RecvTimeoutError::Disconnected => Error::Closed,
+        }),
+    };
+    Ok(r?)
 }
 
 // ---- accessors ------------------------------------------------------------------------------

@@ -16,7 +16,7 @@
 //!
 //! Safety contracts are written once, in the header preamble (pointers must be NULL or point to
 //! live objects of the right type; buffers must hold the given length), rather than on each of
-//! the ~90 functions.
+//! the ~130 functions.
 #![allow(non_camel_case_types, clippy::missing_safety_doc)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -24,6 +24,7 @@ pub mod engine;
 pub mod error;
 pub mod kv;
 pub mod lease;
+pub mod sync;
 /// cbindgen:ignore
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
@@ -35,6 +36,7 @@ pub use engine::*;
 pub use error::*;
 pub use kv::*;
 pub use lease::*;
+pub use sync::*;
 pub use txn::*;
 pub use watch::*;
 

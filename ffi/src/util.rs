@@ -1,6 +1,9 @@
 //! Checked conversions of C arguments: pointers, `(ptr, len)` buffers, millisecond times.
 
+use std::ffi::{c_char, CStr};
 use std::time::Duration;
+
+use tenure_core::sync::{Stop, Wait};
 
 use crate::error::{invalid, null, Res};
 
@@ -72,6 +75,38 @@ pub(crate) fn ms(value: i64, name: &str) -> Res<Duration> {
         .map_err(|_| invalid(format!("`{name}` must not be negative, got {value} ms")))
 }
 
+/// A blocking call's `timeout_ms`: -1 waits without limit (`None`), 0 only checks, a positive
+/// value waits that long (saturating: a wait too long for the clock has no deadline). Any other
+/// negative value is `TENURE_ERR_INVALID_ARGUMENT`. The one conversion every blocking call uses.
+pub(crate) fn timeout(value: i64) -> Res<Option<Duration>> {
+    match value {
+        -1 => Ok(None),
+        v if v < 0 => Err(invalid(format!(
+            "`timeout_ms` must be -1 (no limit) or >= 0, got {v}"
+        ))),
+        v => Ok(Some(Duration::from_millis(v.unsigned_abs()))),
+    }
+}
+
+/// A [`Wait`] of `timeout_ms` (see [`timeout`]) that also ends when `cancel` is raised.
+pub(crate) fn wait(timeout_ms: i64, cancel: &Stop) -> Res<Wait> {
+    Ok(Wait::from(timeout(timeout_ms)?).with_stop(cancel))
+}
+
+/// A NUL-terminated UTF-8 string argument (a recipe's name or identity).
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a NUL-terminated string that outlives the returned `&str`.
+pub(crate) unsafe fn text<'a>(ptr: *const c_char, name: &str) -> Res<&'a str> {
+    if ptr.is_null() {
+        return Err(null(name));
+    }
+    // SAFETY: non-NULL; the caller promises a NUL-terminated string.
+    unsafe { CStr::from_ptr(ptr) }
+        .to_str()
+        .map_err(|e| invalid(format!("`{name}` is not valid UTF-8: {e}")))
+}
+
 /// A duration as whole milliseconds, saturating at `INT64_MAX`.
 pub(crate) fn to_ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -119,5 +154,20 @@ mod tests {
         );
         assert_eq!(to_ms(Duration::MAX), i64::MAX);
         assert_eq!(to_ms(Duration::from_micros(2999)), 2);
+    }
+
+    #[test]
+    fn timeout_takes_minus_one_as_forever_and_refuses_other_negatives() {
+        assert_eq!(timeout(-1).unwrap(), None);
+        assert_eq!(timeout(0).unwrap(), Some(Duration::ZERO));
+        assert_eq!(
+            timeout(i64::MAX).unwrap(),
+            Some(Duration::from_millis(i64::MAX as u64))
+        );
+        for bad in [-2, i64::MIN] {
+            assert_eq!(timeout(bad).unwrap_err().code, TENURE_ERR_INVALID_ARGUMENT);
+        }
+        // The largest timeout neither overflows nor panics (the core saturates it).
+        assert!(!wait(i64::MAX, &Stop::new()).unwrap().is_over());
     }
 }

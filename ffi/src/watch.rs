@@ -7,7 +7,7 @@ use tenure_core::{Error, Event, EventKind, WatchOptions, Watcher};
 use crate::engine::{engine, tenure};
 use crate::error::{guard, invalid, shield, tenure_result};
 use crate::kv::tenure_kv;
-use crate::util::{arg, boxed, bytes, free, Out};
+use crate::util::{arg, boxed, bytes, free, timeout, Out};
 
 /// Watch every key starting with the given key, not just the key itself (`tenure_watch` flag).
 pub const TENURE_WATCH_PREFIX: u32 = 1;
@@ -78,10 +78,10 @@ pub unsafe extern "C" fn tenure_watch(
     })
 }
 
-/// Waits up to `timeout_ms` for the next event: 0 only checks, a negative value waits without
-/// limit. `*out` is owned by the caller: free it with `tenure_event_free`.
+/// Waits up to `timeout_ms` for the next event: 0 only checks, -1 waits without limit. `*out` is owned by the caller: free it with `tenure_event_free`.
 ///
-/// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_TIMEOUT` (no event in time),
+/// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (`timeout_ms` below -1),
+/// `TENURE_ERR_TIMEOUT` (no event in time),
 /// `TENURE_ERR_COMPACTED` (the watcher fell too far behind and was cancelled; the message names
 /// the revision to resume from), `TENURE_ERR_CLOSED` (the engine closed).
 #[no_mangle]
@@ -93,11 +93,12 @@ pub unsafe extern "C" fn tenure_watcher_next(
     guard("tenure_watcher_next", || {
         // SAFETY: the caller promises a live watcher and a writable pointer.
         let (w, out) = unsafe { (arg(w, "w")?, Out::new(out, "out")?) };
+        let timeout = timeout(timeout_ms)?;
         let mut w = w.w.lock().unwrap_or_else(|p| p.into_inner());
-        let ev = match u64::try_from(timeout_ms) {
-            Err(_) => w.recv()?,
-            Ok(0) => w.try_recv()?.ok_or(Error::Timeout)?,
-            Ok(ms) => w.recv_timeout(std::time::Duration::from_millis(ms))?,
+        let ev = match timeout {
+            None => w.recv()?,
+            Some(std::time::Duration::ZERO) => w.try_recv()?.ok_or(Error::Timeout)?,
+            Some(d) => w.recv_timeout(d)?,
         };
         out.set(boxed(event(ev)));
         Ok(())

@@ -89,5 +89,7 @@ void expiry_tests(void);
 void file_tests(void);
 void thread_tests(void);
 void closed_tests(void);
+void sync_tests(void);
+void election_tests(void);
 
 #endif

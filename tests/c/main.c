@@ -69,6 +69,8 @@ int main(void) {
     file_tests();
     thread_tests();
     closed_tests();
+    sync_tests();
+    election_tests();
     remove_dir();
     printf("(%ld checks)\n", atomic_load(&check_count));
     printf("C tests: %d passed, %d failed\n", passed, failed);

@@ -1,0 +1,496 @@
+/* Coordination from C (SPEC S1-S3, S6): sessions, fair mutexes with fencing tokens, fence
+ * gates, record locks and keep-alives, with threads contending, cancellation from another
+ * thread and misuse. Blocking is synchronised through watches, never through sleeps. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "check.h"
+
+#define WAIT_MS 10000 /* generous bound for something that happens at once */
+
+/* Waits until a put or delete event arrives on `w` (a contender's key appeared or went). */
+static void await_event(tenure_watcher *w, tenure_event_kind kind) {
+    tenure_event *ev = NULL;
+    CHECK_OK(tenure_watcher_next(w, WAIT_MS, &ev));
+    CHECK_EQ(tenure_event_type(ev), kind);
+    tenure_event_free(ev);
+}
+
+static size_t count_prefix(tenure *db, const char *prefix) {
+    tenure_kv_list *l = NULL;
+    CHECK_OK(tenure_range(db, S(prefix), 0, &l));
+    size_t n = tenure_kv_list_len(l);
+    tenure_kv_list_free(l);
+    return n;
+}
+
+/* ---- S1 ---------------------------------------------------------------------------------- */
+
+static void s1_session_holds_a_lease_closes_resumes_and_reports_its_loss(void) {
+    tenure *db = open_memory(NULL);
+    tenure_session *s = NULL;
+    CHECK_OK(tenure_session_new(db, 60000, &s));
+    int64_t lease = tenure_session_lease(s);
+    CHECK(lease > 0);
+    CHECK(!tenure_session_done(s));
+    CHECK_RC(tenure_session_wait_done(s, 0), TENURE_ERR_TIMEOUT);
+    tenure_lease_info *info = NULL;
+    CHECK_OK(tenure_lease_time_to_live(db, lease, &info));
+    CHECK_EQ(tenure_lease_info_ttl_ms(info), 60000);
+    tenure_lease_info_free(info);
+
+    /* Orphan + free keeps the lease; resume takes it over; close revokes it. */
+    CHECK_OK(tenure_session_orphan(s));
+    tenure_session_free(s);
+    CHECK_OK(tenure_lease_time_to_live(db, lease, &info));
+    tenure_lease_info_free(info);
+    s = NULL;
+    CHECK_OK(tenure_session_resume(db, lease, &s));
+    CHECK_EQ(tenure_session_lease(s), lease);
+    CHECK_OK(tenure_session_close(s));
+    CHECK(tenure_session_done(s));
+    CHECK_OK(tenure_session_wait_done(s, -1));
+    CHECK_RC(tenure_lease_time_to_live(db, lease, &info), TENURE_ERR_LEASE_NOT_FOUND);
+    CHECK_OK(tenure_session_close(s)); /* twice is fine */
+    tenure_session_free(s);
+
+    /* A lease revoked behind the session's back: done, and wait_done returns. */
+    CHECK_OK(tenure_session_new(db, 60000, &s));
+    CHECK_OK(tenure_lease_revoke(db, tenure_session_lease(s)));
+    CHECK_OK(tenure_session_wait_done(s, WAIT_MS));
+    CHECK(tenure_session_done(s));
+    tenure_session_free(s);
+
+    tenure_session *none = (tenure_session *)1;
+    CHECK_RC(tenure_session_resume(db, 987654, &none), TENURE_ERR_LEASE_NOT_FOUND);
+    CHECK(none == (tenure_session *)1);
+    tenure_close(db);
+}
+
+static void s1_session_renews_its_lease_past_its_ttl(void) {
+    tenure *db = open_memory(NULL);
+    tenure_session *s = NULL;
+    CHECK_OK(tenure_session_new(db, 600, &s)); /* renewed every 200 ms */
+    /* Real time: three TTLs pass and the lease is still there. */
+    CHECK_RC(tenure_session_wait_done(s, 1800), TENURE_ERR_TIMEOUT);
+    CHECK(!tenure_session_done(s));
+    tenure_lease_info *info = NULL;
+    CHECK_OK(tenure_lease_time_to_live(db, tenure_session_lease(s), &info));
+    tenure_lease_info_free(info);
+    CHECK_OK(tenure_session_close(s));
+    tenure_session_free(s);
+    tenure_close(db);
+}
+
+static void s1_misuse_nulls_bad_arguments(void) {
+    tenure *db = open_memory(NULL);
+    tenure_session *s = (tenure_session *)1;
+    CHECK_RC(tenure_session_new(NULL, 1000, &s), TENURE_ERR_NULL_POINTER);
+    CHECK_MSG("`db`");
+    CHECK_RC(tenure_session_new(db, 1000, NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_session_new(db, 0, &s), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_session_new(db, -5, &s), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_session_resume(NULL, 1, &s), TENURE_ERR_NULL_POINTER);
+    CHECK(s == (tenure_session *)1);
+    CHECK_RC(tenure_session_close(NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_session_cancel(NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_session_orphan(NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_session_wait_done(NULL, 0), TENURE_ERR_NULL_POINTER);
+    CHECK_EQ(tenure_session_lease(NULL), 0);
+    CHECK(!tenure_session_done(NULL));
+    tenure_session_free(NULL);
+
+    s = NULL;
+    CHECK_OK(tenure_session_new(db, 60000, &s));
+    CHECK_RC(tenure_session_wait_done(s, -2), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("timeout_ms");
+    tenure_lock *l = (tenure_lock *)1;
+    CHECK_RC(tenure_mutex_lock(NULL, "m", 0, &l), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_mutex_lock(s, NULL, 0, &l), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_mutex_lock(s, "m", 0, NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_mutex_lock(s, "m", -7, &l), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_mutex_lock(s, "\xff", 0, &l), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_mutex_try_lock(NULL, "m", &l), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_mutex_try_lock(s, NULL, &l), TENURE_ERR_NULL_POINTER);
+    CHECK(l == (tenure_lock *)1);
+    CHECK_RC(tenure_lock_unlock(NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_EQ(tenure_lock_fencing_token(NULL), 0);
+    CHECK(!tenure_lock_is_held(NULL));
+    tenure_lock_free(NULL);
+    /* Nothing was left behind by the refused calls. */
+    CHECK_EQ(count_prefix(db, "m/"), 0);
+    CHECK_OK(tenure_session_close(s));
+    tenure_session_free(s);
+    tenure_close(db);
+}
+
+/* ---- S2, S3 ------------------------------------------------------------------------------ */
+
+#define CONTENDERS 4
+
+struct contender {
+    tenure *db;
+    int n;
+    atomic_int *next; /* acquisition order */
+    int order;
+    int64_t token;
+    tenure_result rc;
+};
+
+static void *contend(void *arg) {
+    struct contender *c = arg;
+    tenure_session *s = NULL;
+    CHECK_OK(tenure_session_new(c->db, 60000, &s));
+    tenure_lock *l = NULL;
+    c->rc = tenure_mutex_lock(s, "fifo", -1, &l);
+    if (c->rc == TENURE_OK) {
+        c->order = atomic_fetch_add(c->next, 1);
+        c->token = tenure_lock_fencing_token(l);
+        CHECK(tenure_lock_is_held(l));
+        CHECK_OK(tenure_lock_unlock(l));
+    }
+    tenure_lock_free(l);
+    CHECK_OK(tenure_session_close(s));
+    tenure_session_free(s);
+    return NULL;
+}
+
+static void s2_s3_waiters_acquire_in_fifo_order_with_increasing_tokens(void) {
+    tenure *db = open_memory(NULL);
+    tenure_session *holder = NULL;
+    tenure_lock *first = NULL;
+    CHECK_OK(tenure_session_new(db, 60000, &holder));
+    CHECK_OK(tenure_mutex_lock(holder, "fifo", 0, &first));
+    int64_t t0 = tenure_lock_fencing_token(first);
+    CHECK(t0 > 0);
+
+    tenure_watcher *w = NULL;
+    CHECK_OK(tenure_watch(db, S("fifo/"), TENURE_WATCH_PREFIX, 0, &w));
+    atomic_int next = 0;
+    pthread_t t[CONTENDERS];
+    struct contender c[CONTENDERS];
+    for (int i = 0; i < CONTENDERS; i++) {
+        c[i] = (struct contender){.db = db, .n = i, .next = &next, .order = -1, .rc = -1};
+        CHECK(pthread_create(&t[i], NULL, contend, &c[i]) == 0);
+        await_event(w, TENURE_EVENT_PUT); /* contender i is queued before i + 1 starts */
+    }
+    CHECK_EQ(count_prefix(db, "fifo/"), CONTENDERS + 1);
+    CHECK_OK(tenure_lock_unlock(first));
+    for (int i = 0; i < CONTENDERS; i++) CHECK(pthread_join(t[i], NULL) == 0);
+    for (int i = 0; i < CONTENDERS; i++) {
+        CHECK_RC(c[i].rc, TENURE_OK);
+        CHECK_EQ(c[i].order, i);
+        CHECK(c[i].token > (i == 0 ? t0 : c[i - 1].token));
+    }
+    /* The token outlives the unlock; a second unlock is refused. */
+    CHECK_EQ(tenure_lock_fencing_token(first), t0);
+    CHECK(!tenure_lock_is_held(first));
+    CHECK_RC(tenure_lock_unlock(first), TENURE_ERR_NOT_LEADER);
+    CHECK_MSG("not the leader");
+    tenure_lock_free(first);
+    tenure_watcher_free(w);
+    CHECK_OK(tenure_session_close(holder));
+    tenure_session_free(holder);
+    tenure_close(db);
+}
+
+static void s2_s3_try_lock_timeouts_nesting_and_the_fence_gate(void) {
+    tenure *db = open_memory(NULL);
+    tenure_session *a = NULL, *b = NULL;
+    CHECK_OK(tenure_session_new(db, 60000, &a));
+    CHECK_OK(tenure_session_new(db, 60000, &b));
+    tenure_lock *la = NULL, *lb = (tenure_lock *)1, *nested = NULL;
+    CHECK_OK(tenure_mutex_try_lock(a, "jobs", &la));
+    CHECK_RC(tenure_mutex_try_lock(b, "jobs", &lb), TENURE_ERR_LOCKED);
+    CHECK_RC(tenure_mutex_lock(b, "jobs", 0, &lb), TENURE_ERR_TIMEOUT);
+    CHECK_RC(tenure_mutex_lock(b, "jobs", 50, &lb), TENURE_ERR_TIMEOUT);
+    CHECK(lb == (tenure_lock *)1);
+    CHECK_EQ(count_prefix(db, "jobs/"), 1); /* the timed-out claims were withdrawn */
+    /* One acquisition per (session, mutex). */
+    CHECK_RC(tenure_mutex_try_lock(a, "jobs", &lb), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("already holds");
+    /* Names nest without interfering. */
+    CHECK_OK(tenure_mutex_try_lock(b, "jobs/nightly", &nested));
+    CHECK(tenure_lock_is_held(nested));
+
+    int64_t ta = tenure_lock_fencing_token(la);
+    CHECK_OK(tenure_lock_unlock(la));
+    lb = NULL;
+    CHECK_OK(tenure_mutex_lock(b, "jobs", WAIT_MS, &lb));
+    int64_t tb = tenure_lock_fencing_token(lb);
+    CHECK(tb > ta);
+
+    tenure_fence_gate *g = NULL;
+    CHECK_OK(tenure_fence_gate_new(&g));
+    CHECK_EQ(tenure_fence_gate_highest(g), 0);
+    CHECK_OK(tenure_fence_gate_admit(g, tb));
+    CHECK_OK(tenure_fence_gate_admit(g, tb)); /* the same holder writes again */
+    CHECK_RC(tenure_fence_gate_admit(g, ta), TENURE_ERR_STALE_TOKEN);
+    CHECK_MSG("stale fencing token");
+    CHECK_EQ(tenure_fence_gate_highest(g), tb);
+    CHECK_RC(tenure_fence_gate_admit(NULL, 1), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_fence_gate_new(NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_EQ(tenure_fence_gate_highest(NULL), 0);
+    tenure_fence_gate_free(g);
+    tenure_fence_gate_free(NULL);
+
+    /* Freeing a held lock unlocks it. */
+    tenure_lock_free(lb);
+    CHECK_EQ(count_prefix(db, "jobs/"), 1); /* only jobs/nightly/<lease> is left */
+    tenure_lock_free(la);
+    tenure_lock_free(nested);
+    CHECK_OK(tenure_session_close(a));
+    CHECK_OK(tenure_session_close(b));
+    tenure_session_free(a);
+    tenure_session_free(b);
+    tenure_close(db);
+}
+
+struct waiter {
+    tenure_session *s;
+    const char *name;
+    tenure_result rc;
+};
+
+static void *wait_lock(void *arg) {
+    struct waiter *w = arg;
+    tenure_lock *l = NULL;
+    w->rc = tenure_mutex_lock(w->s, w->name, -1, &l);
+    tenure_lock_free(l);
+    return NULL;
+}
+
+/* Starts a thread blocked in tenure_mutex_lock(s, name, -1) and returns once it is queued. */
+static void start_waiter(pthread_t *t, struct waiter *w, tenure *db, tenure_session *s,
+                         const char *name) {
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s/", name);
+    tenure_watcher *watch = NULL;
+    CHECK_OK(tenure_watch(db, S(prefix), TENURE_WATCH_PREFIX, 0, &watch));
+    *w = (struct waiter){.s = s, .name = name, .rc = -1};
+    CHECK(pthread_create(t, NULL, wait_lock, w) == 0);
+    await_event(watch, TENURE_EVENT_PUT);
+    tenure_watcher_free(watch);
+}
+
+static void s2_a_waiter_whose_session_dies_stops_with_session_expired(void) {
+    tenure *db = open_memory(NULL);
+    tenure_session *holder = NULL, *s1 = NULL, *s2 = NULL;
+    tenure_lock *l = NULL;
+    CHECK_OK(tenure_session_new(db, 60000, &holder));
+    CHECK_OK(tenure_session_new(db, 60000, &s1));
+    CHECK_OK(tenure_session_new(db, 60000, &s2));
+    CHECK_OK(tenure_mutex_lock(holder, "m", 0, &l));
+
+    /* Its lease revoked by someone else. */
+    pthread_t t;
+    struct waiter w;
+    start_waiter(&t, &w, db, s1, "m");
+    CHECK_OK(tenure_lease_revoke(db, tenure_session_lease(s1)));
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_RC(w.rc, TENURE_ERR_SESSION_EXPIRED);
+
+    /* Its session closed from another thread. */
+    start_waiter(&t, &w, db, s2, "m");
+    CHECK_OK(tenure_session_close(s2));
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_RC(w.rc, TENURE_ERR_SESSION_EXPIRED);
+
+    /* The holder kept the lock throughout; the dead waiters left nothing behind. */
+    CHECK(tenure_lock_is_held(l));
+    CHECK_EQ(count_prefix(db, "m/"), 1);
+    tenure_lock_free(l);
+    CHECK_OK(tenure_session_close(holder));
+    tenure_session_free(holder);
+    tenure_session_free(s1);
+    tenure_session_free(s2);
+    tenure_close(db);
+}
+
+static void s2_cancel_from_another_thread_interrupts_a_lock_wait(void) {
+    tenure *db = open_memory(NULL);
+    tenure_session *holder = NULL, *s = NULL;
+    tenure_lock *l = NULL, *l2 = (tenure_lock *)1;
+    CHECK_OK(tenure_session_new(db, 60000, &holder));
+    CHECK_OK(tenure_session_new(db, 60000, &s));
+    CHECK_OK(tenure_mutex_lock(holder, "m", 0, &l));
+
+    pthread_t t;
+    struct waiter w;
+    start_waiter(&t, &w, db, s, "m");
+    CHECK_OK(tenure_session_cancel(s));
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_RC(w.rc, TENURE_ERR_TIMEOUT);
+    CHECK_EQ(count_prefix(db, "m/"), 1); /* its claim was withdrawn */
+    /* Sticky for blocking calls; the session itself lives on. */
+    CHECK(!tenure_session_done(s));
+    CHECK_RC(tenure_mutex_lock(s, "m", -1, &l2), TENURE_ERR_TIMEOUT);
+    CHECK_RC(tenure_session_wait_done(s, -1), TENURE_ERR_TIMEOUT);
+    CHECK_RC(tenure_mutex_try_lock(s, "m", &l2), TENURE_ERR_LOCKED);
+    CHECK(l2 == (tenure_lock *)1);
+    CHECK_OK(tenure_lock_unlock(l));
+    l2 = NULL;
+    CHECK_OK(tenure_mutex_try_lock(s, "m", &l2));
+    tenure_lock_free(l2);
+    tenure_lock_free(l);
+    CHECK_OK(tenure_session_close(s));
+    CHECK_OK(tenure_session_close(holder));
+    tenure_session_free(s);
+    tenure_session_free(holder);
+    tenure_close(db);
+}
+
+static void s2_closing_the_engine_ends_waits_and_later_calls_fail_closed(void) {
+    tenure *db = open_memory(NULL), *other = NULL;
+    CHECK_OK(tenure_clone(db, &other));
+    tenure_session *holder = NULL, *s = NULL;
+    tenure_lock *l = NULL;
+    CHECK_OK(tenure_session_new(db, 60000, &holder));
+    CHECK_OK(tenure_session_new(db, 60000, &s));
+    CHECK_OK(tenure_mutex_lock(holder, "m", 0, &l));
+    pthread_t t;
+    struct waiter w;
+    start_waiter(&t, &w, db, s, "m");
+    tenure_close(db);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_RC(w.rc, TENURE_ERR_CLOSED);
+
+    /* Use after close: clear errors, no crash. */
+    tenure_lock *l2 = (tenure_lock *)1;
+    tenure_session *s2 = (tenure_session *)1;
+    CHECK_RC(tenure_session_new(other, 60000, &s2), TENURE_ERR_CLOSED);
+    CHECK(s2 == (tenure_session *)1);
+    CHECK_RC(tenure_mutex_lock(s, "m2", 1000, &l2), TENURE_ERR_CLOSED);
+    CHECK_RC(tenure_mutex_try_lock(s, "m2", &l2), TENURE_ERR_CLOSED);
+    CHECK(l2 == (tenure_lock *)1);
+    CHECK_RC(tenure_lock_unlock(l), TENURE_ERR_CLOSED);
+    CHECK(tenure_session_done(s));
+    CHECK_RC(tenure_session_close(s), TENURE_ERR_CLOSED);
+    int64_t token = 0;
+    CHECK_RC(tenure_record_lock_try_acquire(other, S("r"), S("me"), 1000, &token),
+             TENURE_ERR_CLOSED);
+    tenure_keep_alive *ka = (tenure_keep_alive *)1;
+    CHECK_RC(tenure_keep_alive_start(other, 1, &ka), TENURE_ERR_CLOSED);
+    CHECK(ka == (tenure_keep_alive *)1);
+    tenure_lock_free(l);
+    tenure_session_free(s);
+    tenure_session_free(holder);
+    tenure_free(other);
+}
+
+/* ---- S6 ---------------------------------------------------------------------------------- */
+
+struct grabber {
+    tenure *db;
+    char owner[16];
+    tenure_result rc;
+    int64_t token;
+};
+
+static void *grab(void *arg) {
+    struct grabber *g = arg;
+    g->rc = tenure_record_lock_try_acquire(g->db, S("job"), S(g->owner), 60000, &g->token);
+    return NULL;
+}
+
+static void s6_record_locks_admit_one_owner_at_a_time(void) {
+    tenure *db = open_memory(NULL);
+    pthread_t t[CONTENDERS];
+    struct grabber g[CONTENDERS];
+    for (int i = 0; i < CONTENDERS; i++) {
+        g[i] = (struct grabber){.db = db, .rc = -1, .token = 0};
+        snprintf(g[i].owner, sizeof g[i].owner, "w%d", i % 10);
+        CHECK(pthread_create(&t[i], NULL, grab, &g[i]) == 0);
+    }
+    int winners = 0, winner = -1;
+    for (int i = 0; i < CONTENDERS; i++) {
+        CHECK(pthread_join(t[i], NULL) == 0);
+        if (g[i].rc == TENURE_OK) {
+            winners++;
+            winner = i;
+        } else {
+            CHECK_RC(g[i].rc, TENURE_ERR_LOCKED);
+        }
+    }
+    CHECK_EQ(winners, 1);
+    if (winner < 0) winner = 0;
+    const char *owner = g[winner].owner, *other = g[(winner + 1) % CONTENDERS].owner;
+    int64_t token = 0;
+    CHECK_RC(tenure_record_lock_try_acquire(db, S("job"), S(owner), 1000, &token),
+             TENURE_ERR_LOCKED);
+    CHECK_RC(tenure_record_lock_refresh(db, S("job"), S(other)), TENURE_ERR_NOT_LEADER);
+    CHECK_OK(tenure_record_lock_refresh(db, S("job"), S(owner)));
+    CHECK_RC(tenure_record_lock_release(db, S("job"), S(other)), TENURE_ERR_NOT_LEADER);
+    CHECK_OK(tenure_record_lock_release(db, S("job"), S(owner)));
+    CHECK_RC(tenure_record_lock_release(db, S("job"), S(owner)), TENURE_ERR_NOT_LEADER);
+    CHECK_RC(tenure_record_lock_refresh(db, S("job"), S(owner)), TENURE_ERR_NOT_LEADER);
+    CHECK_OK(tenure_record_lock_try_acquire(db, S("job"), S(other), 60000, &token));
+    CHECK(token > g[winner].token);
+
+    CHECK_RC(tenure_record_lock_try_acquire(db, S(""), S("x"), 1000, &token),
+             TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_record_lock_try_acquire(db, S("k"), S("x"), 0, &token),
+             TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_record_lock_try_acquire(db, S("k"), S("x"), 1000, NULL),
+             TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_record_lock_try_acquire(NULL, S("k"), S("x"), 1000, &token),
+             TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_record_lock_refresh(db, NULL, 1, S("x")), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_record_lock_release(db, S("k"), NULL, 1), TENURE_ERR_NULL_POINTER);
+    tenure_close(db);
+}
+
+/* ---- keep-alive -------------------------------------------------------------------------- */
+
+static void keep_alive_renews_until_freed_and_reports_a_lost_lease(void) {
+    tenure *db = open_memory(NULL);
+    int64_t id = 0;
+    CHECK_OK(tenure_lease_grant(db, 600, 0, &id)); /* renewed every 200 ms */
+    tenure_keep_alive *ka = NULL;
+    CHECK_OK(tenure_keep_alive_start(db, id, &ka));
+    CHECK(tenure_keep_alive_is_alive(ka));
+    CHECK_OK(tenure_keep_alive_error(ka));
+    /* Real time: nothing expires over three TTLs. */
+    tenure_expired *e = NULL;
+    CHECK_RC(tenure_expired_next(db, 1800, &e), TENURE_ERR_TIMEOUT);
+    tenure_keep_alive_free(ka);
+    CHECK_OK(tenure_expired_next(db, WAIT_MS, &e)); /* freed: the lease runs out */
+    CHECK_EQ(tenure_expired_id(e, 0), id);
+    tenure_expired_free(e);
+
+    /* A renew that finds the lease gone ends it, with the reason. */
+    CHECK_OK(tenure_lease_grant(db, 300, 0, &id));
+    CHECK_OK(tenure_keep_alive_start(db, id, &ka));
+    CHECK_OK(tenure_lease_revoke(db, id));
+    for (int i = 0; i < 1000 && tenure_keep_alive_is_alive(ka); i++)
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL); /* bounded poll, 10 s */
+    CHECK(!tenure_keep_alive_is_alive(ka));
+    CHECK_RC(tenure_keep_alive_error(ka), TENURE_ERR_LEASE_NOT_FOUND);
+    CHECK_MSG("not found");
+    tenure_keep_alive_free(ka);
+
+    ka = (tenure_keep_alive *)1;
+    CHECK_RC(tenure_keep_alive_start(db, 424242, &ka), TENURE_ERR_LEASE_NOT_FOUND);
+    CHECK_RC(tenure_keep_alive_start(db, id, NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_keep_alive_start(NULL, id, &ka), TENURE_ERR_NULL_POINTER);
+    CHECK(ka == (tenure_keep_alive *)1);
+    CHECK_RC(tenure_keep_alive_error(NULL), TENURE_ERR_NULL_POINTER);
+    CHECK(!tenure_keep_alive_is_alive(NULL));
+    tenure_keep_alive_free(NULL);
+    tenure_close(db);
+}
+
+void sync_tests(void) {
+    RUN(s1_session_holds_a_lease_closes_resumes_and_reports_its_loss);
+    RUN(s1_session_renews_its_lease_past_its_ttl);
+    RUN(s1_misuse_nulls_bad_arguments);
+    RUN(s2_s3_waiters_acquire_in_fifo_order_with_increasing_tokens);
+    RUN(s2_s3_try_lock_timeouts_nesting_and_the_fence_gate);
+    RUN(s2_a_waiter_whose_session_dies_stops_with_session_expired);
+    RUN(s2_cancel_from_another_thread_interrupts_a_lock_wait);
+    RUN(s2_closing_the_engine_ends_waits_and_later_calls_fail_closed);
+    RUN(s6_record_locks_admit_one_owner_at_a_time);
+    RUN(keep_alive_renews_until_freed_and_reports_a_lost_lease);
+}
