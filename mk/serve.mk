@@ -35,3 +35,9 @@ install-serve: serve-tools
 	$(CARGO) build -q -p tenure-server $(if $(filter release,$(INSTALL_PROFILE)),--release)
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 755 $(C_TARGET_DIR)/$(INSTALL_PROFILE)/tenure $(DESTDIR)$(BINDIR)/tenure
+
+# Prints a markdown table of tenure-vs-etcd ratios (also in target/bench/serve.md); about
+# 2 minutes. BENCH_SECS=N per point (default 2), ETCD=0 for tenure alone.
+bench-serve: serve-tools
+	@mkdir -p $(C_TARGET_DIR)/bench
+	$(CARGO) bench -q -p tenure-server --bench serve | tee $(C_TARGET_DIR)/bench/serve.md

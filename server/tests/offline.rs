@@ -1,5 +1,5 @@
-//! The offline subcommands: `tenure leases|get|dump|stats FILE` on a database no process has
-//! open; errors name the file and the cause; exit codes as documented in `tenure --help`.
+//! SPEC E10: `tenure leases|get|dump|stats FILE` on a database no process has open; errors
+//! name the file and the cause; exit codes as documented in `tenure --help`.
 
 mod common;
 
@@ -16,7 +16,7 @@ fn stdout(o: &Output) -> String {
 }
 
 #[test]
-fn e1_offline_leases_get_dump_stats_read_a_closed_file_without_changing_it() {
+fn e10_offline_leases_get_dump_stats_read_a_closed_file_without_changing_it() {
     let (_dir, db) = temp_db();
     let s = Server::start(&db, &[]);
     let granted = s.ok(&["lease", "grant", "300"]);
@@ -91,7 +91,7 @@ fn e1_offline_leases_get_dump_stats_read_a_closed_file_without_changing_it() {
 }
 
 #[test]
-fn e1_offline_errors_name_the_file_and_the_cause() {
+fn e10_offline_errors_name_the_file_and_the_cause() {
     let (dir, db) = temp_db();
     let f = db.to_str().unwrap();
     let o = tenure(&["stats", f]);
@@ -122,7 +122,7 @@ fn e1_offline_errors_name_the_file_and_the_cause() {
 }
 
 #[test]
-fn e1_every_subcommand_has_help_and_bad_usage_exits_2() {
+fn e10_every_subcommand_has_help_and_bad_usage_exits_2() {
     for sub in ["serve", "leases", "get", "dump", "stats"] {
         let o = tenure(&[sub, "--help"]);
         assert!(o.status.success(), "{sub} --help");

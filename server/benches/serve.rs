@@ -1,0 +1,330 @@
+//! `make bench-serve`: one client workload against `tenure serve` and against a real
+//! single-node etcd (Debian's etcd-server) on loopback, in one run, same durability (both fsync
+//! before replying), through the same client (the Rust etcd-client crate).
+//!
+//! Workloads, each at 1, 16 and 64 concurrent clients (one connection each):
+//! put with a lease, range (a 10-key prefix), txn (compare version + put), lease keep-alive
+//! (one stream per client), and watch delivery latency (every client watches a prefix; one
+//! writer puts; latency from just before the put to each watcher's receipt).
+//!
+//! `cargo bench -p tenure-server --bench serve` runs it all; without `--bench` (as `cargo test
+//! --all-targets` runs it) it only smoke-tests tenure briefly. `BENCH_SECS` sets the time per
+//! point (default 2), `ETCD=0` skips etcd.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, WatchOptions};
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn wait_ready(url: &str) {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(mut c) = Client::connect([url], None).await {
+            if c.status().await.is_ok() {
+                return;
+            }
+        }
+        assert!(Instant::now() < until, "{url} did not come up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn start_tenure(dir: &Path) -> (Proc, String) {
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_tenure"))
+        .arg("serve")
+        .arg(dir.join("db.tenure"))
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--log-level",
+            "warn",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("tenure serve");
+    (Proc(child), format!("http://127.0.0.1:{port}"))
+}
+
+fn start_etcd(dir: &Path) -> Option<(Proc, String)> {
+    let (port, peer) = (free_port(), free_port());
+    let client = format!("http://127.0.0.1:{port}");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let child = Command::new("etcd")
+        .args(["--name", "bench", "--data-dir"])
+        .arg(dir.join("etcd"))
+        .args([
+            "--listen-client-urls",
+            &client,
+            "--advertise-client-urls",
+            &client,
+        ])
+        .args([
+            "--listen-peer-urls",
+            &peer_url,
+            "--initial-advertise-peer-urls",
+            &peer_url,
+        ])
+        .args([
+            "--initial-cluster",
+            &format!("bench={peer_url}"),
+            "--log-level",
+            "error",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    Some((Proc(child), client))
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Point {
+    ops_per_sec: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+fn summarize(mut lat: Vec<Duration>, elapsed: Duration) -> Point {
+    lat.sort_unstable();
+    let q = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1e6)
+    };
+    Point {
+        ops_per_sec: lat.len() as f64 / elapsed.as_secs_f64(),
+        p50_us: q(0.50),
+        p99_us: q(0.99),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Work {
+    PutLease,
+    Range,
+    Txn,
+    KeepAlive,
+}
+
+/// `n` clients run `work` for `secs`; every op's latency is recorded.
+async fn closed_loop(url: &str, n: usize, work: Work, secs: f64) -> Point {
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        clients.push(Client::connect([url], None).await.unwrap());
+    }
+    {
+        let c = &mut clients[0];
+        for i in 0..10 {
+            c.put(format!("r/{i}"), "value-of-some-size", None)
+                .await
+                .unwrap();
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for (t, mut c) in clients.into_iter().enumerate() {
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            let lease = c.lease_grant(60, None).await.unwrap().id();
+            // The crate reads the first keep-alive response itself.
+            let (mut keeper, mut stream) = c.lease_keep_alive(lease).await.unwrap();
+            let mut lat = Vec::new();
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let t0 = Instant::now();
+                match work {
+                    Work::PutLease => {
+                        c.put(
+                            format!("p/{t}/{}", i % 1000),
+                            "v",
+                            Some(PutOptions::new().with_lease(lease)),
+                        )
+                        .await
+                        .unwrap();
+                    }
+                    Work::Range => {
+                        c.get("r/", Some(GetOptions::new().with_prefix()))
+                            .await
+                            .unwrap();
+                    }
+                    Work::Txn => {
+                        let key = format!("t/{t}");
+                        c.txn(
+                            Txn::new()
+                                .when([Compare::version(key.clone(), CompareOp::NotEqual, -1)])
+                                .and_then([TxnOp::put(key, "v", None)]),
+                        )
+                        .await
+                        .unwrap();
+                    }
+                    Work::KeepAlive => {
+                        keeper.keep_alive().await.unwrap();
+                        stream.message().await.unwrap();
+                    }
+                }
+                lat.push(t0.elapsed());
+                i += 1;
+            }
+            lat
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    summarize(all, start.elapsed())
+}
+
+/// `n` watchers on one prefix, one writer: delivery latency of each event to each watcher.
+async fn watch_latency(url: &str, n: usize, events: usize) -> Point {
+    let base = Instant::now();
+    let mut handles = Vec::new();
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(n);
+    for _ in 0..n {
+        let url = url.to_string();
+        let ready = ready_tx.clone();
+        handles.push(tokio::spawn(async move {
+            let mut c = Client::connect([url], None).await.unwrap();
+            let mut w = c
+                .watch("wl/", Some(WatchOptions::new().with_prefix()))
+                .await
+                .unwrap();
+            let _ = w.message().await; // created
+            ready.send(()).await.unwrap();
+            let mut lat = Vec::new();
+            while lat.len() < events {
+                let Ok(Some(m)) = w.message().await else {
+                    break;
+                };
+                for ev in m.events() {
+                    let sent: u64 = std::str::from_utf8(ev.kv().unwrap().value())
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    let now = base.elapsed().as_nanos() as u64;
+                    lat.push(Duration::from_nanos(now.saturating_sub(sent)));
+                }
+            }
+            lat
+        }));
+    }
+    for _ in 0..n {
+        ready_rx.recv().await.unwrap();
+    }
+    let mut writer = Client::connect([url], None).await.unwrap();
+    let start = Instant::now();
+    for i in 0..events {
+        let ts = base.elapsed().as_nanos() as u64;
+        writer
+            .put(format!("wl/{}", i % 16), ts.to_string(), None)
+            .await
+            .unwrap();
+    }
+    let mut all = Vec::new();
+    for h in handles {
+        all.extend(h.await.unwrap());
+    }
+    summarize(all, start.elapsed())
+}
+
+async fn run_all(url: &str, secs: f64, levels: &[usize]) -> Vec<(String, usize, Point)> {
+    let mut out = Vec::new();
+    for (name, work) in [
+        ("put+lease", Work::PutLease),
+        ("range", Work::Range),
+        ("txn", Work::Txn),
+        ("keepalive", Work::KeepAlive),
+    ] {
+        for &n in levels {
+            let p = closed_loop(url, n, work, secs).await;
+            eprintln!(
+                "  {name:<10} {n:>3} clients: {:>9.0} ops/s  p50 {:>8.0} us  p99 {:>8.0} us",
+                p.ops_per_sec, p.p50_us, p.p99_us
+            );
+            out.push((name.to_string(), n, p));
+        }
+    }
+    for &n in levels {
+        let p = watch_latency(url, n, if secs < 1.0 { 20 } else { 300 }).await;
+        eprintln!(
+            "  {:<10} {n:>3} clients: {:>9.0} ev/s   p50 {:>8.0} us  p99 {:>8.0} us",
+            "watch", p.ops_per_sec, p.p50_us, p.p99_us
+        );
+        out.push(("watch".to_string(), n, p));
+    }
+    out
+}
+
+fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let secs: f64 = std::env::var("BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2.0);
+    let with_etcd = bench && std::env::var("ETCD").map_or(true, |v| v != "0");
+    let (secs, levels): (f64, &[usize]) = if bench {
+        (secs, &[1, 16, 64])
+    } else {
+        (0.2, &[1, 4])
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    rt.block_on(async {
+        eprintln!("tenure serve (durability immediate):");
+        let (t_proc, t_url) = start_tenure(dir.path());
+        wait_ready(&t_url).await;
+        let tenure = run_all(&t_url, secs, levels).await;
+        drop(t_proc);
+        if !with_etcd {
+            return;
+        }
+        eprintln!("etcd (single node, loopback):");
+        let Some((e_proc, e_url)) = start_etcd(dir.path()) else {
+            eprintln!("etcd not found: install Debian's etcd-server (make serve-tools)");
+            return;
+        };
+        wait_ready(&e_url).await;
+        let etcd = run_all(&e_url, secs, levels).await;
+        drop(e_proc);
+        println!("| workload | clients | tenure ops/s | etcd ops/s | ratio | tenure p99 µs | etcd p99 µs |");
+        println!("|---|---:|---:|---:|---:|---:|---:|");
+        for ((name, n, t), (_, _, e)) in tenure.iter().zip(&etcd) {
+            println!(
+                "| {name} | {n} | {:.0} | {:.0} | {:.2}x | {:.0} | {:.0} |",
+                t.ops_per_sec,
+                e.ops_per_sec,
+                t.ops_per_sec / e.ops_per_sec.max(1e-9),
+                t.p99_us,
+                e.p99_us
+            );
+        }
+    });
+}
