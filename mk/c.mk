@@ -130,7 +130,13 @@ test-c-examples: ffi-debug | c-tools
 	"$$tmp/leases-static" >/dev/null; \
 	$(CXX) -std=c++17 -Wall -Wextra -Wpedantic -Werror examples/cpp/leases.cpp \
 		$$(pkg-config --cflags --libs tenure) -Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/leases-cpp"; \
-	"$$tmp/leases-cpp"
+	"$$tmp/leases-cpp"; \
+	$(CC) $(C_WARN) -pthread examples/c/leader.c $$(pkg-config --cflags --libs tenure) \
+		-Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/leader-c"; \
+	"$$tmp/leader-c"; \
+	$(CXX) -std=c++17 -Wall -Wextra -Wpedantic -Werror -pthread examples/cpp/coordination.cpp \
+		$$(pkg-config --cflags --libs tenure) -Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/coordination-cpp"; \
+	"$$tmp/coordination-cpp"
 
 test-c: c-tools test-c-api-coverage test-c-asan test-c-valgrind test-c-examples
 	@echo "test-c: ASan+UBSan, valgrind and the installed C/C++ examples passed"
