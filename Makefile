@@ -23,6 +23,7 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -q -p tenure --no-deps
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -q -p tenure-ffi -p tenure-python -p tenure-server -p tenure-bench --no-deps --document-private-items
 
 test-rust:
 	PROPTEST_CASES=$${PROPTEST_CASES:-256} $(CARGO) test --workspace --all-targets

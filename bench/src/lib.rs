@@ -62,6 +62,7 @@ pub fn open(mode: Mode, path: &Path, clock: Option<Arc<dyn Clock>>) -> Tenure {
 }
 
 /// `--name value` options with defaults; unknown options are refused.
+#[derive(Debug)]
 pub struct Args {
     pairs: Vec<(String, String)>,
 }
@@ -145,6 +146,7 @@ pub fn rss_bytes() -> u64 {
 }
 
 /// A scratch directory for benchmark files: `--dir` if given, else a new temporary one.
+#[derive(Debug)]
 pub struct Scratch {
     _tmp: Option<tempfile::TempDir>,
     /// The directory.

@@ -21,6 +21,7 @@
 //! invariants are in `docs/DESIGN.md`.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod batch;
 mod clock;

@@ -13,6 +13,7 @@ use crate::util::{arg, boxed, free, ms, Out};
 /// An engine handle. Thread-safe: any number of threads may call functions on one handle at
 /// once. Each handle (from `tenure_open` or `tenure_clone`) is released exactly once, with
 /// `tenure_close` or `tenure_free`, when no other thread is still using *that* handle.
+#[derive(Debug)]
 pub struct tenure {
     pub(crate) db: Tenure,
 }
@@ -20,6 +21,7 @@ pub struct tenure {
 /// A manual clock for deterministic tests: time moves only with `tenure_clock_advance`.
 /// Thread-safe. An engine opened with it keeps its own reference, so the clock may be freed
 /// before the engine.
+#[derive(Debug)]
 pub struct tenure_clock {
     clock: Arc<ManualClock>,
 }

@@ -32,6 +32,7 @@ impl tenure_bytes {
 }
 
 /// A key with its value and revisions (from `tenure_get`, or borrowed from a list or event).
+#[derive(Debug)]
 pub struct tenure_kv {
     kv: KeyValue,
 }
@@ -43,6 +44,7 @@ impl tenure_kv {
 }
 
 /// Key-values in key order (from `tenure_range`, or borrowed from a transaction response).
+#[derive(Debug)]
 pub struct tenure_kv_list {
     items: Vec<tenure_kv>,
 }

@@ -13,11 +13,13 @@ use crate::util::{boxed, bytes, free, ms, timeout, to_ms, Out};
 
 /// A lease's TTL, remaining time and attached keys (from `tenure_lease_time_to_live`, or
 /// borrowed from a `tenure_lease_list`).
+#[derive(Debug)]
 pub struct tenure_lease_info {
     info: LeaseInfo,
 }
 
 /// Every live lease, in ascending order of remaining time (from `tenure_leases`).
+#[derive(Debug)]
 pub struct tenure_lease_list {
     items: Vec<tenure_lease_info>,
 }
@@ -25,6 +27,7 @@ pub struct tenure_lease_list {
 /// One batch of expired leases (from `tenure_expired_next`), each with its ID, TTL and keys:
 /// with auto revoke the keys that were deleted with it, with manual revoke the keys a revoke
 /// would delete.
+#[derive(Debug)]
 pub struct tenure_expired {
     leases: Vec<ExpiredLease>,
 }

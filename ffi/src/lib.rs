@@ -19,6 +19,8 @@
 //! the ~130 functions.
 #![allow(non_camel_case_types, clippy::missing_safety_doc)]
 #![deny(unsafe_op_in_unsafe_fn)]
+// The crate documents itself for its maintainers: links to private items are intended.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod engine;
 pub mod error;

@@ -36,17 +36,20 @@ pub const TENURE_OP_RANGE: tenure_op_type = 4;
 /// operations run, else the failure ones; atomically, at one revision. Not thread-safe while
 /// being built; committing does not consume it (it can be committed again). Free it with
 /// `tenure_txn_free`.
+#[derive(Debug)]
 pub struct tenure_txn {
     txn: Txn,
 }
 
 /// What a committed transaction did (from `tenure_txn_commit`).
+#[derive(Debug)]
 pub struct tenure_txn_response {
     succeeded: bool,
     revision: i64,
     ops: Vec<OpResult>,
 }
 
+#[derive(Debug)]
 struct OpResult {
     kind: tenure_op_type,
     revision: i64,

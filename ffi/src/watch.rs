@@ -25,11 +25,13 @@ pub const TENURE_EVENT_DELETE: tenure_event_kind = 1;
 /// thread; concurrent `tenure_watcher_next` calls on one watcher take turns. It stays valid
 /// after its engine closes (then `tenure_watcher_next` returns `TENURE_ERR_CLOSED`); free it
 /// with `tenure_watcher_free`, which cancels the watch.
+#[derive(Debug)]
 pub struct tenure_watcher {
     w: Mutex<Watcher>,
 }
 
 /// One event (from `tenure_watcher_next`).
+#[derive(Debug)]
 pub struct tenure_event {
     kind: tenure_event_kind,
     revision: i64,

@@ -9,6 +9,9 @@
 //! - blocking waits are sliced (≤ 50 ms) with signal checks between slices;
 //! - engine objects live in a [`convert::ForkSafe`]: untouched and leaked in a forked child.
 
+// The crate documents itself for its maintainers: links to private items are intended.
+#![allow(rustdoc::private_intra_doc_links)]
+
 mod clock;
 mod convert;
 mod db;

@@ -268,7 +268,7 @@ impl PyTxnResponse {
     }
 
     /// One result per operation of the branch that ran: put → revision (int), get →
-    /// KeyValue or None, delete → bool, delete_prefix → int, range → list[KeyValue].
+    /// KeyValue or None, delete → bool, delete_prefix → int, range → `list[KeyValue]`.
     #[getter]
     fn responses<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         // A copy: the response itself stays immutable.

@@ -14,18 +14,18 @@ use tenure::{
 use tonic::Status;
 
 /// etcd's default `--max-txn-ops`.
-pub const MAX_TXN_OPS: usize = 128;
+pub(crate) const MAX_TXN_OPS: usize = 128;
 
 /// Cluster and member identity, stable for one database file.
 #[derive(Debug, Clone, Copy)]
-pub struct Ids {
+pub(crate) struct Ids {
     pub cluster: u64,
     pub member: u64,
 }
 
 impl Ids {
     /// Derived from the file's canonical path (FNV-1a), so a restart keeps them.
-    pub fn for_path(path: &std::path::Path) -> Ids {
+    pub(crate) fn for_path(path: &std::path::Path) -> Ids {
         let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in canon.as_os_str().as_encoded_bytes() {
@@ -39,7 +39,7 @@ impl Ids {
         }
     }
 
-    pub fn header(&self, revision: i64) -> Option<PbResponseHeader> {
+    pub(crate) fn header(&self, revision: i64) -> Option<PbResponseHeader> {
         Some(PbResponseHeader {
             cluster_id: self.cluster,
             member_id: self.member,
@@ -49,28 +49,28 @@ impl Ids {
     }
 }
 
-pub mod msg {
-    pub const EMPTY_KEY: &str = "etcdserver: key is not provided";
-    pub const KEY_NOT_FOUND: &str = "etcdserver: key not found";
-    pub const VALUE_PROVIDED: &str = "etcdserver: value is provided";
-    pub const LEASE_PROVIDED: &str = "etcdserver: lease is provided";
-    pub const TTL_ZERO: &str = "etcdserver: ttl is 0";
-    pub const TOO_MANY_OPS: &str = "etcdserver: too many operations in txn request";
-    pub const DUPLICATE_KEY: &str = "etcdserver: duplicate key given in txn request";
-    pub const COMPACTED: &str = "etcdserver: mvcc: required revision has been compacted";
-    pub const FUTURE_REV: &str = "etcdserver: mvcc: required revision is a future revision";
-    pub const LEASE_NOT_FOUND: &str = "etcdserver: requested lease not found";
-    pub const LEASE_EXIST: &str = "etcdserver: lease already exists";
-    pub const LEASE_TTL_TOO_LARGE: &str = "etcdserver: too large lease TTL";
-    pub const REQUEST_TOO_LARGE: &str = "etcdserver: request is too large";
-    pub const NO_LEADER: &str = "etcdserver: no leader";
-    pub const STOPPED: &str = "etcdserver: server stopped";
-    pub const TIMEOUT: &str = "etcdserver: request timed out";
-    pub const INVALID_SORT: &str = "etcdserver: invalid sort option";
+pub(crate) mod msg {
+    pub(crate) const EMPTY_KEY: &str = "etcdserver: key is not provided";
+    pub(crate) const KEY_NOT_FOUND: &str = "etcdserver: key not found";
+    pub(crate) const VALUE_PROVIDED: &str = "etcdserver: value is provided";
+    pub(crate) const LEASE_PROVIDED: &str = "etcdserver: lease is provided";
+    pub(crate) const TTL_ZERO: &str = "etcdserver: ttl is 0";
+    pub(crate) const TOO_MANY_OPS: &str = "etcdserver: too many operations in txn request";
+    pub(crate) const DUPLICATE_KEY: &str = "etcdserver: duplicate key given in txn request";
+    pub(crate) const COMPACTED: &str = "etcdserver: mvcc: required revision has been compacted";
+    pub(crate) const FUTURE_REV: &str = "etcdserver: mvcc: required revision is a future revision";
+    pub(crate) const LEASE_NOT_FOUND: &str = "etcdserver: requested lease not found";
+    pub(crate) const LEASE_EXIST: &str = "etcdserver: lease already exists";
+    pub(crate) const LEASE_TTL_TOO_LARGE: &str = "etcdserver: too large lease TTL";
+    pub(crate) const REQUEST_TOO_LARGE: &str = "etcdserver: request is too large";
+    pub(crate) const NO_LEADER: &str = "etcdserver: no leader";
+    pub(crate) const STOPPED: &str = "etcdserver: server stopped";
+    pub(crate) const TIMEOUT: &str = "etcdserver: request timed out";
+    pub(crate) const INVALID_SORT: &str = "etcdserver: invalid sort option";
 }
 
 /// tenure's error as etcd would report the same condition.
-pub fn status(e: Error) -> Status {
+pub(crate) fn status(e: Error) -> Status {
     match e {
         Error::LeaseNotFound(_) | Error::LeaseExpired(_) => Status::not_found(msg::LEASE_NOT_FOUND),
         Error::LeaseExists(_) => Status::failed_precondition(msg::LEASE_EXIST),
@@ -88,7 +88,7 @@ pub fn status(e: Error) -> Status {
     }
 }
 
-pub fn refusal(r: Refusal) -> Status {
+pub(crate) fn refusal(r: Refusal) -> Status {
     match r {
         Refusal::KeyNotFound => Status::invalid_argument(msg::KEY_NOT_FOUND),
         Refusal::FutureRevision => Status::out_of_range(msg::FUTURE_REV),
@@ -97,7 +97,7 @@ pub fn refusal(r: Refusal) -> Status {
     }
 }
 
-pub fn kv(kv: KeyValue) -> PbKeyValue {
+pub(crate) fn kv(kv: KeyValue) -> PbKeyValue {
     PbKeyValue {
         key: kv.key,
         create_revision: kv.create_revision,
@@ -108,7 +108,7 @@ pub fn kv(kv: KeyValue) -> PbKeyValue {
     }
 }
 
-pub fn range_request(r: PbRangeRequest) -> Result<RangeRequest, Status> {
+pub(crate) fn range_request(r: PbRangeRequest) -> Result<RangeRequest, Status> {
     if r.key.is_empty() {
         return Err(Status::invalid_argument(msg::EMPTY_KEY));
     }
@@ -142,7 +142,7 @@ pub fn range_request(r: PbRangeRequest) -> Result<RangeRequest, Status> {
     })
 }
 
-pub fn put_request(p: PbPutRequest) -> Result<PutRequest, Status> {
+pub(crate) fn put_request(p: PbPutRequest) -> Result<PutRequest, Status> {
     if p.key.is_empty() {
         return Err(Status::invalid_argument(msg::EMPTY_KEY));
     }
@@ -162,7 +162,7 @@ pub fn put_request(p: PbPutRequest) -> Result<PutRequest, Status> {
     })
 }
 
-pub fn delete_request(d: PbDeleteRequest) -> Result<DeleteRangeRequest, Status> {
+pub(crate) fn delete_request(d: PbDeleteRequest) -> Result<DeleteRangeRequest, Status> {
     if d.key.is_empty() {
         return Err(Status::invalid_argument(msg::EMPTY_KEY));
     }
@@ -229,7 +229,7 @@ fn compare(c: PbCompare) -> Result<RangeCompare, Status> {
 
 /// Converts a txn, checking etcd's limits: at most `MAX_TXN_OPS` compares and ops per branch,
 /// and a nesting depth bounded by the request size.
-pub fn txn_request(t: PbTxnRequest) -> Result<TxnRequest, Status> {
+pub(crate) fn txn_request(t: PbTxnRequest) -> Result<TxnRequest, Status> {
     if t.compare.len() > MAX_TXN_OPS
         || t.success.len() > MAX_TXN_OPS
         || t.failure.len() > MAX_TXN_OPS
@@ -260,7 +260,7 @@ pub fn txn_request(t: PbTxnRequest) -> Result<TxnRequest, Status> {
     })
 }
 
-pub fn range_response(ids: &Ids, revision: i64, r: RangeResponse) -> PbRangeResponse {
+pub(crate) fn range_response(ids: &Ids, revision: i64, r: RangeResponse) -> PbRangeResponse {
     PbRangeResponse {
         header: ids.header(revision),
         kvs: r.kvs.into_iter().map(kv).collect(),
@@ -269,14 +269,14 @@ pub fn range_response(ids: &Ids, revision: i64, r: RangeResponse) -> PbRangeResp
     }
 }
 
-pub fn put_response(ids: &Ids, revision: i64, prev_kv: Option<KeyValue>) -> PbPutResponse {
+pub(crate) fn put_response(ids: &Ids, revision: i64, prev_kv: Option<KeyValue>) -> PbPutResponse {
     PbPutResponse {
         header: ids.header(revision),
         prev_kv: prev_kv.map(kv),
     }
 }
 
-pub fn delete_response(
+pub(crate) fn delete_response(
     ids: &Ids,
     revision: i64,
     deleted: i64,
@@ -289,7 +289,7 @@ pub fn delete_response(
     }
 }
 
-pub fn txn_response(
+pub(crate) fn txn_response(
     ids: &Ids,
     revision: i64,
     succeeded: bool,

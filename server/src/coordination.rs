@@ -17,10 +17,13 @@ use tonic::{Code, Request, Response, Status};
 use crate::convert;
 use crate::service::{blocking, BoxStream, Ctx};
 
-pub mod lockpb {
+// Generated code: its items are `pub` by construction.
+#[allow(unreachable_pub, missing_debug_implementations)]
+pub(crate) mod lockpb {
     tonic::include_proto!("v3lockpb");
 }
-pub mod electionpb {
+#[allow(unreachable_pub, missing_debug_implementations)]
+pub(crate) mod electionpb {
     tonic::include_proto!("v3electionpb");
 }
 
@@ -94,7 +97,7 @@ impl Drop for StopOnDrop {
 }
 
 #[derive(Clone)]
-pub struct Lock(pub Arc<Ctx>);
+pub(crate) struct Lock(pub Arc<Ctx>);
 
 #[tonic::async_trait]
 impl lockpb::lock_server::Lock for Lock {
@@ -142,7 +145,7 @@ impl lockpb::lock_server::Lock for Lock {
 }
 
 #[derive(Clone)]
-pub struct Elections(pub Arc<Ctx>);
+pub(crate) struct Elections(pub Arc<Ctx>);
 
 /// Runs `then` if `leader` still holds its leadership (its key has the same create revision);
 /// `false` otherwise.

@@ -60,7 +60,7 @@ fn emit(lines: impl IntoIterator<Item = String>) {
     }
 }
 
-pub fn leases(file: &Path, json: bool) -> ExitCode {
+pub(crate) fn leases(file: &Path, json: bool) -> ExitCode {
     let db = match open(file) {
         Ok(db) => db,
         Err(c) => return c,
@@ -97,7 +97,7 @@ pub fn leases(file: &Path, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub fn get(file: &Path, key: &str, prefix: bool, json: bool) -> ExitCode {
+pub(crate) fn get(file: &Path, key: &str, prefix: bool, json: bool) -> ExitCode {
     let db = match open(file) {
         Ok(db) => db,
         Err(c) => return c,
@@ -140,7 +140,7 @@ fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0] // every key ≥ prefix
 }
 
-pub fn dump(file: &Path) -> ExitCode {
+pub(crate) fn dump(file: &Path) -> ExitCode {
     let db = match open(file) {
         Ok(db) => db,
         Err(c) => return c,
@@ -171,7 +171,7 @@ pub fn dump(file: &Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub fn stats(file: &Path, json: bool) -> ExitCode {
+pub(crate) fn stats(file: &Path, json: bool) -> ExitCode {
     let db = match open(file) {
         Ok(db) => db,
         Err(c) => return c,

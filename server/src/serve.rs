@@ -34,7 +34,7 @@ const GRPC_OVERHEAD: usize = 512 * 1024;
 const DRAIN: Duration = Duration::from_secs(5);
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The database file (created if missing)
     file: PathBuf,
     /// Where to listen: HOST:PORT (TCP) or unix:PATH; repeatable
@@ -111,7 +111,7 @@ async fn bind(addr: &str, mode: u32) -> Result<Listener, String> {
     }
 }
 
-pub fn run(args: Args) -> ExitCode {
+pub(crate) fn run(args: Args) -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(args.log_level)

@@ -17,10 +17,10 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::convert::{self, msg, Ids};
 
-pub type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+pub(crate) type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 /// What every service shares.
-pub struct Ctx {
+pub(crate) struct Ctx {
     pub db: Tenure,
     pub ids: Ids,
     pub path: PathBuf,
@@ -34,7 +34,7 @@ pub struct Ctx {
 }
 
 /// Runs an engine call on the blocking pool.
-pub async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {
     match tokio::task::spawn_blocking(f).await {
@@ -53,7 +53,7 @@ fn unimplemented(what: &str) -> Status {
 }
 
 #[derive(Clone)]
-pub struct Kv(pub Arc<Ctx>);
+pub(crate) struct Kv(pub Arc<Ctx>);
 
 impl Kv {
     fn check_size(&self, len: usize) -> Result<(), Status> {
@@ -169,7 +169,7 @@ impl PbKvService for Kv {
 }
 
 #[derive(Clone)]
-pub struct Lease(pub Arc<Ctx>);
+pub(crate) struct Lease(pub Arc<Ctx>);
 
 fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
@@ -323,7 +323,7 @@ impl PbLeaseService for Lease {
 }
 
 #[derive(Clone)]
-pub struct Maintenance(pub Arc<Ctx>);
+pub(crate) struct Maintenance(pub Arc<Ctx>);
 
 #[tonic::async_trait]
 impl PbMaintenanceService for Maintenance {
@@ -404,7 +404,7 @@ impl PbMaintenanceService for Maintenance {
 }
 
 #[derive(Clone)]
-pub struct Cluster(pub Arc<Ctx>);
+pub(crate) struct Cluster(pub Arc<Ctx>);
 
 #[tonic::async_trait]
 impl PbClusterService for Cluster {

@@ -21,7 +21,7 @@ use crate::convert::{self, msg, Ids};
 use crate::service::{BoxStream, Ctx};
 
 /// Default of `--max-watches-per-stream`; more → the create is answered canceled.
-pub const MAX_WATCHES_PER_STREAM: usize = 10_000;
+pub(crate) const MAX_WATCHES_PER_STREAM: usize = 10_000;
 /// Most events in one response.
 const EVENTS_PER_RESPONSE: usize = 1000;
 /// Responses queued for a slow client before the pump blocks.
@@ -39,7 +39,7 @@ enum Ctl {
 }
 
 #[derive(Clone)]
-pub struct Watch(pub Arc<Ctx>);
+pub(crate) struct Watch(pub Arc<Ctx>);
 
 #[tonic::async_trait]
 impl etcd_client::proto::PbWatchService for Watch {

@@ -27,17 +27,17 @@ use tenure::{
 };
 
 /// etcd's MaxLeaseTTL, in ns.
-pub const MAX_TTL_NS: u64 = 9_000_000_000 * 1_000_000_000;
+pub(crate) const MAX_TTL_NS: u64 = 9_000_000_000 * 1_000_000_000;
 const MS: u64 = 1_000_000;
 
 /// An error as the model predicts it: the stable code, and the lease it names (if any).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MErr {
+pub(crate) struct MErr {
     pub code: ErrorCode,
     pub lease: Option<i64>,
 }
 
-pub type MResult<T> = Result<T, MErr>;
+pub(crate) type MResult<T> = Result<T, MErr>;
 
 impl From<&Error> for MErr {
     fn from(e: &Error) -> MErr {
@@ -55,7 +55,7 @@ impl From<&Error> for MErr {
 }
 
 /// The engine's result, with its error reduced to what the model predicts.
-pub fn observed<T>(r: Result<T, Error>) -> MResult<T> {
+pub(crate) fn observed<T>(r: Result<T, Error>) -> MResult<T> {
     r.map_err(|e| MErr::from(&e))
 }
 
@@ -70,20 +70,20 @@ fn not_found(id: i64) -> MErr {
     }
 }
 
-pub fn ns(d: Duration) -> u64 {
+pub(crate) fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1)
 }
 
 /// What the store holds for a lease: rewritten by grant, checkpoint and the close checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Row {
+pub(crate) struct Row {
     pub ttl: u64,
     pub remaining: Option<u64>,
     pub wall_ms: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MLease {
+pub(crate) struct MLease {
     pub ttl: u64,
     /// `None` on a standby.
     pub deadline: Option<u64>,
@@ -99,7 +99,7 @@ pub struct MLease {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MData {
+pub(crate) struct MData {
     pub value: Vec<u8>,
     pub create: i64,
     pub modr: i64,
@@ -107,7 +107,7 @@ pub struct MData {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MEntry {
+pub(crate) struct MEntry {
     /// `None`: a bare name, attached to a lease by `attach` and never put since.
     pub data: Option<MData>,
     /// 0 = no lease.
@@ -115,7 +115,7 @@ pub struct MEntry {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MCounters {
+pub(crate) struct MCounters {
     pub granted: u64,
     pub revoked: u64,
     pub renewed: u64,
@@ -123,7 +123,7 @@ pub struct MCounters {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Model {
+pub(crate) struct Model {
     pub leases: BTreeMap<i64, MLease>,
     pub kv: BTreeMap<Vec<u8>, MEntry>,
     pub revision: i64,
@@ -143,12 +143,12 @@ pub struct Model {
 
 impl Model {
     /// An empty engine with auto revoke.
-    pub fn new(primary: bool) -> Model {
+    pub(crate) fn new(primary: bool) -> Model {
         Model::with_revoke(primary, true, Duration::from_secs(3))
     }
 
     /// An empty engine; `auto_revoke = false` is L12's manual revoke, redelivering every `retry`.
-    pub fn with_revoke(primary: bool, auto_revoke: bool, retry: Duration) -> Model {
+    pub(crate) fn with_revoke(primary: bool, auto_revoke: bool, retry: Duration) -> Model {
         Model {
             leases: BTreeMap::new(),
             kv: BTreeMap::new(),
@@ -166,7 +166,7 @@ impl Model {
     // ---- leases ---------------------------------------------------------------------------
 
     /// L1–L3: TTL checked first, then the ID.
-    pub fn grant(&mut self, id: Option<i64>, ttl: Duration) -> MResult<i64> {
+    pub(crate) fn grant(&mut self, id: Option<i64>, ttl: Duration) -> MResult<i64> {
         if ttl.is_zero() {
             return Err(err(ErrorCode::InvalidArgument));
         }
@@ -220,7 +220,7 @@ impl Model {
     }
 
     /// L4: one revision, always.
-    pub fn revoke(&mut self, id: i64) -> MResult<()> {
+    pub(crate) fn revoke(&mut self, id: i64) -> MResult<()> {
         self.drop_lease(id).ok_or(not_found(id))?;
         self.revision += 1;
         self.counters.revoked += 1;
@@ -228,7 +228,7 @@ impl Model {
     }
 
     /// L5: returns the TTL in ns. A lease past its deadline is never brought back.
-    pub fn renew(&mut self, id: i64) -> MResult<u64> {
+    pub(crate) fn renew(&mut self, id: i64) -> MResult<u64> {
         if !self.primary {
             return Err(err(ErrorCode::NotPrimary));
         }
@@ -252,7 +252,7 @@ impl Model {
     }
 
     /// L6: lease checked first, then every key; all or nothing; no revision.
-    pub fn attach(&mut self, id: i64, keys: &[Vec<u8>]) -> MResult<()> {
+    pub(crate) fn attach(&mut self, id: i64, keys: &[Vec<u8>]) -> MResult<()> {
         if !self.leases.contains_key(&id) {
             return Err(not_found(id));
         }
@@ -282,7 +282,7 @@ impl Model {
     }
 
     /// L6: only keys attached to `id` are detached; a bare name disappears.
-    pub fn detach(&mut self, id: i64, keys: &[Vec<u8>]) -> MResult<()> {
+    pub(crate) fn detach(&mut self, id: i64, keys: &[Vec<u8>]) -> MResult<()> {
         if !self.leases.contains_key(&id) {
             return Err(not_found(id));
         }
@@ -303,7 +303,7 @@ impl Model {
     }
 
     /// L8: persisted; the deadline stays.
-    pub fn checkpoint(&mut self, id: i64, remaining: Duration) -> MResult<()> {
+    pub(crate) fn checkpoint(&mut self, id: i64, remaining: Duration) -> MResult<()> {
         let wall = self.wall;
         let lease = self.leases.get_mut(&id).ok_or(not_found(id))?;
         let r = ns(remaining);
@@ -318,7 +318,7 @@ impl Model {
     }
 
     /// L9. A lease delivered for a manual revoke stays expired and is due at once.
-    pub fn promote(&mut self, extend: Duration) {
+    pub(crate) fn promote(&mut self, extend: Duration) {
         self.primary = true;
         let base = self.now.saturating_add(ns(extend));
         for lease in self.leases.values_mut() {
@@ -331,7 +331,7 @@ impl Model {
     }
 
     /// L9.
-    pub fn demote(&mut self) {
+    pub(crate) fn demote(&mut self) {
         self.primary = false;
         for lease in self.leases.values_mut() {
             lease.deadline = None;
@@ -339,7 +339,7 @@ impl Model {
     }
 
     /// Moves both clocks (a `ManualClock::advance`).
-    pub fn advance(&mut self, d: Duration) {
+    pub(crate) fn advance(&mut self, d: Duration) {
         self.now = self.now.saturating_add(ns(d));
         self.wall += d.as_millis() as i64;
     }
@@ -348,7 +348,7 @@ impl Model {
     /// one revision. Manual: delivered with its current keys, kept, and due again after `retry`
     /// (a redelivery is not counted as a new expiry). Returns the notices (sorted by lease ID),
     /// or `None` when nothing is due.
-    pub fn expire_due(&mut self) -> Option<Vec<ExpiredLease>> {
+    pub(crate) fn expire_due(&mut self) -> Option<Vec<ExpiredLease>> {
         if !self.primary {
             return None;
         }
@@ -389,7 +389,7 @@ impl Model {
     }
 
     /// L8: a clean close checkpoints every lease renewed since its last checkpoint (primary).
-    pub fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         if !self.primary {
             return;
         }
@@ -413,7 +413,7 @@ impl Model {
     }
 
     /// L13 (`Recovery::Wall`): what an open of the closed file rebuilds.
-    pub fn reopen(&mut self, primary: bool) {
+    pub(crate) fn reopen(&mut self, primary: bool) {
         self.primary = primary;
         self.counters = MCounters::default();
         let (now, wall) = (self.now, self.wall);
@@ -480,7 +480,7 @@ impl Model {
     }
 
     /// K1.
-    pub fn put(&mut self, key: &[u8], value: &[u8], lease: i64) -> MResult<i64> {
+    pub(crate) fn put(&mut self, key: &[u8], value: &[u8], lease: i64) -> MResult<i64> {
         if key.is_empty() {
             return Err(err(ErrorCode::InvalidArgument));
         }
@@ -491,7 +491,7 @@ impl Model {
     }
 
     /// K3.
-    pub fn delete(&mut self, key: &[u8]) -> MResult<bool> {
+    pub(crate) fn delete(&mut self, key: &[u8]) -> MResult<bool> {
         if key.is_empty() {
             return Err(err(ErrorCode::InvalidArgument));
         }
@@ -512,7 +512,7 @@ impl Model {
     }
 
     /// K3.
-    pub fn delete_prefix(&mut self, prefix: &[u8]) -> u64 {
+    pub(crate) fn delete_prefix(&mut self, prefix: &[u8]) -> u64 {
         let keys = self.keys_with_prefix(prefix);
         for k in &keys {
             self.delete_at(k);
@@ -545,7 +545,7 @@ impl Model {
     }
 
     /// K5: the branch is validated in full first; one revision if it wrote anything.
-    pub fn txn(&mut self, txn: &Txn) -> MResult<TxnResponse> {
+    pub(crate) fn txn(&mut self, txn: &Txn) -> MResult<TxnResponse> {
         let succeeded = txn
             .compares
             .iter()
@@ -619,11 +619,11 @@ impl Model {
         })
     }
 
-    pub fn get(&self, key: &[u8]) -> Option<KeyValue> {
+    pub(crate) fn get(&self, key: &[u8]) -> Option<KeyValue> {
         self.kv.get(key).and_then(|e| Self::kv_of(key, e))
     }
 
-    pub fn range(&self, prefix: &[u8], limit: Option<usize>) -> Vec<KeyValue> {
+    pub(crate) fn range(&self, prefix: &[u8], limit: Option<usize>) -> Vec<KeyValue> {
         self.kv
             .iter()
             .filter(|(k, _)| k.starts_with(prefix))
@@ -632,7 +632,7 @@ impl Model {
             .collect()
     }
 
-    pub fn lease_of(&self, key: &[u8]) -> Option<LeaseId> {
+    pub(crate) fn lease_of(&self, key: &[u8]) -> Option<LeaseId> {
         self.kv
             .get(key)
             .filter(|e| e.lease != 0)
@@ -661,7 +661,7 @@ impl Model {
     }
 
     /// L7.
-    pub fn time_to_live(&self, id: i64) -> MResult<LeaseInfo> {
+    pub(crate) fn time_to_live(&self, id: i64) -> MResult<LeaseInfo> {
         self.leases
             .get(&id)
             .map(|l| self.info(id, l))
@@ -669,7 +669,7 @@ impl Model {
     }
 
     /// L7: ascending remaining time (on a standby: checkpoint, else TTL), ties by ID.
-    pub fn lease_list(&self) -> Vec<LeaseInfo> {
+    pub(crate) fn lease_list(&self) -> Vec<LeaseInfo> {
         let mut all: Vec<(Duration, LeaseInfo)> = self
             .leases
             .iter()
@@ -686,7 +686,7 @@ impl Model {
     }
 
     /// The parts of `Stats` the model knows.
-    pub fn stats(&self) -> Stats {
+    pub(crate) fn stats(&self) -> Stats {
         Stats {
             granted: self.counters.granted,
             revoked: self.counters.revoked,
@@ -700,7 +700,7 @@ impl Model {
     }
 
     /// The durable, time-independent state (what must survive a crash or a reopen).
-    pub fn snapshot(&self, universe: &[&[u8]]) -> Snapshot {
+    pub(crate) fn snapshot(&self, universe: &[&[u8]]) -> Snapshot {
         Snapshot {
             revision: self.revision,
             kvs: self.range(b"", None),
@@ -726,7 +726,7 @@ impl Model {
 /// The durable, time-independent state of an engine: revision, every key-value, every lease with
 /// its TTL and attached key names (in ID order), and `lease_of` over a universe of keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub revision: i64,
     pub kvs: Vec<KeyValue>,
     pub leases: Vec<(i64, Duration, Vec<Vec<u8>>)>,
@@ -734,7 +734,7 @@ pub struct Snapshot {
 }
 
 /// Reads the same facts from an engine.
-pub fn engine_snapshot(db: &Tenure, universe: &[&[u8]]) -> Snapshot {
+pub(crate) fn engine_snapshot(db: &Tenure, universe: &[&[u8]]) -> Snapshot {
     let mut leases: Vec<(i64, Duration, Vec<Vec<u8>>)> = db
         .leases()
         .into_iter()
@@ -754,7 +754,7 @@ pub fn engine_snapshot(db: &Tenure, universe: &[&[u8]]) -> Snapshot {
 
 /// Referential integrity an engine must keep at all times, whatever happened: every key points at
 /// a live lease that lists it, and every key a lease lists points back at it.
-pub fn assert_integrity(db: &Tenure, universe: &[&[u8]]) {
+pub(crate) fn assert_integrity(db: &Tenure, universe: &[&[u8]]) {
     let leases = db.leases();
     let ids: BTreeSet<i64> = leases.iter().map(|l| l.id.get()).collect();
     for kv in db.range(b"", None).expect("range") {

@@ -14,21 +14,21 @@ use tenure::{
 };
 
 /// How long a test waits for another thread before failing.
-pub const WAIT: Duration = Duration::from_secs(10);
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
-pub fn secs(s: u64) -> Duration {
+pub(crate) fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
 
 /// An in-memory engine on a manual clock.
-pub fn manual() -> (Arc<ManualClock>, Tenure) {
+pub(crate) fn manual() -> (Arc<ManualClock>, Tenure) {
     let clock = ManualClock::new();
     let db = Tenure::builder().clock(clock.clone()).open().unwrap();
     (clock, db)
 }
 
 /// Waits until `cond` holds (it is changed by another thread), failing after `WAIT`.
-pub fn eventually(what: &str, cond: impl Fn() -> bool) {
+pub(crate) fn eventually(what: &str, cond: impl Fn() -> bool) {
     let deadline = Instant::now() + WAIT;
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
@@ -37,7 +37,7 @@ pub fn eventually(what: &str, cond: impl Fn() -> bool) {
 }
 
 /// A receive that fails the test after `WAIT` instead of hanging it.
-pub fn recv<T>(rx: &Receiver<T>) -> T {
+pub(crate) fn recv<T>(rx: &Receiver<T>) -> T {
     rx.recv_timeout(WAIT).expect("nothing received in time")
 }
 
@@ -45,7 +45,7 @@ pub fn recv<T>(rx: &Receiver<T>) -> T {
 /// engine's public API, none of the fast paths (lease loss, demotion) is offered. What an
 /// etcd connection gives the recipes.
 #[derive(Debug, Clone)]
-pub struct SeamOnly(pub Tenure);
+pub(crate) struct SeamOnly(pub Tenure);
 
 impl Backend for SeamOnly {
     fn txn(&self, txn: Txn) -> Result<TxnResponse> {

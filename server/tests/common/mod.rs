@@ -7,20 +7,20 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub struct Server {
+pub(crate) struct Server {
     pub child: Child,
     /// `127.0.0.1:PORT` of the first TCP listener.
     pub addr: String,
     pub log: Arc<Mutex<String>>,
 }
 
-pub fn bin() -> &'static str {
+pub(crate) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tenure")
 }
 
 impl Server {
     /// Starts `tenure serve FILE --listen 127.0.0.1:0 EXTRA...` and waits until it serves.
-    pub fn start(file: &Path, extra: &[&str]) -> Server {
+    pub(crate) fn start(file: &Path, extra: &[&str]) -> Server {
         let mut child = Command::new(bin())
             .arg("serve")
             .arg(file)
@@ -52,15 +52,15 @@ impl Server {
         Server { child, addr, log }
     }
 
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
-    pub fn etcdctl(&self, args: &[&str]) -> Output {
+    pub(crate) fn etcdctl(&self, args: &[&str]) -> Output {
         etcdctl(&self.addr, args, None)
     }
 
-    pub fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let out = self.etcdctl(args);
         assert!(
             out.status.success(),
@@ -71,12 +71,12 @@ impl Server {
     }
 
     /// SIGTERM, then the exit status (within 20 s).
-    pub fn terminate(mut self) -> std::process::ExitStatus {
+    pub(crate) fn terminate(mut self) -> std::process::ExitStatus {
         signal(&self.child, "TERM");
         wait_for(&mut self.child, Duration::from_secs(20))
     }
 
-    pub fn kill9(mut self) {
+    pub(crate) fn kill9(mut self) {
         signal(&self.child, "KILL");
         wait_for(&mut self.child, Duration::from_secs(20));
     }
@@ -89,7 +89,7 @@ impl Drop for Server {
     }
 }
 
-pub fn signal(child: &Child, sig: &str) {
+pub(crate) fn signal(child: &Child, sig: &str) {
     let status = Command::new("kill")
         .args([format!("-{sig}"), child.id().to_string()])
         .status()
@@ -97,7 +97,7 @@ pub fn signal(child: &Child, sig: &str) {
     assert!(status.success());
 }
 
-pub fn wait_for(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+pub(crate) fn wait_for(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     let until = Instant::now() + limit;
     loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -112,7 +112,7 @@ pub fn wait_for(child: &mut Child, limit: Duration) -> std::process::ExitStatus 
 }
 
 /// etcdctl (API v3) against ENDPOINT, with optional stdin.
-pub fn etcdctl(endpoint: &str, args: &[&str], stdin: Option<&str>) -> Output {
+pub(crate) fn etcdctl(endpoint: &str, args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new("etcdctl");
     cmd.env("ETCDCTL_API", "3")
         .arg(format!("--endpoints={endpoint}"))
@@ -139,7 +139,7 @@ pub fn etcdctl(endpoint: &str, args: &[&str], stdin: Option<&str>) -> Output {
     child.wait_with_output().unwrap()
 }
 
-pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn temp_db() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db.tenure");
     (dir, path)
