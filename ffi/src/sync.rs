@@ -35,6 +35,7 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// another thread may cancel or close it meanwhile; only `tenure_session_free` needs that no
 /// other thread is using it. It keeps its engine open until freed (unless the engine is closed
 /// with `tenure_close`).
+#[derive(Debug)]
 pub struct tenure_session {
     s: Session,
     /// Raised by `tenure_session_cancel`: ends this session's waits.
@@ -186,6 +187,7 @@ pub unsafe extern "C" fn tenure_session_free(s: *mut tenure_session) {
 
 /// A held lock (SPEC S2), from `tenure_mutex_lock` or `tenure_mutex_try_lock`. Thread-safe.
 /// Freeing it without `tenure_lock_unlock` unlocks. It stays valid after its session is freed.
+#[derive(Debug)]
 pub struct tenure_lock {
     /// `None` once unlocked.
     guard: Mutex<Option<LockGuard>>,
@@ -294,6 +296,7 @@ pub unsafe extern "C" fn tenure_lock_free(l: *mut tenure_lock) {
 
 /// Leadership won by `tenure_election_campaign` (SPEC S4). Thread-safe. Resigning does not free
 /// it; freeing it does not resign (the candidacy ends with the session's lease or a resign).
+#[derive(Debug)]
 pub struct tenure_leadership {
     l: Leadership,
 }
@@ -418,6 +421,7 @@ pub unsafe extern "C" fn tenure_election_leader(
 /// Follows the leadership of one election (from `tenure_election_observe`). Thread-safe:
 /// concurrent `tenure_observer_next` calls take turns; `tenure_observer_cancel` may come from
 /// any thread.
+#[derive(Debug)]
 pub struct tenure_observer {
     o: Mutex<Observer>,
     cancel: Stop,
@@ -536,6 +540,7 @@ pub struct tenure_elector_callbacks {
 }
 
 /// A running leader elector (from `tenure_elector_start`). Thread-safe.
+#[derive(Debug)]
 pub struct tenure_elector {
     elector: Arc<LeaderElector>,
     stop: Stop,
@@ -725,6 +730,7 @@ pub unsafe extern "C" fn tenure_elector_free(e: *mut tenure_elector) {
 
 /// Admits fencing tokens in non-decreasing order (SPEC S3): put one in front of the resource a
 /// lock or leadership guards. Thread-safe.
+#[derive(Debug)]
 pub struct tenure_fence_gate {
     g: FenceGate,
 }
@@ -869,6 +875,7 @@ pub unsafe extern "C" fn tenure_record_lock_release(
 /// third of the lease's TTL on the engine's clock. Thread-safe. It ends when freed, when a renew
 /// fails (the lease is gone, the engine closed) — never silently: see
 /// `tenure_keep_alive_error`.
+#[derive(Debug)]
 pub struct tenure_keep_alive {
     ka: KeepAlive,
 }
