@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use serde_json::json;
-use tenure::{KeyValue, RangeRequest, RequestOp, ResponseOp, Tenure};
+use tenure::{KeyValue, LeaseInfo, RangeRequest, RequestOp, ResponseOp, Tenure};
 
 fn open(file: &Path) -> Result<Tenure, ExitCode> {
     if !file.exists() {
@@ -39,6 +39,16 @@ fn kv_json(kv: &KeyValue) -> serde_json::Value {
     })
 }
 
+fn lease_json(l: &LeaseInfo) -> String {
+    json!({
+        "type": "lease",
+        "id": l.id.get(),
+        "ttl_ms": l.ttl.as_millis() as u64,
+        "keys": l.keys.iter().map(|k| text(k)).collect::<Vec<_>>(),
+    })
+    .to_string()
+}
+
 fn all_keys(db: &Tenure, key: &[u8], range_end: &[u8]) -> Result<Vec<KeyValue>, tenure::Error> {
     match db.execute(&RequestOp::Range(RangeRequest::new(key, range_end)))? {
         tenure::Outcome::Done {
@@ -68,15 +78,7 @@ pub(crate) fn leases(file: &Path, json: bool) -> ExitCode {
     let mut leases = db.leases();
     leases.sort_by_key(|l| l.id);
     if json {
-        emit(leases.iter().map(|l| {
-            json!({
-                "type": "lease",
-                "id": l.id.get(),
-                "ttl_ms": l.ttl.as_millis() as u64,
-                "keys": l.keys.iter().map(|k| text(k)).collect::<Vec<_>>(),
-            })
-            .to_string()
-        }));
+        emit(leases.iter().map(lease_json));
     } else {
         let mut lines = vec![format!("{:<20} {:>12} {:>6}  KEYS", "ID", "TTL", "#KEYS")];
         for l in &leases {
@@ -156,15 +158,7 @@ pub(crate) fn dump(file: &Path) -> ExitCode {
     leases.sort_by_key(|l| l.id);
     let lines = leases
         .iter()
-        .map(|l| {
-            json!({
-                "type": "lease",
-                "id": l.id.get(),
-                "ttl_ms": l.ttl.as_millis() as u64,
-                "keys": l.keys.iter().map(|k| text(k)).collect::<Vec<_>>(),
-            })
-            .to_string()
-        })
+        .map(lease_json)
         .chain(kvs.iter().map(|kv| kv_json(kv).to_string()));
     emit(lines);
     let _ = db.close();

@@ -25,7 +25,7 @@ pub(crate) const MAX_WATCHES_PER_STREAM: usize = 10_000;
 /// Most events in one response.
 const EVENTS_PER_RESPONSE: usize = 1000;
 /// Responses queued for a slow client before the pump blocks.
-const RESPONSE_QUEUE: usize = 256;
+const RESPONSE_QUEUE: usize = 16;
 
 enum Ctl {
     Add {

@@ -607,3 +607,86 @@ async fn e5_election_campaign_proclaim_observe_leader_resign() {
         .unwrap();
     assert_eq!(next.kv().unwrap().value(), b"three");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn e4_a_watcher_that_never_reads_is_canceled_and_writers_never_wait_for_it() {
+    use etcd_client::proto::{PbWatchRequest, PbWatchRequestUnion, PbWatchResponse};
+    let (_dir, db) = temp_db();
+    let s = Server::start(&db, &[]);
+    let mut g = raw(&s).await;
+    g.ready().await.unwrap();
+    let (req_tx, req_rx) = tokio::sync::mpsc::channel::<PbWatchRequest>(4);
+    // The crate's own watch reads for us; this raw stream reads only when told to.
+    let mut create = PbWatchRequest {
+        request_union: Some(PbWatchRequestUnion::CreateRequest(Default::default())),
+    };
+    if let Some(PbWatchRequestUnion::CreateRequest(c)) = &mut create.request_union {
+        c.key = b"slow/".to_vec();
+        c.range_end = b"slow0".to_vec();
+    }
+    req_tx.send(create).await.unwrap();
+    let codec: tonic_prost::ProstCodec<PbWatchRequest, PbWatchResponse> =
+        tonic_prost::ProstCodec::default();
+    let mut out = g
+        .streaming(
+            tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(req_rx)),
+            tonic::codegen::http::uri::PathAndQuery::from_static("/etcdserverpb.Watch/Watch"),
+            codec,
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(out.message().await.unwrap().unwrap().created);
+    // Stop reading; write far more events than the server buffers for one watcher.
+    let mut c = client(&s).await;
+    let started = std::time::Instant::now();
+    for t in 0..320 {
+        // 1 KiB values: far more than HTTP/2 flow-control windows and queues hold.
+        let puts: Vec<TxnOp> = (0..128)
+            .map(|i| TxnOp::put(format!("slow/{t}/{i}"), vec![b'v'; 1024], None))
+            .collect();
+        c.txn(Txn::new().and_then(puts)).await.unwrap();
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "writers waited for the slow watcher"
+    );
+    // Reading again: events up to a point, then the cancel with where to resume.
+    let mut last = 0;
+    let canceled = loop {
+        let m = tokio::time::timeout(WAIT, out.message())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if m.canceled {
+            break m;
+        }
+        last = m
+            .events
+            .last()
+            .and_then(|e| e.kv.as_ref())
+            .map_or(last, |kv| kv.mod_revision);
+    };
+    assert!(
+        canceled.cancel_reason.contains("fell more than"),
+        "{}",
+        canceled.cancel_reason
+    );
+    assert!(
+        canceled.compact_revision > last,
+        "resume point {} after the last delivered {last}",
+        canceled.compact_revision
+    );
+    drop(req_tx);
+    assert_eq!(
+        c.get(
+            "slow/",
+            Some(GetOptions::new().with_prefix().with_count_only())
+        )
+        .await
+        .unwrap()
+        .count(),
+        320 * 128
+    );
+}
