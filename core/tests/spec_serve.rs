@@ -35,6 +35,28 @@ fn e8_a_read_never_returns_a_write_whose_commit_failed() {
         Err(Error::Storage(_)) => {}
         other => panic!("a read returned state a crash could lose: {other:?}"),
     }
+    match db.try_execute_read(&range("\0", "\0")) {
+        Err(Error::Storage(_)) => {}
+        other => panic!("an inline read returned state a crash could lose: {other:?}"),
+    }
+}
+
+#[test]
+fn e8_inline_reads_answer_durable_state_and_decline_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Tenure::open(dir.path().join("db")).unwrap();
+    db.execute(&put("a", "1")).unwrap();
+    // Every write so far returned, so it is durable: the read is answered inline.
+    let Some(Outcome::Done { response, .. }) = db.try_execute_read(&range("a", "")).unwrap() else {
+        panic!("a read of durable state was not answered inline")
+    };
+    assert!(matches!(response, ResponseOp::Range(r) if r.kvs.len() == 1));
+    assert_eq!(
+        db.try_execute_read(&put("b", "2")).unwrap(),
+        None,
+        "a write is never run inline"
+    );
+    assert!(db.get("b").unwrap().is_none());
 }
 
 #[test]

@@ -64,13 +64,19 @@ impl Kv {
     }
 
     async fn run(&self, op: RequestOp) -> Result<(i64, ResponseOp), Status> {
-        let db = self.0.db.clone();
-        blocking(move || match db.execute(&op) {
+        let done = |r: tenure::Result<Outcome>| match r {
             Ok(Outcome::Done { revision, response }) => Ok((revision, response)),
             Ok(Outcome::Refused(r)) => Err(convert::refusal(r)),
             Err(e) => Err(convert::status(e)),
-        })
-        .await
+        };
+        // A read of durable state needs no thread hand-off: answer it here.
+        match self.0.db.try_execute_read(&op) {
+            Ok(Some(out)) => return done(Ok(out)),
+            Ok(None) => {}
+            Err(e) => return done(Err(e)),
+        }
+        let db = self.0.db.clone();
+        blocking(move || done(db.execute(&op))).await
     }
 }
 

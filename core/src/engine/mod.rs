@@ -252,6 +252,26 @@ impl Tenure {
         Ok(out)
     }
 
+    /// Like `read_durable`, but `Ok(None)` instead of waiting when some applied write is not
+    /// durable yet: lets an async caller read inline and wait elsewhere only when it must.
+    pub(crate) fn try_read_durable<T>(&self, f: impl FnOnce(&Machine) -> T) -> Result<Option<T>> {
+        let s = self.shared();
+        let st = s.state.lock();
+        if st.closed {
+            return Err(Error::Closed);
+        }
+        if s.cfg.persist && s.cfg.durability == Durability::Immediate {
+            let done = s.done.lock(); // lock order: state, then done
+            if let Some(e) = &done.failed {
+                return Err(e.clone());
+            }
+            if done.committed < st.seq {
+                return Ok(None);
+            }
+        }
+        Ok(Some(f(&st.m)))
+    }
+
     /// Runs `f` on a write's machine and batch (see `write`), for requests defined elsewhere.
     pub(crate) fn write_with<T>(
         &self,

@@ -547,6 +547,16 @@ impl Tenure {
         Ok(out)
     }
 
+    /// A read-only request answered at once if everything it could see is durable; `Ok(None)`
+    /// if it would have to wait for a commit, or if the request may write (then use
+    /// [`execute`](Self::execute)).
+    pub fn try_execute_read(&self, op: &RequestOp) -> Result<Option<Outcome>> {
+        if op.writes() {
+            return Ok(None);
+        }
+        self.try_read_durable(|m| m.execute_read(op))?.transpose()
+    }
+
     /// etcd's Compact: drops the watch history up to `revision`. `Ok(Err(..))` for a revision
     /// above the current one or at or below an earlier compaction.
     pub fn compact(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
