@@ -2,82 +2,19 @@
 //! fork guard that keeps inherited engine objects untouched in a child process.
 
 use std::borrow::Cow;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyString};
 use tenure::Error;
 
-use crate::errors::{closed, err, invalid};
-use crate::lease::PyLease;
-
-/// Longest single wait with the GIL released before signals are checked again.
-pub(crate) const SLICE: Duration = Duration::from_millis(50);
+use crate::errors::{err, invalid};
 
 /// The largest TTL etcd (and tenure) accepts, in seconds.
 const MAX_TTL_SECS: f64 = 9_000_000_000.0;
 
-/// Something owned by this process's engine. In a child created by `fork()` the value is never
-/// touched again, not even dropped: the engine's threads do not exist there and its locks may
-/// be held for ever, so the object is leaked instead (it is the parent's, not the child's).
-pub(crate) struct ForkSafe<T> {
-    value: Option<T>,
-    pid: u32,
-}
-
-impl<T> ForkSafe<T> {
-    pub(crate) fn new(value: T) -> ForkSafe<T> {
-        ForkSafe {
-            value: Some(value),
-            pid: std::process::id(),
-        }
-    }
-
-    /// Whether this process created the value (false in a forked child).
-    pub(crate) fn is_ours(&self) -> bool {
-        std::process::id() == self.pid
-    }
-
-    /// The value, or `tenure.Closed` in a forked child (or after `take_for_drop`).
-    pub(crate) fn get(&self) -> PyResult<&T> {
-        match &self.value {
-            Some(v) if self.is_ours() => Ok(v),
-            _ => Err(closed()),
-        }
-    }
-
-    /// Takes the value out to drop it somewhere else (without the GIL); `None` in a forked
-    /// child, where it stays leaked.
-    pub(crate) fn take_for_drop(&mut self) -> Option<T> {
-        if self.is_ours() {
-            self.value.take()
-        } else {
-            None
-        }
-    }
-}
-
-impl<T> Drop for ForkSafe<T> {
-    fn drop(&mut self) {
-        if !self.is_ours() {
-            if let Some(v) = self.value.take() {
-                std::mem::forget(v);
-            }
-        }
-    }
-}
-
-/// Locks a binding-side mutex. These are `std` mutexes (futex words inside the object, no
-/// process-global state), so objects created in a forked child never meet the parent's locks.
-/// A panic while one was held cannot leave its data half-updated (each critical section is a
-/// single take or read), so poisoning is ignored.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map(|n| n.to_string())
@@ -194,33 +131,6 @@ pub(crate) fn timeout(v: Option<f64>) -> PyResult<Option<Duration>> {
 /// A duration in float seconds.
 pub(crate) fn secs_f64(d: Duration) -> f64 {
     d.as_secs_f64()
-}
-
-/// A lease argument: a `tenure.Lease` or an `int` ID (`bool` is refused).
-pub(crate) fn lease_arg(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
-    if let Ok(lease) = obj.cast::<PyLease>() {
-        return Ok(lease.get().id);
-    }
-    if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
-        return Err(PyTypeError::new_err(format!(
-            "a lease must be a tenure.Lease or an int ID, not {}",
-            type_name(obj)
-        )));
-    }
-    obj.extract::<i64>()
-        .map_err(|_| invalid(format!("lease ID {obj} is out of range")))
-}
-
-/// An optional lease (`None` or 0 = no lease).
-pub(crate) fn opt_lease_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<tenure::LeaseId>> {
-    match obj {
-        None => Ok(None),
-        Some(o) if o.is_none() => Ok(None),
-        Some(o) => {
-            let id = lease_arg(o)?;
-            Ok((id != 0).then_some(tenure::LeaseId::new(id)))
-        }
-    }
 }
 
 /// A non-negative count (`limit`).

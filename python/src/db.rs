@@ -1,7 +1,6 @@
 //! `tenure.open()` and `tenure.Tenure`, the engine handle.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -9,78 +8,16 @@ use tenure::{Durability, LeaseId, Recovery, Tenure, Txn, WatchOptions};
 
 use crate::clock::PyManualClock;
 use crate::convert::{
-    bytes_arg, keys_arg, lease_arg, limit_arg, opt_int_arg, opt_lease_arg, opt_secs_arg, seconds,
-    secs_arg, secs_f64, timeout, ttl, ForkSafe,
+    bytes_arg, keys_arg, limit_arg, opt_int_arg, opt_secs_arg, seconds, secs_arg, timeout, ttl,
 };
-use crate::errors::{blocking, closed, invalid};
+use crate::errors::{blocking, invalid};
+use crate::handle::PyTenure;
 use crate::iter::{PyExpiredIter, PyWatcher};
 use crate::lease::PyLease;
+use crate::lease::{lease_arg, opt_lease_arg};
+use crate::runtime::ForkSafe;
 use crate::txn::{PyCompare, PyOp};
 use crate::types::{PyKeyValue, PyLeaseInfo, PyTxnResponse};
-
-/// Drops `v` with the GIL released (a drop may close an engine: join threads, fsync). Falls back
-/// to a plain drop when the interpreter cannot be re-entered (finalization).
-pub(crate) fn drop_detached<T: Send>(v: T) {
-    let mut slot = Some(v);
-    Python::try_attach(|py| py.detach(|| drop(slot.take())));
-    drop(slot);
-}
-
-/// An open tenure database (made by `tenure.open()`); also a context manager that closes it.
-///
-/// One handle may be shared by any number of threads. Every call that can block releases the
-/// GIL. After `os.fork()` the child sees the handle as closed (`tenure.Closed`): it must open
-/// its own.
-#[pyclass(frozen, weakref, module = "tenure", name = "Tenure")]
-pub(crate) struct PyTenure {
-    engine: ForkSafe<Tenure>,
-    min_ttl: Duration,
-    path: Option<PathBuf>,
-    /// The database file's canonical path, to release its descriptors in a forked child.
-    pub(crate) file: Option<PathBuf>,
-}
-
-impl Drop for PyTenure {
-    fn drop(&mut self) {
-        // Garbage-collected without close(): close cleanly, without holding the GIL. In a
-        // forked child the inherited engine is leaked, never closed (see ForkSafe).
-        if let Some(engine) = self.engine.take_for_drop() {
-            drop_detached(engine);
-        }
-    }
-}
-
-impl PyTenure {
-    /// The engine, or `Closed` in a forked child.
-    pub(crate) fn engine(&self) -> PyResult<&Tenure> {
-        self.engine.get()
-    }
-
-    /// The engine, refusing with `Closed` once it is closed (for the calls whose Rust
-    /// counterpart answers a default value on a closed engine).
-    fn open_engine(&self, py: Python<'_>) -> PyResult<&Tenure> {
-        let e = self.engine()?;
-        if blocking(py, || Ok(e.is_closed()))? {
-            return Err(closed());
-        }
-        Ok(e)
-    }
-
-    pub(crate) fn renew_id(&self, py: Python<'_>, id: i64) -> PyResult<f64> {
-        let e = self.engine()?;
-        blocking(py, || e.renew(id)).map(secs_f64)
-    }
-
-    pub(crate) fn revoke_id(&self, py: Python<'_>, id: i64) -> PyResult<()> {
-        let e = self.engine()?;
-        blocking(py, || e.revoke(id))
-    }
-
-    pub(crate) fn time_to_live_id(&self, py: Python<'_>, id: i64) -> PyResult<PyLeaseInfo> {
-        let e = self.engine()?;
-        blocking(py, || e.time_to_live(id)).map(PyLeaseInfo)
-    }
-}
 
 fn durability_arg(durability: &str, flush_interval: f64) -> PyResult<Durability> {
     match durability {
@@ -155,7 +92,6 @@ pub(crate) fn open(
         py,
         PyTenure {
             engine: ForkSafe::new(engine),
-            min_ttl,
             path,
             file,
         },
@@ -180,13 +116,10 @@ impl PyTenure {
         let ttl = self::ttl(ttl)?;
         let id = id.filter(|i| !i.is_none()).map(lease_arg).transpose()?;
         let e = this.engine()?;
-        let granted = blocking(py, || match id {
-            Some(id) => e.grant_with_id(id, ttl),
-            None => e.grant(ttl),
-        })?;
+        let granted = blocking(py, || e.grant_lease(id.map(LeaseId::new), ttl))?;
         Ok(PyLease {
-            id: granted.get(),
-            ttl: ttl.max(this.min_ttl),
+            id: granted.id.get(),
+            ttl: granted.ttl,
             db: slf.clone().unbind(),
         })
     }

@@ -8,7 +8,7 @@
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
-use crate::db::PyTenure;
+use crate::handle::PyTenure;
 
 static LIVE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 

@@ -1,59 +1,29 @@
-//! Blocking iterators: `expired()` and `watch()`. They wait in slices of at most
-//! [`SLICE`] with the GIL released and check for signals between slices, so Ctrl-C interrupts
+//! Blocking iterators: `expired()` and `watch()`. They wait with the shared sliced wait
+//! (`runtime::sliced`): GIL released and check for signals between slices, so Ctrl-C interrupts
 //! them promptly and other threads keep running.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use tenure::{Error, ExpiredLease, Watcher};
 
-use crate::convert::{lock, opt_secs_arg, timeout, ForkSafe, SLICE};
-use crate::db::{drop_detached, PyTenure};
+use crate::convert::{opt_secs_arg, timeout};
 use crate::errors::{blocking, err};
+use crate::handle::PyTenure;
+use crate::runtime::{deadline, drop_detached, lock, sliced, ForkSafe};
 use crate::types::{PyEvent, PyExpiredLease};
 
-/// What one slice of waiting produced.
-enum Slice<T> {
-    Item(T),
-    /// Nothing yet.
-    Empty,
-    /// The stream ended (engine closed, watch cancelled).
-    End,
-}
-
-/// Waits for the next item, slice by slice, until `deadline` (`None`: for ever). Between
-/// slices it runs pending signal handlers (KeyboardInterrupt surfaces here).
+/// Waits with the shared sliced wait; `Ok(None)` when the stream ended, `Timeout` at the
+/// deadline.
 fn wait<T: Send>(
     py: Python<'_>,
-    deadline: Option<Instant>,
-    mut slice: impl FnMut(Duration) -> Result<Slice<T>, Error> + Send,
+    timeout: Option<Duration>,
+    poll: impl FnMut(Duration) -> Result<Option<Option<T>>, Error> + Send,
 ) -> PyResult<Option<T>> {
-    loop {
-        let step = match deadline {
-            Some(d) => SLICE.min(d.saturating_duration_since(Instant::now())),
-            None => SLICE,
-        };
-        match blocking(py, || slice(step))? {
-            Slice::Item(v) => return Ok(Some(v)),
-            Slice::End => return Ok(None),
-            Slice::Empty => {}
-        }
-        py.check_signals()?;
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(err(Error::Timeout));
-        }
-    }
-}
-
-fn deadline(t: Option<Duration>) -> Option<Instant> {
-    t.map(|t| Instant::now().checked_add(t).unwrap_or_else(far_future))
-}
-
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+    sliced(py, deadline(timeout), poll)?.ok_or_else(|| err(Error::Timeout))
 }
 
 /// Iterator over batches of expired leases (`Tenure.expired()`).
@@ -84,11 +54,11 @@ impl PyExpiredIter {
         timeout: Option<Duration>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
         let rx = self.rx.get()?;
-        let batch = wait(py, deadline(timeout), |step| {
+        let batch = wait(py, timeout, |step| {
             Ok(match rx.recv_timeout(step) {
-                Ok(b) => Slice::Item(b),
-                Err(RecvTimeoutError::Timeout) => Slice::Empty,
-                Err(RecvTimeoutError::Disconnected) => Slice::End,
+                Ok(b) => Some(Some(b)),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => Some(None),
             })
         })?;
         batch
@@ -141,17 +111,17 @@ impl PyWatcher {
 
     fn next_event(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<Option<PyEvent>> {
         let inner = self.inner.get()?;
-        let ev = wait(py, deadline(timeout), |step| {
+        let ev = wait(py, timeout, |step| {
             let mut guard = lock(inner);
             let Some(w) = guard.as_mut() else {
-                return Ok(Slice::End);
+                return Ok(Some(None));
             };
             match w.recv_timeout(step) {
-                Ok(ev) => Ok(Slice::Item(ev)),
-                Err(Error::Timeout) => Ok(Slice::Empty),
+                Ok(ev) => Ok(Some(Some(ev))),
+                Err(Error::Timeout) => Ok(None),
                 Err(Error::Closed) => {
                     *guard = None;
-                    Ok(Slice::End)
+                    Ok(Some(None))
                 }
                 Err(e) => {
                     // The watcher fell behind (Compacted): it is over.

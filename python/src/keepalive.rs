@@ -7,9 +7,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use tenure::KeepAlive;
 
-use crate::convert::{lock, seconds, ForkSafe};
-use crate::db::{drop_detached, PyTenure};
+use crate::convert::seconds;
 use crate::errors::{blocking, to_py};
+use crate::handle::PyTenure;
+use crate::runtime::{drop_detached, lock, ForkSafe};
 
 /// Renews a lease on a native thread (every `interval`, default TTL/3) until `stop()`, the end
 /// of its `with` block, the engine's close, or a failed renew (`error` then says why).

@@ -2,11 +2,13 @@
 
 use std::time::Duration;
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt};
 
-use crate::convert::{opt_secs_arg, secs_f64};
-use crate::db::PyTenure;
+use crate::convert::{opt_secs_arg, secs_f64, type_name};
+use crate::errors::invalid;
+use crate::handle::PyTenure;
 use crate::keepalive::PyKeepAlive;
 use crate::types::PyLeaseInfo;
 
@@ -95,5 +97,32 @@ impl PyLease {
 
     fn __repr__(&self) -> String {
         format!("tenure.Lease(id={}, ttl={:?})", self.id, secs_f64(self.ttl))
+    }
+}
+
+/// A lease argument: a `tenure.Lease` or an `int` ID (`bool` is refused).
+pub(crate) fn lease_arg(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
+    if let Ok(lease) = obj.cast::<PyLease>() {
+        return Ok(lease.get().id);
+    }
+    if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "a lease must be a tenure.Lease or an int ID, not {}",
+            type_name(obj)
+        )));
+    }
+    obj.extract::<i64>()
+        .map_err(|_| invalid(format!("lease ID {obj} is out of range")))
+}
+
+/// An optional lease (`None` or 0 = no lease).
+pub(crate) fn opt_lease_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<tenure::LeaseId>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) => {
+            let id = lease_arg(o)?;
+            Ok((id != 0).then_some(tenure::LeaseId::new(id)))
+        }
     }
 }

@@ -7,7 +7,7 @@
 //! - every engine call runs through [`errors::blocking`]: GIL released, panics caught,
 //!   `tenure::Error` mapped by its C code to the one Python exception class;
 //! - blocking waits are sliced (≤ 50 ms) with signal checks between slices;
-//! - engine objects live in a [`convert::ForkSafe`]: untouched and leaked in a forked child.
+//! - engine objects live in a [`runtime::ForkSafe`]: untouched and leaked in a forked child.
 
 // The crate documents itself for its maintainers: links to private items are intended.
 #![allow(rustdoc::private_intra_doc_links)]
@@ -16,10 +16,12 @@ mod clock;
 mod convert;
 mod db;
 mod errors;
+mod handle;
 mod hooks;
 mod iter;
 mod keepalive;
 mod lease;
+mod runtime;
 mod sync;
 mod txn;
 mod types;
@@ -79,7 +81,9 @@ mod _tenure {
     #[pymodule_export]
     use super::clock::PyManualClock;
     #[pymodule_export]
-    use super::db::{open, PyTenure};
+    use super::db::open;
+    #[pymodule_export]
+    use super::handle::PyTenure;
     #[pymodule_export]
     use super::hooks::{_after_fork_in_child, _close_all};
     #[pymodule_export]

@@ -4,8 +4,9 @@
 use pyo3::prelude::*;
 use tenure::{CompareOp, CompareTarget};
 
-use crate::convert::{bytes_arg, int_arg, lease_arg, limit_arg, opt_int_arg, opt_lease_arg};
+use crate::convert::{bytes_arg, int_arg, limit_arg, opt_int_arg};
 use crate::errors::invalid;
+use crate::lease::{lease_arg, opt_lease_arg};
 use crate::types::bytes_repr;
 
 /// One condition of a transaction, e.g. `tenure.txn.version(b"k") == 0`.

@@ -318,6 +318,20 @@ impl Tenure {
             .map(LeaseId::new)
     }
 
+    /// Grants a lease (with `id`, else a fresh ID) and reports what was granted: its ID and
+    /// effective TTL (raised to `min_ttl`), as [`time_to_live`](Tenure::time_to_live) would.
+    pub fn grant_lease(&self, id: Option<LeaseId>, ttl: Duration) -> Result<LeaseInfo> {
+        self.write(|m, b, t| {
+            let now = t.now();
+            let id = m.grant(id.map(LeaseId::get), ttl, now, t.wall(), b)?;
+            let lease = m
+                .lessor
+                .get(id)
+                .ok_or(Error::LeaseNotFound(LeaseId::new(id)))?;
+            Ok(m.lessor.info(lease, now))
+        })
+    }
+
     /// Revokes a lease and deletes its keys in one durable write (SPEC L4).
     pub fn revoke(&self, id: impl Into<LeaseId>) -> Result<()> {
         let id = lease_id(id);

@@ -1,0 +1,32 @@
+//! Coordination (SPEC S1–S6, module `tenure::sync`): sessions, fair mutexes, elections and their
+//! observers, the client-go style leader elector, the fence gate and record locks.
+//!
+//! The conventions of the rest of the binding hold here too: every engine call goes through
+//! `errors::blocking` (GIL released, panics caught, errors mapped by their C code), engine objects live
+//! in a `runtime::ForkSafe` (a forked child sees them as `tenure.Closed` and never touches or drops
+//! them), and every wait is sliced (≤ `runtime::SLICE`) with signal checks in between.
+//!
+//! The core waits that cannot be sliced without losing their place (a queued lock or candidacy,
+//! the elector's run) run on a helper thread with a `Stop` in their `Wait` while the calling
+//! thread waits for the result with the shared sliced wait (`runtime::interruptible`): on
+//! Ctrl-C the `Stop` is raised (the contender withdraws, the elector stops), the helper is
+//! waited for, and the `KeyboardInterrupt` propagates.
+//!
+//! One file per recipe, mirroring `core/src/sync/`; `session.rs` sits above `mutex.rs` and
+//! `election.rs` (a session makes them; they keep their session as a plain Python object).
+
+mod election;
+mod elector;
+mod fence;
+mod mutex;
+mod record;
+mod session;
+
+pub(crate) use election::{
+    election_leader, observe_election, PyElection, PyLeadership, PyObserver,
+};
+pub(crate) use elector::{PyLeaderElector, PyStop};
+pub(crate) use fence::PyFenceGate;
+pub(crate) use mutex::{PyLockGuard, PyMutex};
+pub(crate) use record::PyRecordLock;
+pub(crate) use session::PySession;

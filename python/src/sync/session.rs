@@ -1,0 +1,226 @@
+//! `tenure.Session` (SPEC S1): a kept-alive lease; it makes the mutexes and elections of its
+//! session.
+
+use std::time::Duration;
+
+use crossbeam_channel::RecvTimeoutError;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use tenure::sync::{Election, Mutex as SyncMutex, Session, SessionOptions};
+
+use super::election::PyElection;
+use super::mutex::{PyLockGuard, PyMutex};
+use crate::convert::{opt_secs_arg, seconds, timeout};
+use crate::errors::{blocking, invalid};
+use crate::handle::PyTenure;
+use crate::lease::lease_arg;
+use crate::runtime::{deadline, drop_detached, sliced, ForkSafe};
+
+/// A lease kept alive by a native renewing thread (SPEC S1); made by `Tenure.session()`.
+///
+/// A context manager whose exit closes it (revokes the lease, releasing every lock and
+/// candidacy it holds). Garbage-collected without `close()`, it stops renewing and leaves the
+/// lease to expire after its TTL.
+#[pyclass(frozen, module = "tenure", name = "Session")]
+pub(crate) struct PySession {
+    db: Py<PyTenure>,
+    inner: ForkSafe<Session>,
+    id: i64,
+}
+
+impl Drop for PySession {
+    fn drop(&mut self) {
+        // The last clone stops (joins) the keep-alive thread: without the GIL.
+        if let Some(s) = self.inner.take_for_drop() {
+            drop_detached(s);
+        }
+    }
+}
+
+fn interval_arg(keepalive_interval: Option<f64>) -> PyResult<Option<Duration>> {
+    keepalive_interval
+        .map(|i| match seconds(i, "keepalive_interval")? {
+            d if d.is_zero() => Err(invalid("keepalive_interval must be positive")),
+            d => Ok(d),
+        })
+        .transpose()
+}
+
+impl PySession {
+    /// `Tenure.session()`: grants a lease of `ttl` seconds and starts renewing it.
+    pub(crate) fn open(
+        db: &Bound<'_, PyTenure>,
+        ttl: f64,
+        keepalive_interval: Option<f64>,
+    ) -> PyResult<PySession> {
+        let opts = SessionOptions {
+            ttl: crate::convert::ttl(ttl)?,
+            keepalive_interval: interval_arg(keepalive_interval)?,
+        };
+        let e = db.get().engine()?;
+        let s = blocking(db.py(), || Session::new(e, opts))?;
+        Ok(PySession::wrap(db, s))
+    }
+
+    /// `Tenure.resume_session()` / `Session.resume()`: renews an existing lease again.
+    pub(crate) fn resume_on(
+        db: &Bound<'_, PyTenure>,
+        lease: &Bound<'_, PyAny>,
+        keepalive_interval: Option<f64>,
+    ) -> PyResult<PySession> {
+        let id = lease_arg(lease)?;
+        let opts = SessionOptions {
+            keepalive_interval: interval_arg(keepalive_interval)?,
+            ..SessionOptions::default()
+        };
+        let e = db.get().engine()?;
+        let s = blocking(db.py(), || Session::resume(e, id, opts))?;
+        Ok(PySession::wrap(db, s))
+    }
+
+    fn wrap(db: &Bound<'_, PyTenure>, s: Session) -> PySession {
+        PySession {
+            db: db.clone().unbind(),
+            id: s.lease_id().get(),
+            inner: ForkSafe::new(s),
+        }
+    }
+
+    fn make_mutex(slf: &Bound<'_, Self>, name: &str) -> PyResult<PyMutex> {
+        let m = SyncMutex::new(slf.get().inner.get()?, name);
+        Ok(PyMutex {
+            session: slf.clone().into_any().unbind(),
+            name: name.to_owned(),
+            key: m.key().to_vec(),
+            inner: ForkSafe::new(m),
+        })
+    }
+}
+
+#[pymethods]
+impl PySession {
+    /// Resumes a session on an existing lease (e.g. after a restart) and renews it again.
+    #[staticmethod]
+    #[pyo3(signature = (db, lease, keepalive_interval=None))]
+    fn resume(
+        db: &Bound<'_, PyTenure>,
+        lease: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = opt_secs_arg)] keepalive_interval: Option<f64>,
+    ) -> PyResult<PySession> {
+        PySession::resume_on(db, lease, keepalive_interval)
+    }
+
+    /// The ID of the session's lease.
+    #[getter]
+    fn lease_id(&self) -> i64 {
+        self.id
+    }
+
+    /// The ID of the session's lease (same as `lease_id`).
+    #[getter]
+    fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// The engine the session lives in.
+    #[getter]
+    fn db(&self, py: Python<'_>) -> Py<PyTenure> {
+        self.db.clone_ref(py)
+    }
+
+    /// Whether the lease has been lost (expired, revoked, closed, engine closed).
+    #[getter]
+    fn done(&self, py: Python<'_>) -> PyResult<bool> {
+        let s = self.inner.get()?;
+        blocking(py, || Ok(s.is_done()))
+    }
+
+    /// Waits until the lease is lost, at most `timeout` seconds (`None`: no limit). Returns
+    /// whether it was lost. The GIL is released; Ctrl-C interrupts the wait.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_done(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    ) -> PyResult<bool> {
+        let until = deadline(self::timeout(timeout)?);
+        let gone = self.inner.get()?.done();
+        let r = sliced(py, until, |step| match gone.recv_timeout(step) {
+            Err(RecvTimeoutError::Disconnected) => Ok(Some(())),
+            Ok(()) | Err(RecvTimeoutError::Timeout) => Ok(None),
+        })?;
+        Ok(r.is_some())
+    }
+
+    /// Stops renewing but keeps the lease: it expires after its TTL unless resumed. A no-op in
+    /// a forked child.
+    fn orphan(&self, py: Python<'_>) -> PyResult<()> {
+        let Ok(s) = self.inner.get() else {
+            return Ok(());
+        };
+        blocking(py, || {
+            s.orphan();
+            Ok(())
+        })
+    }
+
+    /// Stops renewing and revokes the lease, deleting every key it holds (its locks and
+    /// candidacies). Idempotent. A no-op in a forked child (the lease is the parent's).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let Ok(s) = self.inner.get() else {
+            return Ok(());
+        };
+        blocking(py, || s.close())
+    }
+
+    /// Waits until this session holds the lock `name` and returns its guard; at most `timeout`
+    /// seconds (`None`: no limit), then `tenure.Timeout`. `tenure.SessionExpired` as soon as the
+    /// session's lease is lost. The GIL is released; Ctrl-C withdraws from the queue and raises
+    /// `KeyboardInterrupt`. Use as `with session.lock("jobs/1", timeout=5.0) as guard: ...`.
+    /// A session holds a given lock at most once: locking `name` again through the same session
+    /// (from any thread) while it is held or being acquired raises `tenure.InvalidArgument`;
+    /// give each concurrent holder its own session.
+    #[pyo3(signature = (name, timeout=None))]
+    fn lock(
+        slf: &Bound<'_, Self>,
+        name: &str,
+        #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    ) -> PyResult<PyLockGuard> {
+        let m = PySession::make_mutex(slf, name)?;
+        m.lock_inner(slf.py(), timeout)
+    }
+
+    /// The mutex `name` of this session (SPEC S2).
+    fn mutex(slf: &Bound<'_, Self>, name: &str) -> PyResult<PyMutex> {
+        PySession::make_mutex(slf, name)
+    }
+
+    /// The election `name`, in which this session can campaign (SPEC S4).
+    fn election(slf: &Bound<'_, Self>, name: &str) -> PyResult<PyElection> {
+        let e = Election::new(slf.get().inner.get()?, name);
+        Ok(PyElection {
+            session: slf.clone().into_any().unbind(),
+            lease: slf.get().id,
+            name: name.to_owned(),
+            inner: ForkSafe::new(e),
+        })
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let state = match self.done(py) {
+            Ok(false) => "alive",
+            _ => "done",
+        };
+        format!("<tenure.Session lease={} {state}>", self.id)
+    }
+}
