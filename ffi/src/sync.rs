@@ -9,6 +9,7 @@
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -542,6 +543,7 @@ pub struct tenure_elector_callbacks {
 /// A running leader elector (from `tenure_elector_start`). Thread-safe.
 #[derive(Debug)]
 pub struct tenure_elector {
+    id: u64,
     elector: Arc<LeaderElector>,
     stop: Stop,
     /// The thread running the campaign loop; `None` once joined.
@@ -557,31 +559,32 @@ struct User(*mut c_void);
 unsafe impl Send for User {}
 
 thread_local! {
-    /// True while this thread runs an elector callback (stop from there would deadlock).
-    static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
+    /// The elector whose callback this thread is running, if any (its stop would deadlock).
+    static IN_CALLBACK: Cell<Option<u64>> = const { Cell::new(None) };
 }
 
-fn in_callback<R>(f: impl FnOnce() -> R) -> R {
-    IN_CALLBACK.with(|c| c.set(true));
-    let r = f();
-    IN_CALLBACK.with(|c| c.set(false));
-    r
-}
+/// Numbers electors, so a callback may stop any elector but its own.
+static NEXT_ELECTOR: AtomicU64 = AtomicU64::new(0);
 
-fn callbacks(cb: tenure_elector_callbacks, user: User) -> ElectorCallbacks {
+fn callbacks(id: u64, cb: tenure_elector_callbacks, user: User) -> ElectorCallbacks {
+    let in_callback = move |f: &mut dyn FnMut()| {
+        IN_CALLBACK.with(|c| c.set(Some(id)));
+        f();
+        IN_CALLBACK.with(|c| c.set(None));
+    };
     ElectorCallbacks {
         on_started_leading: Box::new(move |token, _stop| {
             let u = user;
             if let Some(f) = cb.on_started_leading {
                 // SAFETY: the caller's function and pointer, as documented.
-                in_callback(|| unsafe { f(u.0, token) });
+                in_callback(&mut || unsafe { f(u.0, token) });
             }
         }),
         on_stopped_leading: Box::new(move || {
             let u = user;
             if let Some(f) = cb.on_stopped_leading {
                 // SAFETY: as above.
-                in_callback(|| unsafe { f(u.0) });
+                in_callback(&mut || unsafe { f(u.0) });
             }
         }),
         on_new_leader: Box::new(move |who| {
@@ -589,7 +592,7 @@ fn callbacks(cb: tenure_elector_callbacks, user: User) -> ElectorCallbacks {
             if let Some(f) = cb.on_new_leader {
                 let who = CString::new(who.replace('\0', "\\0")).unwrap_or_default();
                 // SAFETY: as above; `who` lives through the call.
-                in_callback(|| unsafe { f(u.0, who.as_ptr()) });
+                in_callback(&mut || unsafe { f(u.0, who.as_ptr()) });
             }
         }),
     }
@@ -651,7 +654,12 @@ pub unsafe extern "C" fn tenure_elector_start(
             retry_period: ms(cfg.retry_period_ms, "retry_period_ms")?,
             release_on_cancel: cfg.release_on_cancel,
         };
-        let elector = Arc::new(LeaderElector::new(db, config, callbacks(*cb, User(user)))?);
+        let id = NEXT_ELECTOR.fetch_add(1, Ordering::Relaxed);
+        let elector = Arc::new(LeaderElector::new(
+            db,
+            config,
+            callbacks(id, *cb, User(user)),
+        )?);
         let stop = Stop::new();
         let (e, s) = (elector.clone(), stop.clone());
         let runner = std::thread::Builder::new()
@@ -659,6 +667,7 @@ pub unsafe extern "C" fn tenure_elector_start(
             .spawn(move || e.run(&s))
             .map_err(|e| Error::Storage(format!("cannot start the elector thread: {e}")))?;
         out.set(boxed(tenure_elector {
+            id,
             elector,
             stop,
             runner: Mutex::new(Some(runner)),
@@ -694,7 +703,7 @@ pub unsafe extern "C" fn tenure_elector_stop(e: *const tenure_elector) -> tenure
 }
 
 fn stop_elector(e: &tenure_elector) -> Res {
-    if IN_CALLBACK.with(Cell::get) {
+    if IN_CALLBACK.with(Cell::get) == Some(e.id) {
         return Err(invalid(
             "an elector cannot be stopped from its own callbacks (it waits for them)",
         ));
@@ -801,14 +810,9 @@ pub unsafe extern "C" fn tenure_record_lock_try_acquire(
 ) -> tenure_result {
     guard("tenure_record_lock_try_acquire", || {
         // SAFETY: the caller promises a live handle, readable bytes and a writable pointer.
-        let (db, key, owner, out) = unsafe {
-            (
-                engine(db)?,
-                bytes(key, key_len, "key")?,
-                bytes(owner, owner_len, "owner")?,
-                Out::new(out_token, "out_token")?,
-            )
-        };
+        let (db, key, owner) = unsafe { record_args(db, key, key_len, owner, owner_len) }?;
+        // SAFETY: the caller promises a writable pointer.
+        let out = unsafe { Out::new(out_token, "out_token") }?;
         out.set(RecordLock::try_acquire(
             db,
             key,
@@ -833,13 +837,7 @@ pub unsafe extern "C" fn tenure_record_lock_refresh(
 ) -> tenure_result {
     guard("tenure_record_lock_refresh", || {
         // SAFETY: the caller promises a live handle and readable bytes.
-        let (db, key, owner) = unsafe {
-            (
-                engine(db)?,
-                bytes(key, key_len, "key")?,
-                bytes(owner, owner_len, "owner")?,
-            )
-        };
+        let (db, key, owner) = unsafe { record_args(db, key, key_len, owner, owner_len) }?;
         Ok(RecordLock::refresh(db, key, owner)?)
     })
 }
@@ -858,15 +856,30 @@ pub unsafe extern "C" fn tenure_record_lock_release(
 ) -> tenure_result {
     guard("tenure_record_lock_release", || {
         // SAFETY: the caller promises a live handle and readable bytes.
-        let (db, key, owner) = unsafe {
-            (
-                engine(db)?,
-                bytes(key, key_len, "key")?,
-                bytes(owner, owner_len, "owner")?,
-            )
-        };
+        let (db, key, owner) = unsafe { record_args(db, key, key_len, owner, owner_len) }?;
         Ok(RecordLock::release(db, key, owner)?)
     })
+}
+
+/// The engine, key and owner of a record-lock call.
+///
+/// # Safety
+/// As for the calls: a live handle (or NULL) and readable bytes.
+unsafe fn record_args<'a>(
+    db: *const tenure,
+    key: *const u8,
+    key_len: usize,
+    owner: *const u8,
+    owner_len: usize,
+) -> Res<(&'a tenure_core::Tenure, &'a [u8], &'a [u8])> {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        Ok((
+            engine(db)?,
+            bytes(key, key_len, "key")?,
+            bytes(owner, owner_len, "owner")?,
+        ))
+    }
 }
 
 // ---- keep-alive -----------------------------------------------------------------------------

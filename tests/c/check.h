@@ -71,6 +71,10 @@ static inline int bytes_eq(tenure_bytes b, const char *s) {
 /* A fresh in-memory engine with defaults, or a manual clock when `clock` is non-NULL. */
 tenure *open_memory(const tenure_clock *clock);
 
+/* A session with a 60 s lease; closing (revoking) and freeing one. */
+tenure_session *new_session(tenure *db);
+void end_session(tenure_session *s);
+
 /* A fresh directory for database files (removed by the runner at exit), and a path in it. */
 const char *test_dir(void);
 void test_path(char *buf, size_t size, const char *name);

@@ -21,6 +21,17 @@ tenure *open_memory(const tenure_clock *clock) {
     return db;
 }
 
+tenure_session *new_session(tenure *db) {
+    tenure_session *s = NULL;
+    CHECK_OK(tenure_session_new(db, 60000, &s));
+    return s;
+}
+
+void end_session(tenure_session *s) {
+    CHECK_OK(tenure_session_close(s));
+    tenure_session_free(s);
+}
+
 const char *test_dir(void) { return dir; }
 
 void test_path(char *buf, size_t size, const char *name) {

@@ -31,7 +31,7 @@ static size_t count_prefix(tenure *db, const char *prefix) {
 static void s1_session_holds_a_lease_closes_resumes_and_reports_its_loss(void) {
     tenure *db = open_memory(NULL);
     tenure_session *s = NULL;
-    CHECK_OK(tenure_session_new(db, 60000, &s));
+    s = new_session(db);
     int64_t lease = tenure_session_lease(s);
     CHECK(lease > 0);
     CHECK(!tenure_session_done(s));
@@ -57,7 +57,7 @@ static void s1_session_holds_a_lease_closes_resumes_and_reports_its_loss(void) {
     tenure_session_free(s);
 
     /* A lease revoked behind the session's back: done, and wait_done returns. */
-    CHECK_OK(tenure_session_new(db, 60000, &s));
+    s = new_session(db);
     CHECK_OK(tenure_lease_revoke(db, tenure_session_lease(s)));
     CHECK_OK(tenure_session_wait_done(s, WAIT_MS));
     CHECK(tenure_session_done(s));
@@ -79,8 +79,7 @@ static void s1_session_renews_its_lease_past_its_ttl(void) {
     tenure_lease_info *info = NULL;
     CHECK_OK(tenure_lease_time_to_live(db, tenure_session_lease(s), &info));
     tenure_lease_info_free(info);
-    CHECK_OK(tenure_session_close(s));
-    tenure_session_free(s);
+    end_session(s);
     tenure_close(db);
 }
 
@@ -103,7 +102,7 @@ static void s1_misuse_nulls_bad_arguments(void) {
     tenure_session_free(NULL);
 
     s = NULL;
-    CHECK_OK(tenure_session_new(db, 60000, &s));
+    s = new_session(db);
     CHECK_RC(tenure_session_wait_done(s, -2), TENURE_ERR_INVALID_ARGUMENT);
     CHECK_MSG("timeout_ms");
     tenure_lock *l = (tenure_lock *)1;
@@ -121,8 +120,7 @@ static void s1_misuse_nulls_bad_arguments(void) {
     tenure_lock_free(NULL);
     /* Nothing was left behind by the refused calls. */
     CHECK_EQ(count_prefix(db, "m/"), 0);
-    CHECK_OK(tenure_session_close(s));
-    tenure_session_free(s);
+    end_session(s);
     tenure_close(db);
 }
 
@@ -142,7 +140,7 @@ struct contender {
 static void *contend(void *arg) {
     struct contender *c = arg;
     tenure_session *s = NULL;
-    CHECK_OK(tenure_session_new(c->db, 60000, &s));
+    s = new_session(c->db);
     tenure_lock *l = NULL;
     c->rc = tenure_mutex_lock(s, "fifo", -1, &l);
     if (c->rc == TENURE_OK) {
@@ -152,8 +150,7 @@ static void *contend(void *arg) {
         CHECK_OK(tenure_lock_unlock(l));
     }
     tenure_lock_free(l);
-    CHECK_OK(tenure_session_close(s));
-    tenure_session_free(s);
+    end_session(s);
     return NULL;
 }
 
@@ -161,7 +158,7 @@ static void s2_s3_waiters_acquire_in_fifo_order_with_increasing_tokens(void) {
     tenure *db = open_memory(NULL);
     tenure_session *holder = NULL;
     tenure_lock *first = NULL;
-    CHECK_OK(tenure_session_new(db, 60000, &holder));
+    holder = new_session(db);
     CHECK_OK(tenure_mutex_lock(holder, "fifo", 0, &first));
     int64_t t0 = tenure_lock_fencing_token(first);
     CHECK(t0 > 0);
@@ -191,16 +188,15 @@ static void s2_s3_waiters_acquire_in_fifo_order_with_increasing_tokens(void) {
     CHECK_MSG("not the leader");
     tenure_lock_free(first);
     tenure_watcher_free(w);
-    CHECK_OK(tenure_session_close(holder));
-    tenure_session_free(holder);
+    end_session(holder);
     tenure_close(db);
 }
 
 static void s2_s3_try_lock_timeouts_nesting_and_the_fence_gate(void) {
     tenure *db = open_memory(NULL);
     tenure_session *a = NULL, *b = NULL;
-    CHECK_OK(tenure_session_new(db, 60000, &a));
-    CHECK_OK(tenure_session_new(db, 60000, &b));
+    a = new_session(db);
+    b = new_session(db);
     tenure_lock *la = NULL, *lb = (tenure_lock *)1, *nested = NULL;
     CHECK_OK(tenure_mutex_try_lock(a, "jobs", &la));
     CHECK_RC(tenure_mutex_try_lock(b, "jobs", &lb), TENURE_ERR_LOCKED);
@@ -279,9 +275,9 @@ static void s2_a_waiter_whose_session_dies_stops_with_session_expired(void) {
     tenure *db = open_memory(NULL);
     tenure_session *holder = NULL, *s1 = NULL, *s2 = NULL;
     tenure_lock *l = NULL;
-    CHECK_OK(tenure_session_new(db, 60000, &holder));
-    CHECK_OK(tenure_session_new(db, 60000, &s1));
-    CHECK_OK(tenure_session_new(db, 60000, &s2));
+    holder = new_session(db);
+    s1 = new_session(db);
+    s2 = new_session(db);
     CHECK_OK(tenure_mutex_lock(holder, "m", 0, &l));
 
     /* Its lease revoked by someone else. */
@@ -302,8 +298,7 @@ static void s2_a_waiter_whose_session_dies_stops_with_session_expired(void) {
     CHECK(tenure_lock_is_held(l));
     CHECK_EQ(count_prefix(db, "m/"), 1);
     tenure_lock_free(l);
-    CHECK_OK(tenure_session_close(holder));
-    tenure_session_free(holder);
+    end_session(holder);
     tenure_session_free(s1);
     tenure_session_free(s2);
     tenure_close(db);
@@ -313,8 +308,8 @@ static void s2_cancel_from_another_thread_interrupts_a_lock_wait(void) {
     tenure *db = open_memory(NULL);
     tenure_session *holder = NULL, *s = NULL;
     tenure_lock *l = NULL, *l2 = (tenure_lock *)1;
-    CHECK_OK(tenure_session_new(db, 60000, &holder));
-    CHECK_OK(tenure_session_new(db, 60000, &s));
+    holder = new_session(db);
+    s = new_session(db);
     CHECK_OK(tenure_mutex_lock(holder, "m", 0, &l));
 
     pthread_t t;
@@ -347,8 +342,8 @@ static void s2_closing_the_engine_ends_waits_and_later_calls_fail_closed(void) {
     CHECK_OK(tenure_clone(db, &other));
     tenure_session *holder = NULL, *s = NULL;
     tenure_lock *l = NULL;
-    CHECK_OK(tenure_session_new(db, 60000, &holder));
-    CHECK_OK(tenure_session_new(db, 60000, &s));
+    holder = new_session(db);
+    s = new_session(db);
     CHECK_OK(tenure_mutex_lock(holder, "m", 0, &l));
     pthread_t t;
     struct waiter w;

@@ -69,7 +69,7 @@ static void s4_campaigns_win_in_order_and_observers_see_every_change(void) {
     for (int i = 0; i < CANDIDATES; i++) {
         c[i] = (struct candidate){.db = db, .l = NULL, .rc = -1};
         snprintf(c[i].value, sizeof c[i].value, "c%d", i % 10);
-        CHECK_OK(tenure_session_new(db, 60000, &c[i].s));
+        c[i].s = new_session(db);
         CHECK(pthread_create(&t[i], NULL, campaign, &c[i]) == 0);
         await_put(w); /* candidate i is queued before i + 1 starts */
     }
@@ -103,8 +103,7 @@ static void s4_campaigns_win_in_order_and_observers_see_every_change(void) {
     CHECK(kv == NULL);
     for (int i = 0; i < CANDIDATES; i++) {
         tenure_leadership_free(c[i].l);
-        CHECK_OK(tenure_session_close(c[i].s));
-        tenure_session_free(c[i].s);
+        end_session(c[i].s);
     }
     tenure_watcher_free(w);
     tenure_observer_free(o);
@@ -134,14 +133,14 @@ static void s4_cancel_and_session_loss_interrupt_campaigns_and_observers(void) {
     tenure *db = open_memory(NULL);
     tenure_session *a = NULL;
     tenure_leadership *la = NULL, *lx = (tenure_leadership *)1;
-    CHECK_OK(tenure_session_new(db, 60000, &a));
+    a = new_session(db);
     CHECK_OK(tenure_election_campaign(a, "e", S("a"), 0, &la));
 
     /* A campaign cancelled from another thread; its candidacy is withdrawn. */
     tenure_watcher *w = NULL;
     CHECK_OK(tenure_watch(db, S("e/"), TENURE_WATCH_PREFIX, 0, &w));
     struct candidate c = {.db = db, .l = NULL, .rc = -1};
-    CHECK_OK(tenure_session_new(db, 60000, &c.s));
+    c.s = new_session(db);
     pthread_t t;
     CHECK(pthread_create(&t, NULL, campaign_blocked, &c) == 0);
     await_put(w);
@@ -156,7 +155,7 @@ static void s4_cancel_and_session_loss_interrupt_campaigns_and_observers(void) {
     tenure_watcher_free(w);
     CHECK_OK(tenure_watch(db, S("e/"), TENURE_WATCH_PREFIX, 0, &w));
     c = (struct candidate){.db = db, .l = NULL, .rc = -1};
-    CHECK_OK(tenure_session_new(db, 60000, &c.s));
+    c.s = new_session(db);
     CHECK(pthread_create(&t, NULL, campaign_blocked, &c) == 0);
     await_put(w);
     CHECK_OK(tenure_lease_revoke(db, tenure_session_lease(c.s)));
@@ -204,7 +203,7 @@ static void s4_cancel_and_session_loss_interrupt_campaigns_and_observers(void) {
 static void s4_misuse(void) {
     tenure *db = open_memory(NULL);
     tenure_session *s = NULL;
-    CHECK_OK(tenure_session_new(db, 60000, &s));
+    s = new_session(db);
     tenure_leadership *l = (tenure_leadership *)1;
     CHECK_RC(tenure_election_campaign(NULL, "e", S("v"), 0, &l), TENURE_ERR_NULL_POINTER);
     CHECK_RC(tenure_election_campaign(s, NULL, S("v"), 0, &l), TENURE_ERR_NULL_POINTER);
@@ -237,8 +236,7 @@ static void s4_misuse(void) {
     CHECK_RC(tenure_observer_next(o, 0, &kv), TENURE_ERR_TIMEOUT);
     tenure_observer_free(o);
     tenure_observer_free(NULL);
-    CHECK_OK(tenure_session_close(s));
-    tenure_session_free(s);
+    end_session(s);
     tenure_close(db);
 }
 
