@@ -206,6 +206,32 @@ mod elector {
     }
 
     #[test]
+    fn s5_spawn_leads_until_stopped_and_join_reports_the_end() {
+        let (_c, db) = manual();
+        let (cbs, rx) = reporting();
+        let e = Arc::new(LeaderElector::new(&db, cfg("a", true), cbs).unwrap());
+        let run = e.spawn(None).unwrap();
+        assert_eq!(rx.recv_timeout(WAIT).unwrap(), "new:a");
+        assert!(rx.recv_timeout(WAIT).unwrap().starts_with("started:"));
+        assert!(
+            run.join(Duration::from_millis(20)).is_none(),
+            "still leading"
+        );
+        assert!(
+            matches!(e.spawn(None), Err(Error::InvalidArgument(_))),
+            "once"
+        );
+        run.stop();
+        assert!(matches!(run.join(WAIT), Some(Ok(()))));
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), ["returned", "stopped"]);
+        assert!(
+            matches!(run.join(None), Some(Ok(()))),
+            "the same answer again"
+        );
+        assert!(!e.is_leader());
+    }
+
+    #[test]
     fn s5_inconsistent_configs_are_invalid_arguments() {
         let (_c, db) = manual();
         let ok = cfg("a", true);

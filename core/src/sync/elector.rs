@@ -4,12 +4,13 @@
 //! and the number of leader transitions. A record whose lease no longer exists is free: expiry
 //! is decided by the engine's clock alone.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{unbounded, Sender};
+use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 
 use crate::clock::{Clock, Waker};
 use crate::error::{Error, Result};
@@ -233,6 +234,29 @@ impl LeaderElector {
         result
     }
 
+    /// Runs the elector on its own thread until [`ElectorRun::stop`] (or `stop`, if given, is
+    /// raised), as [`run`](LeaderElector::run) would. Like `run`, once per elector.
+    pub fn spawn(self: &Arc<Self>, stop: Option<&Stop>) -> Result<ElectorRun> {
+        if self.callbacks.lock().is_none() {
+            return Err(Error::invalid("LeaderElector::run may be called once"));
+        }
+        let stop = stop.cloned().unwrap_or_default();
+        let (tx, rx) = bounded(1);
+        let (e, s) = (self.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name(format!("tenure-elector-run-{}", self.cfg.identity))
+            .spawn(move || {
+                let _ = tx.send(catch_unwind(AssertUnwindSafe(|| e.run(&s))));
+            })
+            .map_err(|e| Error::Storage(format!("cannot start the elector thread: {e}")))?;
+        Ok(ElectorRun {
+            stop,
+            done: rx,
+            thread: Mutex::new(Some(thread)),
+            outcome: Mutex::new(None),
+        })
+    }
+
     fn observe(&self, holder: &str, tx: &Sender<Call>) {
         let mut leader = self.shared.leader.lock();
         if leader.as_deref() != Some(holder) && !holder.is_empty() {
@@ -392,6 +416,63 @@ impl LeaderElector {
                 .then([Op::put(&self.cfg.name, record.encode(), None)]),
         )?;
         Ok(r.succeeded.then_some(r.revision))
+    }
+}
+
+/// A [`LeaderElector`] running on its own thread, from [`LeaderElector::spawn`].
+#[derive(Debug)]
+pub struct ElectorRun {
+    stop: Stop,
+    done: Receiver<std::thread::Result<Result<()>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// The run's result once received (a panic is reported once, then as an error).
+    outcome: Mutex<Option<Result<()>>>,
+}
+
+impl ElectorRun {
+    /// Stops the elector (it releases leadership at once if `release_on_cancel`); returns at
+    /// once: [`join`](ElectorRun::join) waits for the end.
+    pub fn stop(&self) {
+        self.stop.stop();
+    }
+
+    /// The token that stops it.
+    pub fn stop_token(&self) -> &Stop {
+        &self.stop
+    }
+
+    /// Waits until the run has ended and every callback has run, as long as `wait` allows:
+    /// `Some(result)` then (every later call answers the same), `None` if `wait` ran out. A
+    /// panic of the run is resumed here, the first time.
+    pub fn join(&self, wait: impl Into<Wait>) -> Option<Result<()>> {
+        if let Some(r) = &*self.outcome.lock() {
+            return Some(r.clone());
+        }
+        let wait = wait.into();
+        let (timer, stopped) = (wait.timer(), wait.stopped());
+        let got = select! {
+            recv(self.done) -> r => r.ok(),
+            recv(timer) -> _ => return None,
+            recv(stopped) -> _ => return None,
+        };
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+        let (result, panic) = match got {
+            Some(Ok(r)) => (r, None),
+            Some(Err(payload)) => (
+                Err(Error::Storage(
+                    "the leader elector's thread panicked".into(),
+                )),
+                Some(payload),
+            ),
+            None => (Ok(()), None),
+        };
+        *self.outcome.lock() = Some(result.clone());
+        if let Some(payload) = panic {
+            std::panic::resume_unwind(payload);
+        }
+        Some(result)
     }
 }
 

@@ -19,7 +19,7 @@ mod turn;
 pub use crate::wait::{Stop, Wait};
 pub use backend::{sort_and_bound, Backend, CreateOrder, RangeOptions};
 pub use election::{Election, Leadership, Observer};
-pub use elector::{ElectorCallbacks, ElectorConfig, LeaderElector, JITTER};
+pub use elector::{ElectorCallbacks, ElectorConfig, ElectorRun, LeaderElector, JITTER};
 pub use fence::FenceGate;
 pub use mutex::{LockGuard, Mutex};
 pub use record::RecordLock;

@@ -4,20 +4,16 @@ use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread;
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use tenure::sync::{ElectorCallbacks, ElectorConfig, LeaderElector, Stop};
+use tenure::sync::{ElectorCallbacks, ElectorConfig, ElectorRun, LeaderElector, Stop};
 
 use crate::convert::{opt_secs_arg, seconds, secs_arg, timeout};
-use crate::errors::{blocking, invalid};
+use crate::errors::{blocking, invalid, to_py};
 use crate::handle::PyTenure;
-use crate::runtime::{
-    deadline, drop_detached, interruptible, lock, outcome, sliced, spawn_failed, ForkSafe, Outcome,
-};
+use crate::runtime::{deadline, drop_detached, interruptible, lock, sliced, ForkSafe};
 
 /// A stop flag (like `threading.Event`) shared with native threads: the `stop` argument of
 /// `LeaderElector.run()`, and the second argument of `on_started_leading`, raised when that
@@ -121,7 +117,7 @@ pub(crate) struct PyLeaderElector {
     /// `run()` or `start()` was called.
     used: AtomicBool,
     /// The outcome of a run started by `start()`, until `stop()` collects it.
-    background: ForkSafe<Mutex<Option<Receiver<Outcome<()>>>>>,
+    background: ForkSafe<Mutex<Option<ElectorRun>>>,
 }
 
 impl Drop for PyLeaderElector {
@@ -278,15 +274,8 @@ impl PyLeaderElector {
         let background = self.background.get()?;
         self.mark_used()?;
         let flag = self.current_stop(py)?;
-        let (tx, rx) = bounded::<Outcome<()>>(1);
-        thread::Builder::new()
-            .name("tenure-py-elect".into())
-            .spawn(move || {
-                let r = catch_unwind(AssertUnwindSafe(|| e.run(&flag)));
-                let _ = tx.send(r);
-            })
-            .map_err(spawn_failed)?;
-        *lock(background) = Some(rx);
+        let run = blocking(py, || e.spawn(Some(&flag)))?;
+        *lock(background) = Some(run);
         Ok(())
     }
 
@@ -304,20 +293,15 @@ impl PyLeaderElector {
             return Ok(());
         }
         let background = self.background.get()?;
-        let Some(rx) = lock(background).take() else {
+        let Some(run) = lock(background).take() else {
             return Ok(());
         };
-        let got = sliced(py, None, |step| match rx.recv_timeout(step) {
-            Ok(r) => Ok(Some(Some(r))),
-            Err(RecvTimeoutError::Timeout) => Ok(None),
-            Err(RecvTimeoutError::Disconnected) => Ok(Some(None)),
-        });
-        match got {
-            Ok(Some(Some(r))) => outcome(py, r),
-            Ok(_) => Ok(()),
+        match sliced(py, None, |step| Ok(run.join(step))) {
+            Ok(Some(r)) => r.map_err(|e| to_py(py, e)),
+            Ok(None) => Ok(()),
             Err(e) => {
-                // Interrupted: the run still ends by itself; keep its outcome for a later stop().
-                *lock(background) = Some(rx);
+                // Interrupted: the run still ends by itself; keep it for a later stop().
+                *lock(background) = Some(run);
                 Err(e)
             }
         }
