@@ -36,3 +36,46 @@ fn the_layer_table_lists_every_file_of_core_src() {
         "add these files to the layer table of docs/DESIGN.md: {missing:?}"
     );
 }
+
+#[test]
+fn the_spec_error_table_matches_the_error_codes() {
+    use tenure::ErrorCode;
+    let core = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let spec = std::fs::read_to_string(core.join("../docs/SPEC.md")).unwrap();
+    let rows: Vec<Vec<String>> = spec
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.contains("TENURE_"))
+        .map(|l| l.split('|').map(|c| c.trim().to_string()).collect())
+        .collect();
+    let codes = [
+        ErrorCode::Ok,
+        ErrorCode::InvalidArgument,
+        ErrorCode::NullPointer,
+        ErrorCode::LeaseNotFound,
+        ErrorCode::LeaseExists,
+        ErrorCode::LeaseExpired,
+        ErrorCode::LeaseTtlTooLarge,
+        ErrorCode::NotPrimary,
+        ErrorCode::Compacted,
+        ErrorCode::AlreadyOpen,
+        ErrorCode::Corrupt,
+        ErrorCode::Storage,
+        ErrorCode::Closed,
+        ErrorCode::Timeout,
+        ErrorCode::Locked,
+        ErrorCode::SessionExpired,
+        ErrorCode::NotLeader,
+        ErrorCode::StaleToken,
+        ErrorCode::Panic,
+    ];
+    assert_eq!(rows.len(), codes.len(), "one row per code");
+    for (row, code) in rows.iter().zip(codes) {
+        assert_eq!(row[1], (code as i32).to_string(), "{row:?}");
+        assert_eq!(row[3], format!("`{}`", code.name()), "{row:?}");
+        // The Rust variant of the row maps to this code.
+        let variant = row[2].trim_matches('`');
+        if !variant.starts_with('(') {
+            assert_eq!(format!("{code:?}"), variant, "{row:?}");
+        }
+    }
+}
