@@ -3,7 +3,7 @@
 use std::ffi::{c_char, CStr};
 use std::sync::Arc;
 
-use tenure_core::{Clock, Durability, Error, ManualClock, Recovery, Tenure};
+use tenure_core::{Builder, Clock, Durability, Error, ManualClock, Recovery, Tenure};
 
 use crate::error::{
     c_name_of, guard, invalid, last_error_ptr, set_last_error, shield, tenure_result, Res,
@@ -75,21 +75,26 @@ pub struct tenure_options {
     pub clock: *const tenure_clock,
 }
 
+/// A default duration in the options' milliseconds.
+fn default_ms(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 impl Default for tenure_options {
     /// The core's defaults (`tenure::Builder`).
     fn default() -> Self {
         tenure_options {
             durability: TENURE_DURABILITY_IMMEDIATE,
-            flush_interval_ms: 10,
+            flush_interval_ms: default_ms(Builder::DEFAULT_FLUSH_INTERVAL),
             recovery: TENURE_RECOVERY_WALL,
             extend_ms: 0,
             min_ttl_ms: 0,
-            checkpoint_interval_ms: 5000,
-            expired_retry_interval_ms: 3000,
+            checkpoint_interval_ms: default_ms(Builder::DEFAULT_CHECKPOINT_INTERVAL),
+            expired_retry_interval_ms: default_ms(Builder::DEFAULT_EXPIRED_RETRY_INTERVAL),
             primary: true,
             auto_revoke: true,
-            watch_history: 10_000,
-            watch_queue: 10_000,
+            watch_history: Builder::DEFAULT_WATCH_HISTORY,
+            watch_queue: Builder::DEFAULT_WATCH_QUEUE,
             clock: std::ptr::null(),
         }
     }

@@ -51,6 +51,20 @@ impl std::fmt::Debug for Builder {
     }
 }
 
+/// The defaults, published once: the C options and the Python `open()` use them too.
+impl Builder {
+    /// How often renewed leases' remaining TTLs are persisted.
+    pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+    /// Manual revoke: how long until an expired, unrevoked lease is delivered again.
+    pub const DEFAULT_EXPIRED_RETRY_INTERVAL: Duration = Duration::from_secs(3);
+    /// Buffered mode's flush interval where a binding needs one before `Buffered(interval)`.
+    pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(10);
+    /// Recent events kept for watchers that start from a past revision.
+    pub const DEFAULT_WATCH_HISTORY: usize = 10_000;
+    /// Undelivered events a watcher may have before it is cancelled.
+    pub const DEFAULT_WATCH_QUEUE: usize = 10_000;
+}
+
 impl Default for Builder {
     fn default() -> Self {
         Builder {
@@ -59,12 +73,12 @@ impl Default for Builder {
             recovery: Recovery::Wall,
             clock: None,
             min_ttl: Duration::ZERO,
-            checkpoint_interval: Duration::from_secs(5),
-            expired_retry_interval: Duration::from_secs(3),
+            checkpoint_interval: Builder::DEFAULT_CHECKPOINT_INTERVAL,
+            expired_retry_interval: Builder::DEFAULT_EXPIRED_RETRY_INTERVAL,
             primary: true,
             auto_revoke: true,
-            watch_history: 10_000,
-            watch_queue: 10_000,
+            watch_history: Builder::DEFAULT_WATCH_HISTORY,
+            watch_queue: Builder::DEFAULT_WATCH_QUEUE,
             faults: None,
             base_revision: 0,
         }
