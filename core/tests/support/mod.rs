@@ -3,14 +3,15 @@
 // Each test binary uses a different subset.
 #![allow(dead_code)]
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 use tenure::sync::{sort_and_bound, Backend, RangeOptions};
 use tenure::{
-    Clock, KeepAlive, KeyValue, LeaseId, LeaseInfo, ManualClock, Result, Stop, Tenure, Txn,
-    TxnResponse, WatchOptions, Watcher,
+    Clock, Event, EventKind, KeepAlive, KeyValue, LeaseId, LeaseInfo, ManualClock, Result, Stop,
+    Tenure, Txn, TxnResponse, WatchOptions, Watcher,
 };
 
 /// How long a test waits for another thread before failing.
@@ -88,4 +89,129 @@ impl Backend for SeamOnly {
     fn is_closed(&self) -> bool {
         self.0.is_closed()
     }
+}
+
+// ---- keys and watches (spec_keys, spec_watch) ----------------------------------------------
+
+/// A lease TTL for tests that never let it run out.
+pub(crate) const TTL: Duration = Duration::from_secs(10);
+
+pub(crate) fn mem() -> Tenure {
+    Tenure::in_memory().expect("in-memory engine")
+}
+
+pub(crate) fn open_file(path: &Path) -> Tenure {
+    Tenure::open(path).expect("open the database file")
+}
+
+pub(crate) fn open_file_with_clock(path: &Path, clock: &Arc<ManualClock>) -> Tenure {
+    Tenure::builder()
+        .path(path)
+        .clock(clock.clone())
+        .open()
+        .expect("open the database file")
+}
+
+pub(crate) fn watch(db: &Tenure, key: &str, prefix: bool, prev_kv: bool) -> Watcher {
+    db.watch(
+        key,
+        WatchOptions {
+            prefix,
+            start_revision: None,
+            prev_kv,
+        },
+    )
+    .expect("watch")
+}
+
+pub(crate) fn watch_from(
+    db: &Tenure,
+    key: impl AsRef<[u8]>,
+    prefix: bool,
+    start: i64,
+) -> tenure::Result<Watcher> {
+    db.watch(
+        key,
+        WatchOptions {
+            prefix,
+            start_revision: Some(start),
+            prev_kv: false,
+        },
+    )
+}
+
+/// The next event, failing the test if none arrives within `WAIT`.
+pub(crate) fn next(w: &mut Watcher) -> Event {
+    match w.recv_timeout(WAIT) {
+        Ok(ev) => ev,
+        Err(e) => panic!("expected an event, got {e:?}"),
+    }
+}
+
+/// Asserts that no event is ready. Only meaningful where every event of a returned write is
+/// already delivered (Immediate durability, or an in-memory engine).
+pub(crate) fn assert_idle(w: &mut Watcher) {
+    let ev = w.try_recv().expect("watcher still open");
+    assert!(ev.is_none(), "unexpected event {ev:?}");
+}
+
+pub(crate) fn put_event(
+    key: &[u8],
+    value: &[u8],
+    create: i64,
+    modr: i64,
+    version: i64,
+    lease: Option<LeaseId>,
+) -> Event {
+    Event {
+        kind: EventKind::Put,
+        kv: KeyValue {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            create_revision: create,
+            mod_revision: modr,
+            version,
+            lease,
+        },
+        prev_kv: None,
+    }
+}
+
+/// A DELETE event as etcd reports it: the key and the deleting revision, nothing else.
+pub(crate) fn delete_event(key: &[u8], rev: i64) -> Event {
+    Event {
+        kind: EventKind::Delete,
+        kv: KeyValue {
+            key: key.to_vec(),
+            mod_revision: rev,
+            ..KeyValue::default()
+        },
+        prev_kv: None,
+    }
+}
+
+pub(crate) fn kv(
+    key: &[u8],
+    value: &[u8],
+    create: i64,
+    modr: i64,
+    version: i64,
+    lease: Option<LeaseId>,
+) -> KeyValue {
+    KeyValue {
+        key: key.to_vec(),
+        value: value.to_vec(),
+        create_revision: create,
+        mod_revision: modr,
+        version,
+        lease,
+    }
+}
+
+pub(crate) fn keys_of(kvs: &[KeyValue]) -> Vec<Vec<u8>> {
+    kvs.iter().map(|kv| kv.key.clone()).collect()
+}
+
+pub(crate) fn bytes(keys: &[&str]) -> Vec<Vec<u8>> {
+    keys.iter().map(|k| k.as_bytes().to_vec()).collect()
 }
