@@ -11,11 +11,10 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_void, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 use tenure_core::sync::{
-    Election, ElectorCallbacks, ElectorConfig, FenceGate, LeaderElector, Leadership, LockGuard,
-    Mutex as SyncMutex, Observer, RecordLock, Session, SessionOptions, Stop,
+    Election, ElectorCallbacks, ElectorConfig, ElectorRun, FenceGate, LeaderElector, Leadership,
+    LockGuard, Mutex as SyncMutex, Observer, RecordLock, Session, SessionOptions, Stop,
 };
 use tenure_core::{Error, KeepAlive};
 
@@ -545,11 +544,8 @@ pub struct tenure_elector_callbacks {
 pub struct tenure_elector {
     id: u64,
     elector: Arc<LeaderElector>,
-    stop: Stop,
-    /// The thread running the campaign loop; `None` once joined.
-    runner: Mutex<Option<JoinHandle<tenure_core::Result<()>>>>,
-    /// What the loop returned, once joined.
-    outcome: Mutex<Option<tenure_core::Result<()>>>,
+    /// The campaign loop on its own thread.
+    run: ElectorRun,
 }
 
 /// The C caller's `user` pointer, handed to the callbacks' thread.
@@ -660,19 +656,8 @@ pub unsafe extern "C" fn tenure_elector_start(
             config,
             callbacks(id, *cb, User(user)),
         )?);
-        let stop = Stop::new();
-        let (e, s) = (elector.clone(), stop.clone());
-        let runner = std::thread::Builder::new()
-            .name("tenure-elector-run".into())
-            .spawn(move || e.run(&s))
-            .map_err(|e| Error::Storage(format!("cannot start the elector thread: {e}")))?;
-        out.set(boxed(tenure_elector {
-            id,
-            elector,
-            stop,
-            runner: Mutex::new(Some(runner)),
-            outcome: Mutex::new(None),
-        }));
+        let run = elector.spawn(None)?;
+        out.set(boxed(tenure_elector { id, elector, run }));
         Ok(())
     })
 }
@@ -708,15 +693,8 @@ fn stop_elector(e: &tenure_elector) -> Res {
             "an elector cannot be stopped from its own callbacks (it waits for them)",
         ));
     }
-    e.stop.stop();
-    let mut outcome = locked(&e.outcome);
-    if let Some(t) = locked(&e.runner).take() {
-        *outcome = Some(
-            t.join()
-                .unwrap_or_else(|_| Err(Error::Storage("the elector thread panicked".into()))),
-        );
-    }
-    match outcome.clone() {
+    e.run.stop();
+    match e.run.join(None) {
         Some(Err(err)) => Err(err.into()),
         _ => Ok(()),
     }
