@@ -1,14 +1,22 @@
-# Python binding: `make test-python` builds the extension with maturin, installs it into
-# a private venv and runs the pytest suite, mypy's stubtest against the shipped stubs, and mypy
-# --strict over the tests and examples (the stubs as users meet them).
-# Everything it needs comes from PyPI and is installed here, idempotently.
+# Python binding: `make test-python` builds the abi3 wheel (one wheel for every CPython >= 3.11)
+# with `maturin build --release`, installs it into a fresh venv whose PATH has no cargo (as a
+# user who never had Rust meets it) and runs there the pytest suite (sync and asyncio), mypy's
+# stubtest against the shipped stubs, and mypy --strict over the tests and examples.
+# Everything it needs comes from PyPI and is installed here, idempotently: the tools are
+# downloaded once into a local wheelhouse, so each fresh venv installs offline.
 
 PYTHON ?= python3
 PY_VENV := build/venv
 PY_BIN := $(PY_VENV)/bin
-PY_TOOLS := 'maturin>=1.9.4,<2' 'pytest>=8' 'pytest-timeout>=2' 'mypy>=1.10'
+PY_WHEELS := build/wheels
+PY_WHEELHOUSE := build/py-wheelhouse
+PY_TEST_VENV := build/venv-wheel
+PY_TEST_BIN := $(PY_TEST_VENV)/bin
+PY_TOOLS := 'pytest>=8' 'pytest-timeout>=2' 'pytest-asyncio>=0.23' 'mypy>=1.10'
+# The test venv's PATH: its own bin and the system's, never ~/.cargo/bin.
+PY_TEST_PATH := $(abspath $(PY_TEST_BIN)):/usr/local/bin:/usr/bin:/bin
 
-.PHONY: test-python python-venv python-install
+.PHONY: test-python python-venv python-wheel python-wheel-venv
 
 EXTRA_TESTS += test-python
 # The root Makefile expands $(EXTRA_TESTS) in `test`'s prerequisites before this fragment is
@@ -18,17 +26,35 @@ test: test-python
 $(PY_BIN)/python:
 	$(PYTHON) -m venv $(PY_VENV)
 
-# Installs the tools only when one is missing (a fresh machine), never on every run.
+# The build venv holds maturin only; installed when missing (a fresh machine), never per run.
 python-venv: $(PY_BIN)/python
-	@$(PY_BIN)/python -c "import maturin, pytest, pytest_timeout, mypy" 2>/dev/null || \
-		$(PY_BIN)/python -m pip install --quiet $(PY_TOOLS)
+	@$(PY_BIN)/python -c "import maturin" 2>/dev/null || \
+		$(PY_BIN)/python -m pip install --quiet 'maturin>=1.9.4,<2'
 
-# Rebuilds the extension from the current sources every time (--force-reinstall).
-python-install: python-venv
-	PATH="$(abspath $(PY_BIN)):$$PATH" $(PY_BIN)/python -m pip install --quiet --no-build-isolation --no-deps --force-reinstall ./python
+# The test tools as wheels, downloaded once (pip picks them for this interpreter).
+$(PY_WHEELHOUSE)/.done: | $(PY_BIN)/python
+	$(PY_BIN)/python -m pip download --quiet --dest $(PY_WHEELHOUSE) $(PY_TOOLS)
+	touch $@
+
+# One release build of the abi3 wheel from the current sources.
+python-wheel: python-venv
+	rm -rf $(PY_WHEELS)
+	PATH="$(abspath $(PY_BIN)):$$PATH" $(PY_BIN)/maturin build --quiet --release \
+		-m python/Cargo.toml --out $(PY_WHEELS)
+
+# A fresh venv every run: the wheel and the tools, nothing from the checkout.
+python-wheel-venv: python-wheel $(PY_WHEELHOUSE)/.done
+	$(PYTHON) -m venv --clear $(PY_TEST_VENV)
+	$(PY_TEST_BIN)/python -m pip install --quiet --no-index --find-links $(PY_WHEELHOUSE) \
+		$(PY_TOOLS) $(PY_WHEELS)/tenure-*-abi3-*.whl
+	@PATH="$(PY_TEST_PATH)" sh -c '! command -v cargo' >/dev/null || \
+		{ echo "cargo is on the test venv's PATH"; exit 1; }
 
 # pytest exits non-zero (5) when it collects no test, which fails the target like any failure.
-test-python: python-install
-	$(PY_BIN)/pytest -q -p no:cacheprovider --timeout 300 tests/python
-	$(PY_BIN)/python -m mypy.stubtest tenure --allowlist python/stubtest-allowlist.txt
-	$(PY_BIN)/python -m mypy --strict --cache-dir build/mypy-cache tests/python examples/python
+# The package imported is the installed wheel's, never the checkout's python/ (checked by
+# test_wheel.py).
+test-python: python-wheel-venv
+	PATH="$(PY_TEST_PATH)" TENURE_EXPECT_WHEEL=1 pytest -q -p no:cacheprovider \
+		--timeout 300 tests/python
+	PATH="$(PY_TEST_PATH)" python -m mypy.stubtest tenure --allowlist python/stubtest-allowlist.txt
+	PATH="$(PY_TEST_PATH)" python -m mypy --strict --cache-dir build/mypy-cache tests/python examples/python
