@@ -453,6 +453,53 @@ static void s5_stop_reports_an_engine_closed_under_it(void) {
     pthread_cond_destroy(&l.cv);
 }
 
+/* A callback may stop another elector (only its own would deadlock). */
+struct stopper {
+    tenure_elector *other;
+    tenure_result rc;
+    struct log log;
+};
+
+static void stop_other(void *user, int64_t token) {
+    struct stopper *st = user;
+    (void)token;
+    st->rc = tenure_elector_stop(st->other);
+    log_add(&st->log, "start");
+}
+
+static void s5_a_callback_may_stop_another_elector(void) {
+    tenure *db = open_memory(NULL);
+    tenure_elector_config cfg;
+    CHECK_OK(tenure_elector_config_init(&cfg));
+    struct log ly;
+    log_init(&ly);
+    tenure_elector_callbacks cb = {on_started, on_stopped, on_new_leader};
+    tenure_elector *y = NULL, *x = NULL;
+    cfg.name = "rec-y";
+    cfg.identity = "y";
+    CHECK_OK(tenure_elector_start(db, &cfg, &cb, &ly, &y));
+    CHECK(log_wait(&ly, 2, WAIT_MS));
+
+    struct stopper st = {.other = y, .rc = -1};
+    log_init(&st.log);
+    tenure_elector_callbacks cx = {stop_other, NULL, NULL};
+    cfg.name = "rec-x";
+    cfg.identity = "x";
+    CHECK_OK(tenure_elector_start(db, &cfg, &cx, &st, &x));
+    CHECK(log_wait(&st.log, 1, WAIT_MS));
+    CHECK_RC(st.rc, TENURE_OK);
+    CHECK(log_is(&ly, 2, "stop")); /* y's callbacks had all run when its stop returned */
+    CHECK(!tenure_elector_is_leader(y));
+    CHECK(tenure_elector_is_leader(x));
+    tenure_elector_free(x);
+    tenure_elector_free(y);
+    tenure_close(db);
+    pthread_mutex_destroy(&ly.mu);
+    pthread_cond_destroy(&ly.cv);
+    pthread_mutex_destroy(&st.log.mu);
+    pthread_cond_destroy(&st.log.cv);
+}
+
 void election_tests(void) {
     RUN(s4_campaigns_win_in_order_and_observers_see_every_change);
     RUN(s4_cancel_and_session_loss_interrupt_campaigns_and_observers);
@@ -460,4 +507,5 @@ void election_tests(void) {
     RUN(s5_config_is_checked_by_the_core);
     RUN(s5_elector_callbacks_run_in_order_on_one_thread);
     RUN(s5_stop_reports_an_engine_closed_under_it);
+    RUN(s5_a_callback_may_stop_another_elector);
 }
