@@ -264,6 +264,20 @@ pub struct Watcher {
 }
 
 impl Watcher {
+    /// A watcher fed by another source: for a [`Backend`](crate::sync::Backend) other than the
+    /// embedded engine (its events, in revision order, arrive on `events`; when their sender
+    /// is dropped the watcher ends, as on close).
+    pub fn from_events(events: Receiver<Event>) -> Watcher {
+        Watcher {
+            rx: events,
+            shared: Arc::new(WatchShared {
+                error: Mutex::new(None),
+                dropped: AtomicBool::new(false),
+            }),
+            finished: false,
+        }
+    }
+
     /// The raw event channel, to wait on many watchers at once (`crossbeam_channel::Select`);
     /// read events with [`try_recv`](Self::try_recv), which also reports why a watch ended.
     pub fn channel(&self) -> &Receiver<Event> {
