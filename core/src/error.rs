@@ -130,6 +130,29 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, in numeric order (`ALL[n] as i32 == n`): how a number maps back to its code.
+    pub const ALL: [ErrorCode; 19] = [
+        ErrorCode::Ok,
+        ErrorCode::InvalidArgument,
+        ErrorCode::NullPointer,
+        ErrorCode::LeaseNotFound,
+        ErrorCode::LeaseExists,
+        ErrorCode::LeaseExpired,
+        ErrorCode::LeaseTtlTooLarge,
+        ErrorCode::NotPrimary,
+        ErrorCode::Compacted,
+        ErrorCode::AlreadyOpen,
+        ErrorCode::Corrupt,
+        ErrorCode::Storage,
+        ErrorCode::Closed,
+        ErrorCode::Timeout,
+        ErrorCode::Locked,
+        ErrorCode::SessionExpired,
+        ErrorCode::NotLeader,
+        ErrorCode::StaleToken,
+        ErrorCode::Panic,
+    ];
+
     /// The upper-case name used by the C header, e.g. `"TENURE_ERR_LEASE_NOT_FOUND"`.
     pub const fn name(self) -> &'static str {
         match self {

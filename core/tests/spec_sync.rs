@@ -16,14 +16,7 @@ fn backend(db: &Tenure) -> Tenure {
 }
 
 fn session(db: &Tenure) -> Session {
-    Session::new(
-        &backend(db),
-        SessionOptions {
-            ttl: secs(30),
-            keepalive_interval: None,
-        },
-    )
-    .unwrap()
+    support::session_on(&backend(db))
 }
 
 #[test]

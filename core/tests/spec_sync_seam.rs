@@ -4,8 +4,8 @@
 mod recipes;
 mod support;
 
-use support::{eventually, manual, secs, SeamOnly, WAIT};
-use tenure::sync::{Session, SessionOptions};
+use support::{eventually, manual, SeamOnly, WAIT};
+use tenure::sync::Session;
 use tenure::Tenure;
 
 fn backend(db: &Tenure) -> SeamOnly {
@@ -13,12 +13,5 @@ fn backend(db: &Tenure) -> SeamOnly {
 }
 
 fn session(db: &Tenure) -> Session {
-    Session::new(
-        &backend(db),
-        SessionOptions {
-            ttl: secs(30),
-            keepalive_interval: None,
-        },
-    )
-    .unwrap()
+    support::session_on(&backend(db))
 }

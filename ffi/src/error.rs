@@ -59,27 +59,7 @@ pub const TENURE_ERR_STALE_TOKEN: tenure_result = 17;
 pub const TENURE_ERR_PANIC: tenure_result = 18;
 
 /// Every code, in order; `ErrorCode` is non-exhaustive, so this list is what maps numbers back.
-pub(crate) const CODES: [ErrorCode; 19] = [
-    ErrorCode::Ok,
-    ErrorCode::InvalidArgument,
-    ErrorCode::NullPointer,
-    ErrorCode::LeaseNotFound,
-    ErrorCode::LeaseExists,
-    ErrorCode::LeaseExpired,
-    ErrorCode::LeaseTtlTooLarge,
-    ErrorCode::NotPrimary,
-    ErrorCode::Compacted,
-    ErrorCode::AlreadyOpen,
-    ErrorCode::Corrupt,
-    ErrorCode::Storage,
-    ErrorCode::Closed,
-    ErrorCode::Timeout,
-    ErrorCode::Locked,
-    ErrorCode::SessionExpired,
-    ErrorCode::NotLeader,
-    ErrorCode::StaleToken,
-    ErrorCode::Panic,
-];
+pub(crate) const CODES: [ErrorCode; 19] = ErrorCode::ALL;
 
 /// The static, NUL-terminated name of a code (`ErrorCode::name`, e.g.
 /// `"TENURE_ERR_LEASE_NOT_FOUND"`), or `"TENURE_ERR_UNKNOWN"` for a number that is not a code.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
-use tenure::sync::{sort_and_bound, Backend, RangeOptions};
+use tenure::sync::{Backend, RangeOptions, Session, SessionOptions};
 use tenure::{
     Clock, Event, EventKind, KeepAlive, KeyValue, LeaseId, LeaseInfo, ManualClock, Result, Stop,
     Tenure, Txn, TxnResponse, WatchOptions, Watcher,
@@ -42,6 +42,18 @@ pub(crate) fn recv<T>(rx: &Receiver<T>) -> T {
     rx.recv_timeout(WAIT).expect("nothing received in time")
 }
 
+/// A session with a 30 s lease on `backend`.
+pub(crate) fn session_on<B: Backend + Clone>(backend: &B) -> Session {
+    Session::new(
+        backend,
+        SessionOptions {
+            ttl: secs(30),
+            keepalive_interval: None,
+        },
+    )
+    .unwrap()
+}
+
 /// The engine seen through the recipes' seam alone: every required method forwards to the
 /// engine's public API, none of the fast paths (lease loss, demotion) is offered. What an
 /// etcd connection gives the recipes.
@@ -56,9 +68,7 @@ impl Backend for SeamOnly {
         self.0.get(key)
     }
     fn range(&self, prefix: &[u8], opts: RangeOptions) -> Result<Vec<KeyValue>> {
-        let mut kvs = self.0.range(prefix, None)?;
-        sort_and_bound(&mut kvs, opts);
-        Ok(kvs)
+        Backend::range(&self.0, prefix, opts)
     }
     fn grant(&self, ttl: Duration) -> Result<LeaseId> {
         self.0.grant(ttl)
@@ -165,14 +175,7 @@ pub(crate) fn put_event(
 ) -> Event {
     Event {
         kind: EventKind::Put,
-        kv: KeyValue {
-            key: key.to_vec(),
-            value: value.to_vec(),
-            create_revision: create,
-            mod_revision: modr,
-            version,
-            lease,
-        },
+        kv: kv(key, value, create, modr, version, lease),
         prev_kv: None,
     }
 }
