@@ -677,3 +677,21 @@ fn l9_demote_wakes_everything_blocked_waiting_on_a_lease() {
         "the woken waiter withdrew"
     );
 }
+
+#[test]
+fn l11_next_expired_waits_with_the_wait_vocabulary() {
+    let (clock, db) = manual();
+    assert!(matches!(
+        db.next_expired(Duration::from_millis(10)),
+        Err(Error::Timeout)
+    ));
+    let stop = tenure::Stop::new();
+    stop.stop();
+    assert!(matches!(db.next_expired(&stop), Err(Error::Timeout)));
+    let l = db.grant(secs(5)).unwrap();
+    clock.advance(secs(5));
+    let batch = db.next_expired(Duration::from_secs(10)).unwrap();
+    assert_eq!(batch[0].id, l);
+    db.close().unwrap();
+    assert!(matches!(db.next_expired(None), Err(Error::Closed)));
+}

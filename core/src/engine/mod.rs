@@ -34,7 +34,7 @@ use crate::locks::{Condvar, Mutex};
 use crate::state::Machine;
 use crate::store::{Store, SyncCounter};
 use crate::types::{Durability, ExpiredLease, KeyValue, LeaseId, LeaseInfo, Stats};
-use crate::wait::Stop;
+use crate::wait::{Stop, Wait};
 
 /// Capacity, in batches, of the `expired()` channel. When full, auto-revoke notices are
 /// dropped (and counted); manual-revoke leases are redelivered anyway.
@@ -428,6 +428,23 @@ impl Tenure {
         match &*self.shared().expired.lock() {
             Some((_, rx)) => rx.clone(),
             None => bounded(0).1,
+        }
+    }
+
+    /// The next batch of [`expired`](Tenure::expired), waiting as long as `wait` allows:
+    /// `Timeout` if none came by then (or its stop token was raised), `Closed` once the engine
+    /// is closed.
+    pub fn next_expired(&self, wait: impl Into<Wait>) -> Result<Vec<ExpiredLease>> {
+        let rx = self.expired();
+        if let Ok(batch) = rx.try_recv() {
+            return Ok(batch);
+        }
+        let wait = wait.into();
+        let (timer, stopped) = (wait.timer(), wait.stopped());
+        crossbeam_channel::select! {
+            recv(rx) -> batch => batch.map_err(|_| Error::Closed),
+            recv(timer) -> _ => Err(Error::Timeout),
+            recv(stopped) -> _ => Err(Error::Timeout),
         }
     }
 
