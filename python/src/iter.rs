@@ -2,7 +2,7 @@
 //! (`runtime::sliced`): GIL released and check for signals between slices, so Ctrl-C interrupts
 //! them promptly and other threads keep running.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -31,7 +31,7 @@ fn wait<T: Send>(
 pub(crate) struct PyExpiredIter {
     // Keeps the engine open while someone iterates.
     _db: Py<PyTenure>,
-    rx: ForkSafe<Receiver<Vec<ExpiredLease>>>,
+    pub(crate) rx: ForkSafe<Receiver<Vec<ExpiredLease>>>,
     timeout: Option<Duration>,
 }
 
@@ -96,7 +96,8 @@ impl PyExpiredIter {
 #[pyclass(frozen, module = "tenure", name = "Watcher")]
 pub(crate) struct PyWatcher {
     _db: Py<PyTenure>,
-    inner: ForkSafe<Mutex<Option<Watcher>>>,
+    /// Shared with `tenure.aio`'s helper waits.
+    pub(crate) inner: ForkSafe<Arc<Mutex<Option<Watcher>>>>,
     timeout: Option<Duration>,
 }
 
@@ -104,7 +105,7 @@ impl PyWatcher {
     pub(crate) fn new(db: Py<PyTenure>, w: Watcher, timeout: Option<Duration>) -> Self {
         PyWatcher {
             _db: db,
-            inner: ForkSafe::new(Mutex::new(Some(w))),
+            inner: ForkSafe::new(Arc::new(Mutex::new(Some(w)))),
             timeout,
         }
     }

@@ -12,6 +12,7 @@
 // The crate documents itself for its maintainers: links to private items are intended.
 #![allow(rustdoc::private_intra_doc_links)]
 
+mod aio;
 mod clock;
 mod convert;
 mod db;
@@ -78,6 +79,11 @@ fn _raise_for_test(py: Python<'_>, variant: &str) -> PyResult<()> {
 /// The compiled part of tenure; import `tenure` instead.
 #[pymodule]
 mod _tenure {
+    #[pymodule_export]
+    use super::aio::{
+        _campaign_async, _expired_recv_async, _lock_async, _observe_recv_async, _watch_recv_async,
+        PyPending,
+    };
     #[pymodule_export]
     use super::clock::PyManualClock;
     #[pymodule_export]

@@ -20,7 +20,7 @@ seconds. Every blocking call releases the GIL. Errors are subclasses of ``tenure
 
 from __future__ import annotations
 
-from . import txn
+from . import aio, txn
 from ._errors import (
     AlreadyOpen,
     Closed,

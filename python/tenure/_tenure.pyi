@@ -42,6 +42,12 @@ __all__ = [
     "FenceGate",
     "RecordLock",
     "__version__",
+    "_Pending",
+    "_lock_async",
+    "_campaign_async",
+    "_watch_recv_async",
+    "_expired_recv_async",
+    "_observe_recv_async",
 ]
 
 __version__: Final[str]
@@ -455,3 +461,21 @@ class RecordLock:
     def refresh(db: Tenure, key: _Key, owner: _Key) -> None: ...
     @staticmethod
     def release(db: Tenure, key: _Key, owner: _Key) -> None: ...
+
+# ---- native waits of tenure.aio (private) ---------------------------------------------------
+
+@final
+class _Pending:
+    def cancel(self) -> None: ...
+
+_Wake: TypeAlias = Callable[[bool, object], None]
+
+def _lock_async(mutex: Mutex, timeout: float | None, wake: _Wake) -> _Pending: ...
+def _campaign_async(
+    election: Election, value: _Key, timeout: float | None, wake: _Wake
+) -> _Pending: ...
+def _watch_recv_async(watcher: Watcher, timeout: float | None, wake: _Wake) -> _Pending: ...
+def _expired_recv_async(
+    expired: ExpiredIterator, timeout: float | None, wake: _Wake
+) -> _Pending: ...
+def _observe_recv_async(observer: Observer, timeout: float | None, wake: _Wake) -> _Pending: ...

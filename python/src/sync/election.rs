@@ -1,6 +1,6 @@
 //! `tenure.Election`, `tenure.Leadership` and `tenure.Observer` (SPEC S4).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -52,7 +52,7 @@ pub(crate) fn observe_election(
     let o = blocking(db.py(), || Election::observe(e, name))?;
     Ok(PyObserver {
         _db: db.clone().unbind(),
-        inner: ForkSafe::new(Mutex::new(Some(o))),
+        inner: ForkSafe::new(Arc::new(Mutex::new(Some(o)))),
         timeout,
     })
 }
@@ -131,10 +131,10 @@ impl PyElection {
 /// held (else `tenure.NotLeader`); exit resigns.
 #[pyclass(frozen, module = "tenure", name = "Leadership")]
 pub(crate) struct PyLeadership {
-    name: String,
-    key: Vec<u8>,
-    token: i64,
-    inner: ForkSafe<Leadership>,
+    pub(crate) name: String,
+    pub(crate) key: Vec<u8>,
+    pub(crate) token: i64,
+    pub(crate) inner: ForkSafe<Leadership>,
 }
 
 impl Drop for PyLeadership {
@@ -216,7 +216,8 @@ impl PyLeadership {
 #[pyclass(frozen, module = "tenure", name = "Observer")]
 pub(crate) struct PyObserver {
     _db: Py<PyTenure>,
-    inner: ForkSafe<Mutex<Option<Observer>>>,
+    /// Shared with `tenure.aio`'s helper waits.
+    pub(crate) inner: ForkSafe<Arc<Mutex<Option<Observer>>>>,
     timeout: Option<Duration>,
 }
 

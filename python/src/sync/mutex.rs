@@ -110,11 +110,11 @@ impl PyMutex {
 #[pyclass(frozen, module = "tenure", name = "LockGuard")]
 pub(crate) struct PyLockGuard {
     // Keeps the session (and so its renewal) alive while the lock is held.
-    session: Py<PyAny>,
-    name: String,
-    key: Vec<u8>,
-    token: i64,
-    inner: ForkSafe<Mutex<Option<LockGuard>>>,
+    pub(crate) session: Py<PyAny>,
+    pub(crate) name: String,
+    pub(crate) key: Vec<u8>,
+    pub(crate) token: i64,
+    pub(crate) inner: ForkSafe<Mutex<Option<LockGuard>>>,
 }
 
 impl Drop for PyLockGuard {

@@ -1,0 +1,654 @@
+"""tenure for asyncio: the whole API with awaitable methods and async iterators.
+
+Waits (a queued lock, a campaign, the next watch event, expired batch or leadership change)
+never block the event loop: the engine wait runs natively and, when it ends, hands its result
+to the loop with ``loop.call_soon_threadsafe``. Cancelling the awaiting task (``task.cancel()``,
+``asyncio.wait_for``, ``asyncio.timeout``) raises the wait's stop token: a cancelled lock wait
+or campaign withdraws its key before the cancellation completes, and a receive cancelled on an
+iterator loses nothing (the item comes with the next receive).
+
+Calls that write (grant, put, txn, revoke, session, unlock...) may fsync, so they run on the
+loop's default executor; reads (get, range, leases, time_to_live...) answer from memory inline.
+Errors are the classes of ``tenure`` itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import pathlib
+from collections.abc import Awaitable, Callable, Generator, Iterable
+from types import TracebackType
+from typing import Any, Generic, Literal, Self, TypeVar, final
+
+from . import _tenure
+from ._errors import Closed, Timeout
+from ._tenure import Compare, Event, ExpiredLease, KeyValue, LeaseInfo, Op, TxnResponse
+
+__all__ = [
+    "Election",
+    "ExpiredIterator",
+    "Leadership",
+    "Lease",
+    "LockGuard",
+    "Mutex",
+    "Observer",
+    "Session",
+    "Tenure",
+    "Watcher",
+    "open",
+]
+
+_T = TypeVar("_T")
+_Key = str | bytes | bytearray
+_Wake = Callable[[bool, Any], None]
+
+
+async def _run(call: Callable[[], _T]) -> _T:
+    """Runs a call that may fsync on the loop's default executor."""
+    return await asyncio.get_running_loop().run_in_executor(None, call)
+
+
+async def _wait(start: Callable[[_Wake], _tenure._Pending], keep: Callable[[Any], None]) -> Any:
+    """Awaits a native wait started by ``start(wake)``. On cancellation the wait's stop token is
+    raised and its end awaited; a value it still produced goes to ``keep`` (dropping it releases
+    a lock or a leadership; an iterator keeps an item for the next receive)."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[Any] = loop.create_future()
+
+    def deliver(ok: bool, value: Any) -> None:
+        if fut.done():
+            if ok:
+                keep(value)
+        elif ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
+
+    def wake(ok: bool, value: Any) -> None:  # on the engine's helper thread
+        try:
+            loop.call_soon_threadsafe(deliver, ok, value)
+        except RuntimeError:
+            pass  # the loop is closed: the value is dropped (a guard unlocks when collected)
+
+    pending = start(wake)
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        pending.cancel()
+        try:
+            value = await fut
+        except BaseException:
+            pass
+        else:
+            keep(value)
+            del value
+        raise
+
+
+def _unlock(guard: _tenure.LockGuard) -> None:
+    """Releases a lock won in a race with the cancellation of its wait."""
+    guard.unlock()
+
+
+def _resign(leadership: _tenure.Leadership) -> None:
+    """Resigns a leadership won in a race with the cancellation of its campaign."""
+    leadership.resign()
+
+
+class _Opening(Generic[_T]):
+    """What ``open()``-like calls return: awaitable, or an async context manager that closes."""
+
+    def __init__(self, make: Callable[[], Awaitable[_T]], close: Callable[[_T], Awaitable[None]]):
+        self._make = make
+        self._close = close
+        self._value: _T | None = None
+
+    def __await__(self) -> Generator[Any, None, _T]:
+        return self._make().__await__()
+
+    async def __aenter__(self) -> _T:
+        self._value = await self._make()
+        return self._value
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._value is not None:
+            await self._close(self._value)
+
+
+def _lease_id(lease: Lease | _tenure.Lease | int) -> int:
+    return int(lease)
+
+
+class _Stream(Generic[_T]):
+    """An async iterator over a native blocking iterator, subscribed when it was made."""
+
+    def __init__(
+        self,
+        sync: Any,
+        recv_async: Callable[[Any, float | None, _Wake], _tenure._Pending],
+        timeout: float | None,
+    ) -> None:
+        self._sync = sync
+        self._recv_async = recv_async
+        self._timeout = timeout
+        self._buffer: collections.deque[_T] = collections.deque()
+        self._pending: _tenure._Pending | None = None
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> _T:
+        try:
+            return await self.recv(self._timeout)
+        except Closed:
+            raise StopAsyncIteration from None
+
+    async def recv(self, timeout: float | None = None) -> _T:
+        """The next item, waiting at most ``timeout`` seconds (``None``: for ever);
+        ``tenure.Timeout`` when none came, ``tenure.Closed`` once the stream ended."""
+        if self._buffer:
+            return self._buffer.popleft()
+        try:
+            item: _T = self._sync.recv(0.0)  # already there: no native wait
+            return item
+        except Timeout:
+            pass
+
+        def start(wake: _Wake) -> _tenure._Pending:
+            self._pending = self._recv_async(self._sync, timeout, wake)
+            return self._pending
+
+        try:
+            item = await _wait(start, self._buffer.append)
+            return item
+        finally:
+            self._pending = None
+
+    def _stop_waiting(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+
+
+@final
+class ExpiredIterator(_Stream[list[ExpiredLease]]):
+    """Batches of expired leases, as ``Tenure.expired()``; an async iterator."""
+
+
+@final
+class Watcher(_Stream[Event]):
+    """A watch on a key or prefix: an async iterator of ``Event``s and an async context manager
+    that cancels the watch on exit."""
+
+    async def cancel(self) -> None:
+        """Cancels the watch; iteration then stops. Idempotent."""
+        self._stop_waiting()
+        await _run(self._sync.cancel)
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the watch is cancelled or ended."""
+        return bool(self._sync.cancelled)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.cancel()
+
+
+@final
+class Observer(_Stream[KeyValue | None]):
+    """Follows an election's leadership: the current leader first (a ``KeyValue`` or ``None``),
+    then one item per change; an async iterator and an async context manager."""
+
+    async def cancel(self) -> None:
+        """Stops observing; iteration then ends. Idempotent."""
+        self._stop_waiting()
+        await _run(self._sync.cancel)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.cancel()
+
+
+@final
+class Lease:
+    """A granted lease (``Tenure.grant()``); usable wherever a lease ID is."""
+
+    def __init__(self, sync: _tenure.Lease) -> None:
+        self.sync = sync
+
+    @property
+    def id(self) -> int:
+        """The lease ID."""
+        return self.sync.id
+
+    @property
+    def ttl(self) -> float:
+        """The granted TTL in seconds."""
+        return self.sync.ttl
+
+    async def renew(self) -> float:
+        """Renews the lease; returns its TTL in seconds. ``tenure.LeaseNotFound`` if gone."""
+        return await _run(self.sync.renew)
+
+    async def revoke(self) -> None:
+        """Revokes the lease and deletes its keys. ``tenure.LeaseNotFound`` if gone."""
+        await _run(self.sync.revoke)
+
+    async def time_to_live(self) -> LeaseInfo:
+        """The lease's TTL, remaining time and keys."""
+        return self.sync.time_to_live()
+
+    def keep_alive(self, interval: float | None = None) -> _tenure.KeepAlive:
+        """Renews the lease every ``interval`` seconds (default TTL/3) on a native thread until
+        stopped; a (sync) context manager."""
+        return self.sync.keep_alive(interval)
+
+    def __int__(self) -> int:
+        return self.sync.id
+
+    def __index__(self) -> int:
+        return self.sync.id
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Lease) and other.sync.id == self.sync.id
+
+    def __hash__(self) -> int:
+        return hash(self.sync)
+
+    def __repr__(self) -> str:
+        return f"<tenure.aio.Lease id={self.sync.id} ttl={self.sync.ttl}>"
+
+
+@final
+class Tenure:
+    """An open engine for asyncio (``tenure.aio.open()``); ``sync`` is the ``tenure.Tenure``."""
+
+    def __init__(self, sync: _tenure.Tenure) -> None:
+        self.sync = sync
+
+    # leases
+    async def grant(self, ttl: float = 10.0, id: Lease | int | None = None) -> Lease:
+        """Grants a lease of ``ttl`` seconds (``id``: a chosen ID); see ``tenure.Tenure.grant``."""
+        lid = None if id is None else _lease_id(id)
+        return Lease(await _run(lambda: self.sync.grant(ttl, lid)))
+
+    async def revoke(self, lease: Lease | int) -> None:
+        """Revokes a lease and deletes its keys."""
+        await _run(lambda: self.sync.revoke(_lease_id(lease)))
+
+    async def renew(self, lease: Lease | int) -> float:
+        """Renews a lease; returns its TTL in seconds."""
+        return await _run(lambda: self.sync.renew(_lease_id(lease)))
+
+    async def time_to_live(self, lease: Lease | int) -> LeaseInfo:
+        """A lease's TTL, remaining time and keys."""
+        return self.sync.time_to_live(_lease_id(lease))
+
+    async def leases(self) -> list[LeaseInfo]:
+        """Every live lease."""
+        return self.sync.leases()
+
+    async def attach(self, lease: Lease | int, keys: _Key | Iterable[_Key]) -> None:
+        """Attaches existing keys to a lease."""
+        await _run(lambda: self.sync.attach(_lease_id(lease), keys))
+
+    async def detach(self, lease: Lease | int, keys: _Key | Iterable[_Key]) -> None:
+        """Detaches keys from a lease (they then live on)."""
+        await _run(lambda: self.sync.detach(_lease_id(lease), keys))
+
+    async def lease_of(self, key: _Key) -> int | None:
+        """The lease a key is attached to, or ``None``."""
+        return self.sync.lease_of(key)
+
+    async def checkpoint(self, lease: Lease | int, remaining: float) -> None:
+        """Persists a lease's remaining time (seconds)."""
+        await _run(lambda: self.sync.checkpoint(_lease_id(lease), remaining))
+
+    async def promote(self, extend: float = 0.0) -> None:
+        """Makes this engine primary, extending every lease by ``extend`` seconds."""
+        await _run(lambda: self.sync.promote(extend))
+
+    async def demote(self) -> None:
+        """Makes this engine a standby: leases stop expiring."""
+        await _run(self.sync.demote)
+
+    @property
+    def is_primary(self) -> bool:
+        """Whether leases expire here."""
+        return self.sync.is_primary
+
+    def expired(self, timeout: float | None = None) -> ExpiredIterator:
+        """Batches of expired leases from now on (subscribed at the call); ``async for`` waits
+        at most ``timeout`` seconds per batch, then raises ``tenure.Timeout``."""
+        return ExpiredIterator(self.sync.expired(), _tenure._expired_recv_async, timeout)
+
+    # keys
+    async def put(self, key: _Key, value: _Key, lease: Lease | int | None = None) -> int:
+        """Stores ``value`` at ``key`` (attached to ``lease``); returns the new revision."""
+        lid = None if lease is None else _lease_id(lease)
+        return await _run(lambda: self.sync.put(key, value, lid))
+
+    async def get(self, key: _Key) -> KeyValue | None:
+        """The key's ``KeyValue``, or ``None``."""
+        return self.sync.get(key)
+
+    async def range(self, prefix: _Key, limit: int | None = None) -> list[KeyValue]:
+        """The keys under ``prefix`` in key order, at most ``limit``."""
+        return self.sync.range(prefix, limit)
+
+    async def delete(self, key: _Key) -> bool:
+        """Deletes a key; whether it existed."""
+        return await _run(lambda: self.sync.delete(key))
+
+    async def delete_prefix(self, prefix: _Key) -> int:
+        """Deletes every key under ``prefix``; how many."""
+        return await _run(lambda: self.sync.delete_prefix(prefix))
+
+    @property
+    def revision(self) -> int:
+        """The current revision."""
+        return self.sync.revision
+
+    async def txn(
+        self,
+        compare: Iterable[Compare] | None = None,
+        success: Iterable[Op] | None = None,
+        failure: Iterable[Op] | None = None,
+    ) -> TxnResponse:
+        """An atomic compare-then-ops transaction; see ``tenure.Tenure.txn``."""
+        return await _run(lambda: self.sync.txn(compare, success, failure))
+
+    def watch(
+        self,
+        key: _Key,
+        prefix: bool = False,
+        start_revision: int | None = None,
+        prev_kv: bool = False,
+        timeout: float | None = None,
+    ) -> Watcher:
+        """Watches a key or prefix from now (or ``start_revision``), subscribed at the call;
+        ``async for`` waits at most ``timeout`` seconds per event (then ``tenure.Timeout``)."""
+        w = self.sync.watch(key, prefix, start_revision, prev_kv)
+        return Watcher(w, _tenure._watch_recv_async, timeout)
+
+    # coordination
+    def session(self, ttl: float = 10.0, keepalive_interval: float | None = None) -> _Opening[Session]:
+        """A session (a lease renewed natively): ``await`` it, or ``async with`` it to revoke
+        the lease on exit."""
+
+        async def make() -> Session:
+            return Session(await _run(lambda: self.sync.session(ttl, keepalive_interval)))
+
+        return _Opening(make, Session.close)
+
+    async def resume_session(
+        self, lease: Lease | int, keepalive_interval: float | None = None
+    ) -> Session:
+        """A session over an existing lease."""
+        lid = _lease_id(lease)
+        return Session(await _run(lambda: self.sync.resume_session(lid, keepalive_interval)))
+
+    async def election_leader(self, name: str) -> KeyValue | None:
+        """The current leader of election ``name``, or ``None``."""
+        return self.sync.election_leader(name)
+
+    def observe_election(self, name: str, timeout: float | None = None) -> Observer:
+        """Follows election ``name`` (subscribed at the call); an async iterator."""
+        o = self.sync.observe_election(name)
+        return Observer(o, _tenure._observe_recv_async, timeout)
+
+    # engine
+    async def stats(self) -> dict[str, int]:
+        """Engine counters."""
+        return self.sync.stats()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the engine is closed."""
+        return self.sync.closed
+
+    @property
+    def path(self) -> pathlib.Path | None:
+        """The database file, or ``None`` in memory."""
+        return self.sync.path
+
+    async def close(self) -> None:
+        """Closes the engine (flushes, stops its threads). Idempotent."""
+        await _run(self.sync.close)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<tenure.aio.Tenure {self.sync!r}>"
+
+
+def open(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    durability: Literal["immediate", "buffered"] = "immediate",
+    flush_interval: float = 0.01,
+    recovery: Literal["wall", "extend"] = "wall",
+    extend: float = 0.0,
+    min_ttl: float = 0.0,
+    checkpoint_interval: float = 5.0,
+    primary: bool = True,
+    auto_revoke: bool = True,
+    expired_retry_interval: float = 3.0,
+    clock: _tenure.ManualClock | None = None,
+) -> Tenure:
+    """Opens an engine for asyncio with the options of ``tenure.open``; ``async with`` closes
+    it. Opening reads the file once (no wait)."""
+    return Tenure(
+        _tenure.open(
+            path,
+            durability=durability,
+            flush_interval=flush_interval,
+            recovery=recovery,
+            extend=extend,
+            min_ttl=min_ttl,
+            checkpoint_interval=checkpoint_interval,
+            primary=primary,
+            auto_revoke=auto_revoke,
+            expired_retry_interval=expired_retry_interval,
+            clock=clock,
+        )
+    )
+
+
+@final
+class Session:
+    """A session for asyncio (``Tenure.session()``); ``sync`` is the ``tenure.Session``."""
+
+    def __init__(self, sync: _tenure.Session) -> None:
+        self.sync = sync
+
+    @property
+    def lease_id(self) -> int:
+        """The session's lease ID."""
+        return self.sync.lease_id
+
+    @property
+    def id(self) -> int:
+        """The session's ID (its lease ID)."""
+        return self.sync.id
+
+    @property
+    def done(self) -> bool:
+        """Whether the session's lease is lost or the session closed."""
+        return self.sync.done
+
+    async def close(self) -> None:
+        """Revokes the session's lease (its locks and candidacies go with it). Idempotent."""
+        await _run(self.sync.close)
+
+    def lock(self, name: str, timeout: float | None = None) -> _Opening[LockGuard]:
+        """Waits for the lock ``name`` (FIFO), at most ``timeout`` seconds (then
+        ``tenure.Timeout``): ``await`` it for a ``LockGuard``, or ``async with`` it to unlock on
+        exit. Cancelling the task withdraws the waiter's key."""
+        m = self.mutex(name)
+        return _Opening(lambda: m.lock(timeout), LockGuard.unlock)
+
+    def mutex(self, name: str) -> Mutex:
+        """The mutex ``name`` of this session."""
+        return Mutex(self.sync.mutex(name))
+
+    def election(self, name: str) -> Election:
+        """The election ``name``, in which this session can campaign."""
+        return Election(self.sync.election(name))
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<tenure.aio.Session {self.sync!r}>"
+
+
+@final
+class Mutex:
+    """A fair mutex of one session (``Session.mutex()``)."""
+
+    def __init__(self, sync: _tenure.Mutex) -> None:
+        self.sync = sync
+
+    @property
+    def name(self) -> str:
+        """The mutex's name."""
+        return self.sync.name
+
+    @property
+    def key(self) -> bytes:
+        """This contender's key."""
+        return self.sync.key
+
+    async def lock(self, timeout: float | None = None) -> LockGuard:
+        """Waits until held, at most ``timeout`` seconds (then ``tenure.Timeout``); a cancelled
+        wait withdraws this contender's key before the cancellation completes."""
+        g = await _wait(lambda wake: _tenure._lock_async(self.sync, timeout, wake), _unlock)
+        return LockGuard(g)
+
+    async def try_lock(self) -> LockGuard:
+        """Takes the lock if free, else ``tenure.Locked``."""
+        return LockGuard(await _run(self.sync.try_lock))
+
+
+@final
+class LockGuard:
+    """A held lock; ``async with`` unlocks on exit."""
+
+    def __init__(self, sync: _tenure.LockGuard) -> None:
+        self.sync = sync
+
+    @property
+    def fencing_token(self) -> int:
+        """The fencing token: strictly increasing per lock name."""
+        return self.sync.fencing_token
+
+    @property
+    def name(self) -> str:
+        """The lock's name."""
+        return self.sync.name
+
+    @property
+    def key(self) -> bytes:
+        """The lock key."""
+        return self.sync.key
+
+    def is_held(self) -> bool:
+        """Whether the lock key still exists (the session is alive and it was not unlocked)."""
+        return self.sync.is_held()
+
+    async def unlock(self) -> None:
+        """Releases the lock. Idempotent."""
+        await _run(self.sync.unlock)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.unlock()
+
+    def __repr__(self) -> str:
+        return f"<tenure.aio.LockGuard {self.sync!r}>"
+
+
+@final
+class Election:
+    """An election in which a session campaigns (``Session.election()``)."""
+
+    def __init__(self, sync: _tenure.Election) -> None:
+        self.sync = sync
+
+    @property
+    def name(self) -> str:
+        """The election's name."""
+        return self.sync.name
+
+    async def campaign(self, value: _Key, timeout: float | None = None) -> Leadership:
+        """Becomes a candidate with ``value`` and waits until leader, at most ``timeout``
+        seconds (then ``tenure.Timeout``); a cancelled campaign withdraws the candidacy."""
+        leadership = await _wait(
+            lambda wake: _tenure._campaign_async(self.sync, value, timeout, wake), _resign
+        )
+        return Leadership(leadership)
+
+
+@final
+class Leadership:
+    """Leadership won by ``Election.campaign()``; ``async with`` resigns on exit."""
+
+    def __init__(self, sync: _tenure.Leadership) -> None:
+        self.sync = sync
+
+    @property
+    def token(self) -> int:
+        """The fencing token: strictly increasing per election."""
+        return self.sync.token
+
+    @property
+    def key(self) -> bytes:
+        """The leader key."""
+        return self.sync.key
+
+    @property
+    def name(self) -> str:
+        """The election's name."""
+        return self.sync.name
+
+    def is_leader(self) -> bool:
+        """Whether the leader key still exists."""
+        return self.sync.is_leader()
+
+    async def proclaim(self, value: _Key) -> None:
+        """Publishes a new value as the leader."""
+        await _run(lambda: self.sync.proclaim(value))
+
+    async def resign(self) -> None:
+        """Gives up leadership. Idempotent."""
+        await _run(self.sync.resign)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.resign()
+
+    def __repr__(self) -> str:
+        return f"<tenure.aio.Leadership {self.sync!r}>"
