@@ -31,6 +31,7 @@ __all__ = [
     "ExpiredIterator",
     "Leadership",
     "Lease",
+    "LeaderElector",
     "LockGuard",
     "Mutex",
     "Observer",
@@ -652,3 +653,132 @@ class Leadership:
 
     def __repr__(self) -> str:
         return f"<tenure.aio.Leadership {self.sync!r}>"
+
+
+@final
+class LeaderElector:
+    """A client-go style leader elector (see ``tenure.LeaderElector``) whose callbacks are
+    coroutine functions run as tasks on the event loop that started it.
+
+    ``on_started_leading(token, lost)`` runs while this candidate leads: ``lost`` (an
+    ``asyncio.Event``) is set and the task cancelled when leadership ends.
+    ``on_stopped_leading()`` runs after that; ``on_new_leader(identity)`` on each observed
+    change. ``async with`` starts the elector and, on exit, stops it (releasing leadership if
+    ``release_on_cancel``) and awaits every callback task. Times are float seconds."""
+
+    def __init__(
+        self,
+        db: Tenure,
+        name: str,
+        identity: str,
+        lease_duration: float,
+        renew_deadline: float,
+        retry_period: float,
+        on_started_leading: Callable[[int, asyncio.Event], Awaitable[object]] | None = None,
+        on_stopped_leading: Callable[[], Awaitable[object]] | None = None,
+        on_new_leader: Callable[[str], Awaitable[object]] | None = None,
+        release_on_cancel: bool = True,
+    ) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[object]] = set()
+        self._leading: tuple[asyncio.Task[object], asyncio.Event] | None = None
+        self._started_cb = on_started_leading
+        self._stopped_cb = on_stopped_leading
+        self._new_cb = on_new_leader
+        self.sync = _tenure.LeaderElector(
+            db.sync,
+            name,
+            identity,
+            lease_duration,
+            renew_deadline,
+            retry_period,
+            on_started_leading=self._on_started,
+            on_stopped_leading=self._on_stopped,
+            on_new_leader=self._on_new,
+            release_on_cancel=release_on_cancel,
+        )
+
+    # The native callbacks run on the elector's thread: they only schedule work on the loop.
+    def _post(self, fn: Callable[[], None]) -> None:
+        if self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(fn)
+            except RuntimeError:
+                pass  # the loop is closed
+
+    def _spawn(self, coro: Awaitable[object]) -> asyncio.Task[object]:
+        async def run() -> object:
+            return await coro
+
+        task = asyncio.ensure_future(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _on_started(self, token: int, _stop: _tenure.Stop) -> None:
+        def start() -> None:
+            lost = asyncio.Event()
+            if self._started_cb is not None:
+                self._leading = (self._spawn(self._started_cb(token, lost)), lost)
+
+        self._post(start)
+
+    def _on_stopped(self) -> None:
+        def stop() -> None:
+            if self._leading is not None:
+                task, lost = self._leading
+                self._leading = None
+                lost.set()
+                task.cancel()
+            if self._stopped_cb is not None:
+                self._spawn(self._stopped_cb())
+
+        self._post(stop)
+
+    def _on_new(self, identity: str) -> None:
+        cb = self._new_cb
+        if cb is not None:
+
+            def announce() -> None:
+                self._spawn(cb(identity))
+
+            self._post(announce)
+
+    @property
+    def name(self) -> str:
+        """The record key."""
+        return self.sync.name
+
+    @property
+    def identity(self) -> str:
+        """This candidate's identity."""
+        return self.sync.identity
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this candidate leads now."""
+        return self.sync.is_leader
+
+    @property
+    def leader(self) -> str | None:
+        """The identity of the last observed leader, or ``None`` before any."""
+        return self.sync.leader
+
+    def start(self) -> None:
+        """Runs the elector on its native thread, its callbacks on the running loop."""
+        self._loop = asyncio.get_running_loop()
+        self.sync.start()
+
+    async def stop(self) -> None:
+        """Stops the elector and awaits its callback tasks (a cancelled leading task ends
+        quietly); raises the error that ended the run, if any."""
+        await _run(self.sync.stop)
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def __aenter__(self) -> Self:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

@@ -282,3 +282,35 @@ async def test_L5_no_loop_stall_while_10k_leases_expire(clock: tenure.ManualCloc
         assert count == 10_000
         # Generous bound (shared CI machines); the measured figure is in BENCHMARKS.md.
         assert worst < 0.25, f"event loop stalled {worst * 1000:.1f} ms"
+
+
+@pytest.mark.asyncio
+async def test_S5_leader_elector_runs_coroutine_callbacks_and_async_with() -> None:
+    events: list[str] = []
+    leading = asyncio.Event()
+    async with tenure.aio.open() as adb:
+
+        async def started(token: int, lost: asyncio.Event) -> None:
+            events.append(f"started:{token > 0}")
+            leading.set()
+            try:
+                await lost.wait()
+            finally:
+                events.append("returned")
+
+        async def stopped() -> None:
+            events.append("stopped")
+
+        async def new(who: str) -> None:
+            events.append(f"new:{who}")
+
+        e = tenure.aio.LeaderElector(
+            adb, "leader/svc", "a", 10.0, 5.0, 2.0,
+            on_started_leading=started, on_stopped_leading=stopped, on_new_leader=new,
+        )
+        async with e:
+            await asyncio.wait_for(leading.wait(), WAIT)
+            assert e.is_leader and e.leader == "a"
+        assert not e.is_leader
+    assert events[0] in ("new:a", "started:True")
+    assert "started:True" in events and events[-2:] == ["returned", "stopped"]

@@ -23,3 +23,26 @@ def test_the_service_registry_example_runs(tmp_path: Path) -> None:
     assert "still registered: ['services/api']" in done.stdout
     assert "delete services/batch" in done.stdout
     assert "claimed jobs/1: True" in done.stdout
+
+
+ASYNC_EXAMPLE = EXAMPLE.with_name("asyncio_service.py")
+
+
+def test_the_asyncio_service_example_runs_and_ends_by_itself() -> None:
+    done = subprocess.run(
+        [PYTHON, str(ASYNC_EXAMPLE)],
+        env=python_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    # a leads, crashes, its registration expires, b takes over; c's cancelled campaign left
+    # no candidacy behind.
+    assert lines.index("a: crashed") < lines.index(
+        "peers: services/a is gone, dropping it from the pool"
+    ) < next(i for i, l in enumerate(lines) if l.startswith("b: leads periodic-job"))
+    assert "b: job run 3" in lines
+    assert "c: campaign cancelled, candidates left: ['b']" in lines
+    assert not any(l.startswith("c: leads") for l in lines)
