@@ -57,4 +57,5 @@ test-python: python-wheel-venv
 	PATH="$(PY_TEST_PATH)" TENURE_EXPECT_WHEEL=1 pytest -q -p no:cacheprovider \
 		--timeout 300 tests/python
 	PATH="$(PY_TEST_PATH)" python -m mypy.stubtest tenure --allowlist python/stubtest-allowlist.txt
-	PATH="$(PY_TEST_PATH)" python -m mypy --strict --cache-dir build/mypy-cache tests/python examples/python
+	PATH="$(PY_TEST_PATH)" python -m mypy --strict --cache-dir build/mypy-cache tests/python examples/python \
+		python/tenure/aio.py
