@@ -77,6 +77,14 @@ pub enum Error {
         /// The highest token admitted so far.
         highest: i64,
     },
+    /// The call needs the embedded engine (checkpoint, promote, demote…) and this handle is
+    /// connected to an etcd v3 server.
+    #[error("not supported over connect: {0}")]
+    Unsupported(String),
+    /// The etcd v3 server could not be reached within the call's deadline, after bounded
+    /// retries; the call may succeed once the server is back.
+    #[error("server unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// A `Result` whose error is [`Error`].
@@ -127,11 +135,15 @@ pub enum ErrorCode {
     StaleToken = 17,
     /// A panic was caught at a language boundary.
     Panic = 18,
+    /// [`Error::Unsupported`].
+    Unsupported = 19,
+    /// [`Error::Unavailable`].
+    Unavailable = 20,
 }
 
 impl ErrorCode {
     /// Every code, in numeric order (`ALL[n] as i32 == n`): how a number maps back to its code.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::Ok,
         ErrorCode::InvalidArgument,
         ErrorCode::NullPointer,
@@ -151,6 +163,8 @@ impl ErrorCode {
         ErrorCode::NotLeader,
         ErrorCode::StaleToken,
         ErrorCode::Panic,
+        ErrorCode::Unsupported,
+        ErrorCode::Unavailable,
     ];
 
     /// The upper-case name used by the C header, e.g. `"TENURE_ERR_LEASE_NOT_FOUND"`.
@@ -175,6 +189,8 @@ impl ErrorCode {
             ErrorCode::NotLeader => "TENURE_ERR_NOT_LEADER",
             ErrorCode::StaleToken => "TENURE_ERR_STALE_TOKEN",
             ErrorCode::Panic => "TENURE_ERR_PANIC",
+            ErrorCode::Unsupported => "TENURE_ERR_UNSUPPORTED",
+            ErrorCode::Unavailable => "TENURE_ERR_UNAVAILABLE",
         }
     }
 }
@@ -199,6 +215,8 @@ impl Error {
             Error::SessionExpired => ErrorCode::SessionExpired,
             Error::NotLeader => ErrorCode::NotLeader,
             Error::StaleToken { .. } => ErrorCode::StaleToken,
+            Error::Unsupported(_) => ErrorCode::Unsupported,
+            Error::Unavailable(_) => ErrorCode::Unavailable,
         }
     }
 

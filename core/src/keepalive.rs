@@ -71,13 +71,26 @@ impl Drop for KeepAlive {
     }
 }
 
+/// How soon a renew that found the server unavailable is retried.
+const UNAVAILABLE_RETRY: Duration = Duration::from_millis(250);
+
+/// Where a keep-alive stands: its schedule and (SPEC R3) the time by which the lease must have
+/// been renewed, counted from when the last successful renew was sent.
+struct Schedule {
+    first: Duration,
+    every: Duration,
+    ttl: Duration,
+    deadline: Duration,
+}
+
 /// Renews at `first`, then every `every` on a fixed schedule (a missed slot fires at once, and
 /// the schedule continues from there): the schedule never depends on when this thread runs.
+/// A server that is unavailable (over `connect`) is retried until the lease's deadline as this
+/// side counts it; then the lease is reported lost.
 fn run(
     engine: Weak<Handle>,
     id: LeaseId,
-    first: Duration,
-    every: Duration,
+    sched: Schedule,
     stop: &Stop,
     error: &Mutex<Option<Error>>,
     lost: Option<&Stop>,
@@ -85,27 +98,48 @@ fn run(
     let Some(clock) = Tenure::upgrade(&engine).map(|db| db.clock()) else {
         return;
     };
-    let mut next = first;
+    let (mut next, mut deadline) = (sched.first, sched.deadline);
     while !stop.sleep_until(&*clock, next, None) {
+        let sent = clock.now();
         let result = match Tenure::upgrade(&engine) {
-            Some(db) => db.renew(id).map(|_| ()),
+            Some(db) => db.renew_within(id, deadline.saturating_sub(sent)),
             None => Err(Error::Closed),
         };
-        if let Err(e) = result {
-            if matches!(e, Error::LeaseNotFound(_) | Error::Closed) {
-                if let Some(lost) = lost {
-                    lost.stop();
-                }
+        match result {
+            Ok(()) => deadline = sent.saturating_add(sched.ttl),
+            Err(Error::Unavailable(_)) if clock.now() < deadline => {
+                next = clock.now().saturating_add(UNAVAILABLE_RETRY).min(deadline);
+                continue;
             }
-            *error.lock() = Some(e);
-            stop.stop();
-            return;
+            Err(e) => {
+                if matches!(
+                    e,
+                    Error::LeaseNotFound(_) | Error::Closed | Error::Unavailable(_)
+                ) {
+                    if let Some(lost) = lost {
+                        lost.stop();
+                    }
+                }
+                *error.lock() = Some(e);
+                stop.stop();
+                return;
+            }
         }
-        next = next.saturating_add(every).max(clock.now());
+        next = next.saturating_add(sched.every).max(clock.now());
     }
 }
 
 impl Tenure {
+    /// One renew for the keep-alive: over `connect` its deadline is at most `limit`.
+    fn renew_within(&self, id: LeaseId, limit: Duration) -> Result<()> {
+        #[cfg(feature = "remote")]
+        if let Some(r) = self.remote() {
+            return r.renew(id, Some(limit)).map(|_| ());
+        }
+        let _ = limit;
+        self.renew(id).map(|_| ())
+    }
+
     /// Starts renewing `id` every `interval` (default: a third of its TTL) on a background
     /// thread. Fails at once if the lease does not exist.
     pub fn keep_alive(
@@ -124,7 +158,9 @@ impl Tenure {
         interval: Option<Duration>,
         lost: Option<Stop>,
     ) -> Result<KeepAlive> {
-        let ttl = self.time_to_live(id)?.ttl;
+        let start = self.clock().now();
+        let info = self.time_to_live(id)?;
+        let ttl = info.ttl;
         let every = interval.unwrap_or(ttl / 3);
         if every.is_zero() {
             return Err(Error::invalid("keep-alive interval must be positive"));
@@ -135,11 +171,16 @@ impl Tenure {
         let waker: Arc<Waker> = Arc::new(move || s.wake());
         self.clock().subscribe(Arc::downgrade(&waker));
         let engine = self.downgrade();
-        let first = self.clock().now().saturating_add(every);
+        let sched = Schedule {
+            first: self.clock().now().saturating_add(every),
+            every,
+            ttl,
+            deadline: start.saturating_add(info.remaining.unwrap_or(ttl)),
+        };
         let (s, e) = (stop.clone(), error.clone());
         let thread = std::thread::Builder::new()
             .name(format!("tenure-keepalive-{id}"))
-            .spawn(move || run(engine, id, first, every, &s, &e, lost.as_ref()))
+            .spawn(move || run(engine, id, sched, &s, &e, lost.as_ref()))
             .map_err(|e| Error::Storage(format!("cannot start a keep-alive thread: {e}")))?;
         Ok(KeepAlive {
             id,

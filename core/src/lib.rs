@@ -32,6 +32,8 @@ mod kv;
 mod lease;
 mod locks;
 mod record;
+#[cfg(feature = "remote")]
+mod remote;
 mod state;
 mod store;
 pub mod sync;

@@ -57,9 +57,15 @@ pub const TENURE_ERR_STALE_TOKEN: tenure_result = 17;
 /// A Rust panic was caught at the boundary; the message says where. The engine may be in an
 /// unexpected state: close it.
 pub const TENURE_ERR_PANIC: tenure_result = 18;
+/// The call needs the embedded engine (checkpoint, promote, demote…) and the handle is
+/// connected to an etcd v3 server (`tenure_connect`).
+pub const TENURE_ERR_UNSUPPORTED: tenure_result = 19;
+/// The etcd v3 server could not be reached within the call's deadline, after bounded retries;
+/// the call may succeed once it is back.
+pub const TENURE_ERR_UNAVAILABLE: tenure_result = 20;
 
 /// Every code, in order; `ErrorCode` is non-exhaustive, so this list is what maps numbers back.
-pub(crate) const CODES: [ErrorCode; 19] = ErrorCode::ALL;
+pub(crate) const CODES: [ErrorCode; 21] = ErrorCode::ALL;
 
 /// The static, NUL-terminated name of a code (`ErrorCode::name`, e.g.
 /// `"TENURE_ERR_LEASE_NOT_FOUND"`), or `"TENURE_ERR_UNKNOWN"` for a number that is not a code.
@@ -204,6 +210,8 @@ mod tests {
             TENURE_ERR_NOT_LEADER,
             TENURE_ERR_STALE_TOKEN,
             TENURE_ERR_PANIC,
+            TENURE_ERR_UNSUPPORTED,
+            TENURE_ERR_UNAVAILABLE,
         ];
         for (c, code) in consts.iter().zip(CODES) {
             assert_eq!(*c, code as i32, "{}", code.name());
@@ -216,7 +224,7 @@ mod tests {
             let s = unsafe { CStr::from_ptr(c_name_of(code as i32)) };
             assert_eq!(s.to_str().unwrap(), code.name());
         }
-        for bad in [19, -1, i32::MAX, i32::MIN] {
+        for bad in [21, -1, i32::MAX, i32::MIN] {
             let s = unsafe { CStr::from_ptr(c_name_of(bad)) };
             assert_eq!(s.to_str().unwrap(), "TENURE_ERR_UNKNOWN");
         }

@@ -71,6 +71,8 @@ fn _raise_for_test(py: Python<'_>, variant: &str) -> PyResult<()> {
             token: 1,
             highest: 2,
         },
+        "Unsupported" => Error::Unsupported("test".into()),
+        "Unavailable" => Error::Unavailable("test".into()),
         other => return Err(errors::invalid(format!("no variant {other:?}"))),
     };
     Err(errors::to_py(py, e))

@@ -36,6 +36,8 @@ from ._errors import (
     NotPrimary,
     SessionExpired,
     StaleToken,
+    Unavailable,
+    Unsupported,
     StorageError,
     TenureError,
     Timeout,
@@ -107,5 +109,7 @@ __all__ = [
     "SessionExpired",
     "NotLeader",
     "StaleToken",
+    "Unsupported",
+    "Unavailable",
     "__version__",
 ]

@@ -25,6 +25,8 @@ __all__ = [
     "SessionExpired",
     "NotLeader",
     "StaleToken",
+    "Unsupported",
+    "Unavailable",
 ]
 
 
@@ -129,6 +131,20 @@ class StaleToken(TenureError):
     """A fencing token lower than the highest already admitted."""
 
     code = 17
+
+
+class Unsupported(TenureError):
+    """The call needs the embedded engine (checkpoint, promote, demote…) and this handle is
+    connected to an etcd v3 server."""
+
+    code = 19
+
+
+class Unavailable(TenureError, ConnectionError):
+    """The etcd v3 server could not be reached within the call's deadline, after bounded
+    retries; the call may succeed once it is back."""
+
+    code = 20
 
 
 for _cls in (TenureError, *(globals()[_n] for _n in __all__[1:])):

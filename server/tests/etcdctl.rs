@@ -3,12 +3,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
-use common::{etcdctl, temp_db, wait_for, Server};
+use common::{etcdctl, next_lines, spawn_lines, temp_db, wait_for, Server};
 
 fn lines(s: &str) -> Vec<&str> {
     s.lines().collect()
@@ -105,40 +103,6 @@ fn e2_txn_from_stdin_runs_the_branch_its_compares_pick() {
     assert_eq!(lines(&text), ["FAILURE", "", "OK"]);
     assert_eq!(lines(&s.ok(&["get", "c"])), ["c", "3"]);
     assert_eq!(lines(&s.ok(&["get", "a"])), ["a", "1"]);
-}
-
-/// Reads etcdctl watch output lines as they come.
-fn spawn_lines(addr: &str, args: &[&str]) -> (std::process::Child, mpsc::Receiver<String>) {
-    let mut child = Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .arg(format!("--endpoints={addr}"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let out = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines() {
-            let Ok(l) = l else { break };
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || for _ in BufReader::new(err).lines() {});
-    (child, rx)
-}
-
-fn next_lines(rx: &mpsc::Receiver<String>, n: usize) -> Vec<String> {
-    (0..n)
-        .map(|_| {
-            rx.recv_timeout(Duration::from_secs(20))
-                .expect("etcdctl printed nothing within 20 s")
-        })
-        .collect()
 }
 
 #[test]

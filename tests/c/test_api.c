@@ -42,12 +42,14 @@ static void result_str_names_every_code_and_unknown_numbers(void) {
         {TENURE_ERR_NOT_LEADER, "TENURE_ERR_NOT_LEADER"},
         {TENURE_ERR_STALE_TOKEN, "TENURE_ERR_STALE_TOKEN"},
         {TENURE_ERR_PANIC, "TENURE_ERR_PANIC"},
+        {TENURE_ERR_UNSUPPORTED, "TENURE_ERR_UNSUPPORTED"},
+        {TENURE_ERR_UNAVAILABLE, "TENURE_ERR_UNAVAILABLE"},
     };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         CHECK_EQ(codes[i].code, (tenure_result)i); /* never renumbered */
         CHECK(strcmp(tenure_result_str(codes[i].code), codes[i].name) == 0);
     }
-    CHECK(strcmp(tenure_result_str(19), "TENURE_ERR_UNKNOWN") == 0);
+    CHECK(strcmp(tenure_result_str(21), "TENURE_ERR_UNKNOWN") == 0);
     CHECK(strcmp(tenure_result_str(-1), "TENURE_ERR_UNKNOWN") == 0);
     CHECK(strcmp(tenure_result_str(INT32_MIN), "TENURE_ERR_UNKNOWN") == 0);
 }

@@ -28,6 +28,8 @@ TABLE: list[tuple[str, type[tenure.TenureError], int, type[BaseException] | None
     ("SessionExpired", tenure.SessionExpired, 15, None),
     ("NotLeader", tenure.NotLeader, 16, None),
     ("StaleToken", tenure.StaleToken, 17, None),
+    ("Unsupported", tenure.Unsupported, 19, None),
+    ("Unavailable", tenure.Unavailable, 20, ConnectionError),
 ]
 
 

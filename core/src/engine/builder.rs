@@ -37,6 +37,10 @@ pub struct Builder {
     watch_queue: usize,
     faults: Option<StorageFaults>,
     base_revision: i64,
+    #[cfg(feature = "remote")]
+    endpoints: Vec<String>,
+    #[cfg(feature = "remote")]
+    request_timeout: Duration,
 }
 
 impl std::fmt::Debug for Builder {
@@ -81,6 +85,10 @@ impl Default for Builder {
             watch_queue: Builder::DEFAULT_WATCH_QUEUE,
             faults: None,
             base_revision: 0,
+            #[cfg(feature = "remote")]
+            endpoints: Vec::new(),
+            #[cfg(feature = "remote")]
+            request_timeout: crate::remote::DEFAULT_TIMEOUT,
         }
     }
 }
@@ -175,6 +183,35 @@ impl Builder {
     pub fn base_revision(mut self, revision: i64) -> Builder {
         self.base_revision = revision.max(0);
         self
+    }
+
+    /// The etcd v3 endpoints [`connect`](Builder::connect) talks to: `http://HOST:PORT`
+    /// each (a string may hold several, comma-separated). Feature `remote`.
+    #[cfg(feature = "remote")]
+    pub fn endpoints<S: AsRef<str>>(mut self, urls: impl IntoIterator<Item = S>) -> Builder {
+        self.endpoints = urls.into_iter().map(|u| u.as_ref().to_string()).collect();
+        self
+    }
+
+    /// The deadline of every call over [`connect`](Builder::connect), retries included.
+    /// Default 5 s. Feature `remote`.
+    #[cfg(feature = "remote")]
+    pub fn request_timeout(mut self, d: Duration) -> Builder {
+        self.request_timeout = d;
+        self
+    }
+
+    /// Connects to the etcd v3 server at the [`endpoints`](Builder::endpoints) (`tenure serve`
+    /// or an etcd cluster): the same handle and API as [`open`](Builder::open) (SPEC R1);
+    /// engine-only calls fail with `Unsupported`, network failures with `Unavailable` (R3).
+    /// The storage options of the builder do not apply. Feature `remote`.
+    #[cfg(feature = "remote")]
+    pub fn connect(self) -> Result<Tenure> {
+        let endpoints = crate::remote::parse_endpoints(&self.endpoints)?;
+        let remote = crate::remote::Remote::connect(endpoints, self.request_timeout)?;
+        Ok(Tenure {
+            h: Arc::new(Handle::Remote(remote)),
+        })
     }
 
     /// Opens the engine: recovers the file if there is one and starts its threads.
@@ -326,7 +363,7 @@ impl Tenure {
             threads.push(spawn(&shared, "commit", commit::run)?);
         }
         Ok(Tenure {
-            h: Arc::new(Handle {
+            h: Arc::new(Handle::Local {
                 shared,
                 threads: Mutex::new(threads),
             }),

@@ -77,7 +77,7 @@ struct Done {
     failed: Option<Error>,
 }
 
-struct Shared {
+pub(crate) struct Shared {
     state: Mutex<State>,
     /// The expiry thread waits on it (with `state`).
     expiry_cv: Condvar,
@@ -115,23 +115,51 @@ pub struct Tenure {
     h: Arc<Handle>,
 }
 
-pub(crate) struct Handle {
-    shared: Arc<Shared>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+/// What a `Tenure` handle drives: this process's engine, or (feature `remote`) an etcd v3
+/// server reached by [`Tenure::connect`].
+pub(crate) enum Handle {
+    Local {
+        shared: Arc<Shared>,
+        threads: Mutex<Vec<JoinHandle<()>>>,
+    },
+    #[cfg(feature = "remote")]
+    Remote(crate::remote::Remote),
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        let _ = close_engine(&self.shared, &self.threads);
+        match self {
+            Handle::Local { shared, threads } => {
+                let _ = close_engine(shared, threads);
+            }
+            #[cfg(feature = "remote")]
+            Handle::Remote(r) => r.close(),
+        }
     }
+}
+
+/// Over [`Tenure::connect`], returns `$e` (with the remote backend as `$r`) instead of running
+/// the embedded engine's code that follows.
+macro_rules! remote {
+    ($self:ident, |$r:ident| $e:expr) => {
+        #[cfg(feature = "remote")]
+        {
+            if let Some($r) = $self.remote() {
+                return $e;
+            }
+        }
+    };
 }
 
 impl std::fmt::Debug for Tenure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tenure")
-            .field("persist", &self.h.shared.cfg.persist)
-            .field("closed", &self.is_closed())
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("Tenure");
+        match &*self.h {
+            Handle::Local { shared, .. } => d.field("persist", &shared.cfg.persist),
+            #[cfg(feature = "remote")]
+            Handle::Remote(r) => d.field("remote", r),
+        };
+        d.field("closed", &self.is_closed()).finish_non_exhaustive()
     }
 }
 
@@ -158,6 +186,13 @@ impl Tenure {
         Builder::default().path(path).open()
     }
 
+    /// Connects to an etcd v3 server (`tenure serve` or etcd): `http://HOST:PORT`, several
+    /// comma-separated. See [`Builder::connect`]. Feature `remote`.
+    #[cfg(feature = "remote")]
+    pub fn connect(url: &str) -> Result<Tenure> {
+        Builder::default().endpoints([url]).connect()
+    }
+
     /// An engine that keeps everything in memory.
     pub fn in_memory() -> Result<Tenure> {
         Builder::default().open()
@@ -168,8 +203,24 @@ impl Tenure {
         Builder::default()
     }
 
-    fn shared(&self) -> &Shared {
-        &self.h.shared
+    /// The embedded engine's state; `Unsupported` over `connect` (engine-only calls).
+    fn shared(&self) -> Result<&Shared> {
+        match &*self.h {
+            Handle::Local { shared, .. } => Ok(shared),
+            #[cfg(feature = "remote")]
+            Handle::Remote(_) => Err(Error::Unsupported(
+                "an engine-only call over connect".into(),
+            )),
+        }
+    }
+
+    /// The etcd connection, when this handle was made by `connect`.
+    #[cfg(feature = "remote")]
+    pub(crate) fn remote(&self) -> Option<&crate::remote::Remote> {
+        match &*self.h {
+            Handle::Remote(r) => Some(r),
+            Handle::Local { .. } => None,
+        }
     }
 
     pub(crate) fn downgrade(&self) -> std::sync::Weak<Handle> {
@@ -181,13 +232,17 @@ impl Tenure {
     }
 
     pub(crate) fn clock(&self) -> Arc<dyn Clock> {
-        self.h.shared.clock.clone()
+        match &*self.h {
+            Handle::Local { shared, .. } => shared.clock.clone(),
+            #[cfg(feature = "remote")]
+            Handle::Remote(r) => r.clock(),
+        }
     }
 
     /// Runs a write under the state lock, then waits for its durability (Immediate mode).
     /// `f` reads the clock through [`Time`] only if it needs to.
     fn write<T>(&self, f: impl FnOnce(&mut Machine, &mut Batch, &Time) -> Result<T>) -> Result<T> {
-        let s = self.shared();
+        let s = self.shared()?;
         let (out, wait_for) = {
             let mut st = s.state.lock();
             let st = &mut *st;
@@ -227,7 +282,7 @@ impl Tenure {
     }
 
     fn read<T>(&self, f: impl FnOnce(&Machine, u64) -> T) -> Result<T> {
-        let s = self.shared();
+        let s = self.shared()?;
         let st = s.state.lock();
         if st.closed {
             return Err(Error::Closed);
@@ -238,7 +293,7 @@ impl Tenure {
     /// Like `read`, but returns only once every write the result could reflect is durable
     /// (SPEC E8; Immediate mode: a reader never sees what a crash could still lose).
     pub(crate) fn read_durable<T>(&self, f: impl FnOnce(&Machine) -> T) -> Result<T> {
-        let s = self.shared();
+        let s = self.shared()?;
         let (out, seq) = {
             let st = s.state.lock();
             if st.closed {
@@ -255,7 +310,7 @@ impl Tenure {
     /// Like `read_durable`, but `Ok(None)` instead of waiting when some applied write is not
     /// durable yet: lets an async caller read inline and wait elsewhere only when it must.
     pub(crate) fn try_read_durable<T>(&self, f: impl FnOnce(&Machine) -> T) -> Result<Option<T>> {
-        let s = self.shared();
+        let s = self.shared()?;
         let st = s.state.lock();
         if st.closed {
             return Err(Error::Closed);
@@ -282,7 +337,7 @@ impl Tenure {
 
     /// Runs `f` on the watch hub with the current (applied) revision, under the state lock.
     pub(crate) fn with_hub<T>(&self, f: impl FnOnce(&mut WatchHub, i64) -> Result<T>) -> Result<T> {
-        let s = self.shared();
+        let s = self.shared()?;
         let st = s.state.lock();
         if st.closed {
             return Err(Error::Closed);
@@ -296,7 +351,8 @@ impl Tenure {
     /// The revision up to which every event has been handed to the watchers: everything up to
     /// it is committed (SPEC E4 progress notifications).
     pub fn durable_revision(&self) -> i64 {
-        let s = self.shared();
+        remote!(self, |r| r.revision());
+        let Ok(s) = self.shared() else { return 0 };
         if !s.cfg.persist {
             return s.state.lock().m.kv.revision;
         }
@@ -307,6 +363,7 @@ impl Tenure {
 
     /// Grants a lease with a fresh ID (SPEC L1–L3).
     pub fn grant(&self, ttl: Duration) -> Result<LeaseId> {
+        remote!(self, |r| r.grant(None, ttl).map(|l| l.id));
         self.write(|m, b, t| m.grant(None, ttl, t.now(), t.wall(), b))
             .map(LeaseId::new)
     }
@@ -314,6 +371,7 @@ impl Tenure {
     /// Grants a lease with a chosen ID; `LeaseExists` if it is live, `InvalidArgument` if ≤ 0.
     pub fn grant_with_id(&self, id: impl Into<LeaseId>, ttl: Duration) -> Result<LeaseId> {
         let id = lease_id(id);
+        remote!(self, |r| r.grant(Some(LeaseId::new(id)), ttl).map(|l| l.id));
         self.write(|m, b, t| m.grant(Some(id), ttl, t.now(), t.wall(), b))
             .map(LeaseId::new)
     }
@@ -321,6 +379,7 @@ impl Tenure {
     /// Grants a lease (with `id`, else a fresh ID) and reports what was granted: its ID and
     /// effective TTL (raised to `min_ttl`), as [`time_to_live`](Tenure::time_to_live) would.
     pub fn grant_lease(&self, id: Option<LeaseId>, ttl: Duration) -> Result<LeaseInfo> {
+        remote!(self, |r| r.grant(id, ttl));
         self.write(|m, b, t| {
             let now = t.now();
             let id = m.grant(id.map(LeaseId::get), ttl, now, t.wall(), b)?;
@@ -335,6 +394,7 @@ impl Tenure {
     /// Revokes a lease and deletes its keys in one durable write (SPEC L4).
     pub fn revoke(&self, id: impl Into<LeaseId>) -> Result<()> {
         let id = lease_id(id);
+        remote!(self, |r| r.revoke(LeaseId::new(id)));
         self.write(|m, b, _| m.revoke(id, b))
     }
 
@@ -342,7 +402,8 @@ impl Tenure {
     #[inline]
     pub fn renew(&self, id: impl Into<LeaseId>) -> Result<Duration> {
         let id = lease_id(id);
-        let s = self.shared();
+        remote!(self, |r| r.renew(LeaseId::new(id), None));
+        let s = self.shared()?;
         let mut st = s.state.lock();
         if st.closed {
             return Err(Error::Closed);
@@ -358,6 +419,7 @@ impl Tenure {
     /// The lease's TTL, remaining time and keys (SPEC L7).
     pub fn time_to_live(&self, id: impl Into<LeaseId>) -> Result<LeaseInfo> {
         let id = lease_id(id);
+        remote!(self, |r| r.time_to_live(LeaseId::new(id)));
         self.read(|m, now| {
             m.lessor
                 .get(id)
@@ -368,23 +430,31 @@ impl Tenure {
 
     /// Every live lease, in ascending order of remaining time (SPEC L7). Empty once closed.
     pub fn leases(&self) -> Vec<LeaseInfo> {
+        remote!(self, |r| r.leases().unwrap_or_default());
         self.read(|m, now| m.lessor.list(now)).unwrap_or_default()
     }
 
     /// Attaches keys to a lease; a key attached elsewhere moves (SPEC L6).
     pub fn attach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
         let id = lease_id(id);
+        remote!(self, |r| r.attach(LeaseId::new(id), keys, true));
         self.write(|m, b, _| m.attach(id, keys, b))
     }
 
     /// Detaches keys from a lease (SPEC L6).
     pub fn detach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
         let id = lease_id(id);
+        remote!(self, |r| r.attach(LeaseId::new(id), keys, false));
         self.write(|m, b, _| m.detach(id, keys, b))
     }
 
     /// The lease a key is attached to (SPEC L6). `None` also once closed.
     pub fn lease_of(&self, key: impl AsRef<[u8]>) -> Option<LeaseId> {
+        remote!(self, |r| r
+            .get(key.as_ref())
+            .ok()
+            .flatten()
+            .and_then(|kv| kv.lease));
         self.read(|m, _| m.kv.lease_of(key.as_ref()).map(LeaseId::new))
             .ok()
             .flatten()
@@ -413,19 +483,23 @@ impl Tenure {
             m.lessor.demote();
             Ok(())
         })?;
-        signals::demoted(self.shared());
+        signals::demoted(self.shared()?);
         Ok(())
     }
 
     /// Whether this engine is the primary.
     pub fn is_primary(&self) -> bool {
+        remote!(self, |r| !r.is_closed());
         self.read(|m, _| m.lessor.is_primary()).unwrap_or(false)
     }
 
     /// Batches of expired leases (SPEC L11, L12). Every receiver shares one queue: each batch
     /// goes to one of them. The channel disconnects when the engine closes.
     pub fn expired(&self) -> Receiver<Vec<ExpiredLease>> {
-        match &*self.shared().expired.lock() {
+        let Ok(s) = self.shared() else {
+            return bounded(0).1;
+        };
+        match &*s.expired.lock() {
             Some((_, rx)) => rx.clone(),
             None => bounded(0).1,
         }
@@ -457,44 +531,53 @@ impl Tenure {
         value: impl AsRef<[u8]>,
         lease: Option<LeaseId>,
     ) -> Result<i64> {
+        remote!(self, |r| r.put(key.as_ref(), value.as_ref(), lease));
         let lease = lease.map_or(0, LeaseId::get);
         self.write(|m, b, _| m.put(key.as_ref(), value.as_ref(), lease, b))
     }
 
     /// The key's value and revisions, or `None` (SPEC K2).
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<KeyValue>> {
+        remote!(self, |r| r.get(key.as_ref()));
         self.read(|m, _| m.kv.get(key.as_ref()))
     }
 
     /// Keys starting with `prefix`, in key order, at most `limit` (SPEC K2).
     pub fn range(&self, prefix: impl AsRef<[u8]>, limit: Option<usize>) -> Result<Vec<KeyValue>> {
+        remote!(self, |r| r.range(prefix.as_ref(), limit, None));
         self.read(|m, _| m.kv.range(prefix.as_ref(), limit))
     }
 
     /// Deletes a key; returns whether it existed (SPEC K3).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        remote!(self, |r| r.delete(key.as_ref(), false).map(|n| n > 0));
         self.write(|m, b, _| m.delete(key.as_ref(), b))
     }
 
     /// Deletes every key starting with `prefix`; returns how many (SPEC K3).
     pub fn delete_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<u64> {
+        remote!(self, |r| r.delete(prefix.as_ref(), true));
         self.write(|m, b, _| Ok(m.delete_prefix(prefix.as_ref(), b)))
     }
 
     /// The current store revision (SPEC K4).
     pub fn revision(&self) -> i64 {
-        let st = self.shared().state.lock();
+        remote!(self, |r| r.revision());
+        let Ok(s) = self.shared() else { return 0 };
+        let st = s.state.lock();
         st.m.kv.revision
     }
 
     /// Runs a compare-and-swap transaction (SPEC K5).
     pub fn txn(&self, txn: Txn) -> Result<TxnResponse> {
+        remote!(self, |r| r.txn(&txn));
         self.write(|m, b, _| m.txn(&txn, b))
     }
 
     /// Watches a key or prefix (SPEC K6).
     pub fn watch(&self, key: impl AsRef<[u8]>, opts: WatchOptions) -> Result<Watcher> {
-        let s = self.shared();
+        remote!(self, |r| r.watch(key.as_ref(), &opts));
+        let s = self.shared()?;
         let st = s.state.lock();
         if st.closed {
             return Err(Error::Closed);
@@ -514,7 +597,10 @@ impl Tenure {
 
     /// Counters and gauges (SPEC L15). Still readable after close.
     pub fn stats(&self) -> Stats {
-        let s = self.shared();
+        remote!(self, |r| r.stats());
+        let Ok(s) = self.shared() else {
+            return Stats::default();
+        };
         let st = s.state.lock();
         let c = st.m.counters;
         let commits = s.commits.load(Ordering::Relaxed);
@@ -535,17 +621,25 @@ impl Tenure {
 
     /// Whether [`close`](Tenure::close) has run.
     pub fn is_closed(&self) -> bool {
-        self.shared().state.lock().closed
+        remote!(self, |r| r.is_closed());
+        self.shared().is_ok_and(|s| s.state.lock().closed)
     }
 
     /// Checkpoints renewed leases, flushes everything pending, stops the threads and releases
     /// the file. Idempotent; later calls on any handle fail with `Closed` (SPEC D7).
     pub fn close(&self) -> Result<()> {
-        close_engine(&self.h.shared, &self.h.threads)
+        match &*self.h {
+            Handle::Local { shared, threads } => close_engine(shared, threads),
+            #[cfg(feature = "remote")]
+            Handle::Remote(r) => {
+                r.close();
+                Ok(())
+            }
+        }
     }
 
     fn wake_expiry(&self) {
-        let s = self.shared();
+        let Ok(s) = self.shared() else { return };
         let _g = s.state.lock();
         s.expiry_cv.notify_all();
     }

@@ -17,7 +17,7 @@ impl Tenure {
     /// Raises `lost` when lease `id` is gone: revoked, expired, or the engine closed.
     /// `LeaseNotFound` if it is already gone.
     pub(crate) fn lease_gone(&self, id: LeaseId, lost: &Stop) -> Result<()> {
-        let s = self.shared();
+        let s = self.shared()?;
         let mut st = s.state.lock();
         if st.closed {
             return Err(Error::Closed);
@@ -37,7 +37,10 @@ impl Tenure {
 
     /// A receiver that disconnects at the next demote.
     pub(crate) fn demotion(&self) -> Receiver<()> {
-        self.shared().demotion.lock().1.clone()
+        match self.shared() {
+            Ok(s) => s.demotion.lock().1.clone(),
+            Err(_) => bounded(0).1,
+        }
     }
 }
 

@@ -336,6 +336,44 @@ impl Watcher {
     }
 }
 
+/// The sending end of a [`Watcher`] fed from outside the hub (an etcd watch stream).
+#[cfg(feature = "remote")]
+#[derive(Debug)]
+pub(crate) struct WatchFeed {
+    tx: Sender<Event>,
+    shared: Arc<WatchShared>,
+}
+
+#[cfg(feature = "remote")]
+impl WatchFeed {
+    /// A watcher and the feed that fills it.
+    pub(crate) fn new() -> (WatchFeed, Watcher) {
+        let (tx, rx) = unbounded();
+        let shared = Arc::new(WatchShared::default());
+        let w = Watcher {
+            rx,
+            shared: shared.clone(),
+            finished: false,
+        };
+        (WatchFeed { tx, shared }, w)
+    }
+
+    /// Queues an event; false once the watcher is dropped.
+    pub(crate) fn send(&self, ev: Event) -> bool {
+        !self.shared.dropped.load(Ordering::Relaxed) && self.tx.send(ev).is_ok()
+    }
+
+    /// Whether the watcher was dropped.
+    pub(crate) fn is_dropped(&self) -> bool {
+        self.shared.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Ends the watch with `e` (read after the queued events).
+    pub(crate) fn fail(self, e: Error) {
+        *self.shared.error.lock() = Some(e);
+    }
+}
+
 impl Drop for Watcher {
     fn drop(&mut self) {
         self.shared.dropped.store(true, Ordering::Relaxed);

@@ -94,6 +94,10 @@ impl Backend for Tenure {
     }
 
     fn range(&self, prefix: &[u8], opts: RangeOptions) -> Result<Vec<KeyValue>> {
+        #[cfg(feature = "remote")]
+        if let Some(r) = self.remote() {
+            return r.range(prefix, None, Some(opts));
+        }
         let mut kvs = Tenure::range(self, prefix, None)?;
         sort_and_bound(&mut kvs, opts);
         Ok(kvs)
@@ -137,10 +141,18 @@ impl Backend for Tenure {
     }
 
     fn lease_lost(&self, id: LeaseId, lost: &Stop) -> Option<Result<()>> {
+        #[cfg(feature = "remote")]
+        if self.remote().is_some() {
+            return None;
+        }
         Some(Tenure::lease_gone(self, id, lost))
     }
 
     fn demotion(&self) -> Option<Receiver<()>> {
+        #[cfg(feature = "remote")]
+        if self.remote().is_some() {
+            return None;
+        }
         Some(Tenure::demotion(self))
     }
 }

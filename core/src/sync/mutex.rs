@@ -5,7 +5,7 @@ use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
 use crate::sync::backend::Backend;
 use crate::sync::session::{Claims, Session};
 use crate::sync::turn::{first_entry, key_of, prefix_of, wait_turn, Interrupts};
-use crate::wait::Wait;
+use crate::wait::{Stop, Wait};
 
 /// A fair, distributed-style mutex (SPEC S2), etcd's algorithm and key layout: each contender
 /// puts `name/<lease hex>` with its session's lease; the holder is the key with the lowest
@@ -58,6 +58,9 @@ pub struct LockGuard {
     key: Vec<u8>,
     rev: i64,
     released: bool,
+    /// The session's lost token: once raised, the lock is no longer held as far as this
+    /// holder knows (SPEC R3: its lease may be gone on the server).
+    lost: Stop,
     _claim: Claim,
 }
 
@@ -142,6 +145,7 @@ impl Mutex {
             key: self.key.clone(),
             rev,
             released: false,
+            lost: self.session.lost().clone(),
             _claim: claim,
         }
     }
@@ -207,10 +211,11 @@ impl LockGuard {
         self.rev
     }
 
-    /// Whether this acquisition still holds the lock (its key exists with the same create
-    /// revision; a lost session deletes it).
+    /// Whether this acquisition still holds the lock: its session is not done and its key
+    /// exists with the same create revision (a lost session deletes it).
     pub fn is_held(&self) -> bool {
         !self.released
+            && !self.lost.is_stopped()
             && matches!(self.db.get(&self.key), Ok(Some(kv)) if kv.create_revision == self.rev)
     }
 

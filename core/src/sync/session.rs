@@ -157,7 +157,11 @@ impl Session {
     pub fn close(&self) -> Result<()> {
         self.orphan();
         match self.inner.db.revoke(self.inner.id) {
-            Ok(()) | Err(Error::LeaseNotFound(_)) => Ok(()),
+            Ok(()) | Err(Error::LeaseNotFound(_)) => {
+                // Without the backend's lease-loss fast path nothing else reports it.
+                self.inner.lost.stop();
+                Ok(())
+            }
             Err(e) => Err(e),
         }
     }

@@ -21,10 +21,15 @@ pub(crate) fn bin() -> &'static str {
 impl Server {
     /// Starts `tenure serve FILE --listen 127.0.0.1:0 EXTRA...` and waits until it serves.
     pub(crate) fn start(file: &Path, extra: &[&str]) -> Server {
+        Server::start_on(file, "127.0.0.1:0", extra)
+    }
+
+    /// Like `start`, listening on `listen` (HOST:PORT).
+    pub(crate) fn start_on(file: &Path, listen: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(bin())
             .arg("serve")
             .arg(file)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", listen])
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -143,4 +148,137 @@ pub(crate) fn temp_db() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db.tenure");
     (dir, path)
+}
+
+/// etcdctl (API v3) against `addr`, its stdout lines on a channel (for commands that keep
+/// running: lock, elect, watch).
+pub(crate) fn spawn_lines(addr: &str, args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={addr}"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || for _ in BufReader::new(err).lines() {});
+    (child, rx)
+}
+
+/// A free loopback port (bound and released: another process may take it first, rarely).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A single-node etcd (Debian's etcd-server) on loopback ports, with its data in `dir`.
+pub(crate) struct Etcd {
+    pub child: Child,
+    /// `127.0.0.1:PORT` of the client listener.
+    pub addr: String,
+    dir: PathBuf,
+    peer: u16,
+}
+
+impl Etcd {
+    pub(crate) fn start(dir: &Path) -> Etcd {
+        Etcd::start_at(dir, free_port(), free_port())
+    }
+
+    fn start_at(dir: &Path, port: u16, peer: u16) -> Etcd {
+        let client = format!("http://127.0.0.1:{port}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let child = Command::new("etcd")
+            .args(["--name", "t", "--data-dir"])
+            .arg(dir.join("etcd"))
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args(["--listen-peer-urls", &peer_url])
+            .args(["--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("t={peer_url}")])
+            .args(["--log-level", "error"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd is installed (Debian package etcd-server)");
+        let e = Etcd {
+            child,
+            addr: format!("127.0.0.1:{port}"),
+            dir: dir.to_path_buf(),
+            peer,
+        };
+        let until = Instant::now() + Duration::from_secs(30);
+        while !etcdctl(&e.addr, &["endpoint", "health"], None)
+            .status
+            .success()
+        {
+            assert!(Instant::now() < until, "etcd did not start on {}", e.addr);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        e
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// SIGKILL; `restart` brings the same etcd (ports, data) back.
+    pub(crate) fn kill9(mut self) -> DeadEtcd {
+        signal(&self.child, "KILL");
+        wait_for(&mut self.child, Duration::from_secs(20));
+        let port = self.addr.rsplit(':').next().unwrap().parse().unwrap();
+        DeadEtcd {
+            dir: self.dir.clone(),
+            port,
+            peer: self.peer,
+        }
+    }
+}
+
+/// A killed [`Etcd`], to restart.
+pub(crate) struct DeadEtcd {
+    dir: PathBuf,
+    port: u16,
+    peer: u16,
+}
+
+impl DeadEtcd {
+    pub(crate) fn restart(self) -> Etcd {
+        Etcd::start_at(&self.dir, self.port, self.peer)
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The next `n` lines of a `spawn_lines` command (20 s each at most).
+pub(crate) fn next_lines(rx: &std::sync::mpsc::Receiver<String>, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|_| {
+            rx.recv_timeout(Duration::from_secs(20))
+                .expect("etcdctl printed nothing within 20 s")
+        })
+        .collect()
 }

@@ -1,0 +1,619 @@
+//! `Tenure::connect` (feature `remote`): the same handle over etcd's v3 gRPC API, to
+//! `tenure serve` or an etcd cluster, through the `etcd-client` crate.
+//!
+//! Every call blocks the caller on a runtime this handle owns (one worker thread), under a
+//! deadline (`request_timeout`, default 5 s). Calls that are safe to repeat (reads, renew,
+//! revoke, time-to-live, watch creation) are retried with backoff while the server is
+//! unavailable, within that deadline; writes are not, since a lost reply may hide an applied
+//! write. The recipes need nothing more: the `Backend` seam runs over these calls.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use etcd_client as etcd;
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::kv::txn::{Compare, CompareOp, CompareTarget, Op, OpResponse, Txn, TxnResponse};
+use crate::kv::watch::{WatchFeed, WatchOptions, Watcher};
+use crate::lease::lessor::MAX_TTL;
+use crate::sync::RangeOptions;
+use crate::types::{Event, EventKind, KeyValue, LeaseId, LeaseInfo, Stats};
+
+/// The default deadline of one call.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Attempts of a repeatable call while the server is unavailable (within its deadline).
+const ATTEMPTS: u32 = 4;
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+
+/// An etcd v3 connection and the runtime that drives it.
+pub(crate) struct Remote {
+    /// `None` once closed. Calls hold the read lock while they run, so close waits for them
+    /// (each is bounded by its deadline) before the runtime shuts down.
+    rt: RwLock<Option<tokio::runtime::Runtime>>,
+    client: etcd::Client,
+    endpoints: Vec<String>,
+    timeout: Duration,
+    closed: AtomicBool,
+    /// The highest store revision any response reported (what `revision()` returns when the
+    /// server cannot be asked).
+    revision: AtomicI64,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote")
+            .field("endpoints", &self.endpoints)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Parses `http://h:p` (several, comma-separated) into endpoints.
+pub(crate) fn parse_endpoints<S: AsRef<str>>(urls: &[S]) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for url in urls {
+        for e in url
+            .as_ref()
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+        {
+            if e.starts_with("unix:") {
+                return Err(Error::invalid(format!(
+                    "{e}: unix sockets are not supported by connect yet; use http://HOST:PORT"
+                )));
+            }
+            let rest = e.strip_prefix("http://").ok_or_else(|| {
+                Error::invalid(format!("{e}: expected http://HOST:PORT (no TLS)"))
+            })?;
+            if rest.is_empty() || rest.contains('/') {
+                return Err(Error::invalid(format!("{e}: expected http://HOST:PORT")));
+            }
+            out.push(e.to_string());
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::invalid("connect needs at least one endpoint"));
+    }
+    Ok(out)
+}
+
+fn unavailable(e: impl std::fmt::Display) -> Error {
+    Error::Unavailable(e.to_string())
+}
+
+/// etcd's errors as tenure's. `lease`: the lease the call was about, for lease errors.
+fn map_err(e: etcd::Error, lease: Option<LeaseId>) -> Error {
+    use tonic::Code;
+    match e {
+        etcd::Error::GRpcStatus(s) => {
+            let msg = s.message().to_string();
+            let id = lease.unwrap_or(LeaseId::new(0));
+            if msg.contains("lease not found") {
+                Error::LeaseNotFound(id)
+            } else if msg.contains("lease already exists") {
+                Error::LeaseExists(id)
+            } else if msg.contains("lease TTL") && msg.contains("too large") {
+                Error::LeaseTtlTooLarge(Duration::ZERO)
+            } else if msg.contains("compacted") {
+                Error::Compacted {
+                    revision: 0,
+                    reason: msg,
+                }
+            } else {
+                match s.code() {
+                    Code::Unavailable
+                    | Code::DeadlineExceeded
+                    | Code::Cancelled
+                    | Code::Unknown => Error::Unavailable(msg),
+                    Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => {
+                        Error::InvalidArgument(msg)
+                    }
+                    _ => Error::Storage(format!("server: {msg}")),
+                }
+            }
+        }
+        etcd::Error::LeaseKeepAliveError(m) if m.contains("not found") => {
+            Error::LeaseNotFound(lease.unwrap_or(LeaseId::new(0)))
+        }
+        etcd::Error::InvalidArgs(m) => Error::InvalidArgument(m),
+        etcd::Error::InvalidUri(e) => Error::invalid(e.to_string()),
+        other => unavailable(other),
+    }
+}
+
+fn kv(k: &etcd::KeyValue) -> KeyValue {
+    KeyValue {
+        key: k.key().to_vec(),
+        value: k.value().to_vec(),
+        create_revision: k.create_revision(),
+        mod_revision: k.mod_revision(),
+        version: k.version(),
+        lease: (k.lease() != 0).then(|| LeaseId::new(k.lease())),
+    }
+}
+
+fn secs(ttl: i64) -> Duration {
+    Duration::from_secs(ttl.max(0) as u64)
+}
+
+/// A TTL in etcd's whole seconds, rounded up.
+fn ttl_secs(ttl: Duration) -> Result<i64> {
+    if ttl.is_zero() {
+        return Err(Error::invalid("TTL must be positive"));
+    }
+    if ttl > MAX_TTL {
+        return Err(Error::LeaseTtlTooLarge(ttl));
+    }
+    Ok(ttl.as_secs() as i64 + i64::from(ttl.subsec_nanos() > 0))
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::invalid("empty key"));
+    }
+    Ok(())
+}
+
+fn compare(c: &Compare) -> etcd::Compare {
+    let op = match c.op {
+        CompareOp::Equal => etcd::CompareOp::Equal,
+        CompareOp::NotEqual => etcd::CompareOp::NotEqual,
+        CompareOp::Less => etcd::CompareOp::Less,
+        CompareOp::Greater => etcd::CompareOp::Greater,
+    };
+    let key = c.key.clone();
+    match &c.target {
+        CompareTarget::Value(v) => etcd::Compare::value(key, op, v.clone()),
+        CompareTarget::Version(v) => etcd::Compare::version(key, op, *v),
+        CompareTarget::CreateRevision(r) => etcd::Compare::create_revision(key, op, *r),
+        CompareTarget::ModRevision(r) => etcd::Compare::mod_revision(key, op, *r),
+        CompareTarget::Lease(l) => etcd::Compare::lease(key, op, *l),
+    }
+}
+
+fn txn_op(op: &Op) -> etcd::TxnOp {
+    match op {
+        Op::Put { key, value, lease } => {
+            let opts = lease.map(|l| etcd::PutOptions::new().with_lease(l.get()));
+            etcd::TxnOp::put(key.clone(), value.clone(), opts)
+        }
+        Op::Get { key } => etcd::TxnOp::get(key.clone(), None),
+        Op::Delete { key } => etcd::TxnOp::delete(key.clone(), None),
+        Op::DeletePrefix { prefix } => etcd::TxnOp::delete(
+            prefix.clone(),
+            Some(etcd::DeleteOptions::new().with_prefix()),
+        ),
+        Op::Range { prefix, limit } => {
+            let mut o = etcd::GetOptions::new().with_prefix();
+            if let Some(n) = limit {
+                o = o.with_limit(i64::try_from(*n).unwrap_or(i64::MAX));
+            }
+            etcd::TxnOp::get(prefix.clone(), Some(o))
+        }
+    }
+}
+
+fn op_response(op: &Op, r: &etcd::TxnOpResponse, revision: i64) -> OpResponse {
+    match (op, r) {
+        (Op::Get { .. }, etcd::TxnOpResponse::Get(g)) => OpResponse::Get(g.kvs().first().map(kv)),
+        (Op::Range { .. }, etcd::TxnOpResponse::Get(g)) => {
+            OpResponse::Range(g.kvs().iter().map(kv).collect())
+        }
+        (Op::Delete { .. }, etcd::TxnOpResponse::Delete(d)) => OpResponse::Delete(d.deleted() > 0),
+        (Op::DeletePrefix { .. }, etcd::TxnOpResponse::Delete(d)) => {
+            OpResponse::DeletePrefix(d.deleted().max(0) as u64)
+        }
+        _ => OpResponse::Put { revision },
+    }
+}
+
+fn event(e: &etcd::Event) -> Option<Event> {
+    let kind = match e.event_type() {
+        etcd::EventType::Put => EventKind::Put,
+        etcd::EventType::Delete => EventKind::Delete,
+    };
+    Some(Event {
+        kind,
+        kv: kv(e.kv()?),
+        prev_kv: e.prev_kv().map(kv),
+    })
+}
+
+impl Remote {
+    /// Connects to `endpoints` (already parsed), each call bounded by `timeout`.
+    pub(crate) fn connect(endpoints: Vec<String>, timeout: Duration) -> Result<Remote> {
+        if timeout.is_zero() {
+            return Err(Error::invalid("request timeout must be positive"));
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("tenure-connect")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Storage(format!("cannot start the connect runtime: {e}")))?;
+        let opts = etcd::ConnectOptions::new()
+            .with_connect_timeout(timeout)
+            .with_timeout(timeout)
+            .with_keep_alive(Duration::from_secs(1), timeout);
+        let client = rt
+            .block_on(async {
+                tokio::time::timeout(timeout, etcd::Client::connect(&endpoints, Some(opts))).await
+            })
+            .map_err(|_| unavailable(format!("connecting to {}", endpoints.join(","))))?
+            .map_err(|e| map_err(e, None))?;
+        let r = Remote {
+            rt: RwLock::new(Some(rt)),
+            client,
+            endpoints,
+            timeout,
+            closed: AtomicBool::new(false),
+            revision: AtomicI64::new(0),
+            clock: Arc::new(SystemClock::new()),
+        };
+        // Fail early on an unreachable server, as `open` fails on an unusable file.
+        r.fetch_revision()?;
+        Ok(r)
+    }
+
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Stops the runtime (ending keep-alive and watch tasks: watchers end with `Closed`).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let rt = self.rt.write().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(rt) = rt {
+            rt.shutdown_background();
+        }
+    }
+
+    fn seen(&self, h: Option<&etcd::ResponseHeader>) -> i64 {
+        let rev = h.map_or(0, etcd::ResponseHeader::revision);
+        self.revision.fetch_max(rev, Ordering::Relaxed);
+        rev
+    }
+
+    /// Runs one call under the deadline (at most `limit`), retrying while the server is
+    /// unavailable if `repeatable`.
+    fn call<T, F, Fut>(
+        &self,
+        repeatable: bool,
+        limit: Option<Duration>,
+        lease: Option<LeaseId>,
+        f: F,
+    ) -> Result<T>
+    where
+        F: Fn(etcd::Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd::Error>>,
+    {
+        let guard = self.rt.read().unwrap_or_else(|p| p.into_inner());
+        let Some(rt) = guard.as_ref().filter(|_| !self.is_closed()) else {
+            return Err(Error::Closed);
+        };
+        let budget = limit.map_or(self.timeout, |l| l.min(self.timeout));
+        let deadline = Instant::now() + budget;
+        let mut backoff = FIRST_BACKOFF;
+        let mut attempt = 1;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let call = f(self.client.clone());
+            let out = rt.block_on(async { tokio::time::timeout(left, call).await });
+            let err = match out {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) => map_err(e, lease),
+                Err(_) => unavailable(format!(
+                    "no answer from {} within {budget:?}",
+                    self.endpoints.join(",")
+                )),
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !repeatable
+                || !matches!(err, Error::Unavailable(_))
+                || attempt >= ATTEMPTS
+                || left <= backoff
+            {
+                return Err(err);
+            }
+            std::thread::sleep(backoff);
+            backoff *= 2;
+            attempt += 1;
+        }
+    }
+
+    fn fetch_revision(&self) -> Result<i64> {
+        let h = self.call(true, None, None, |mut c| async move {
+            c.get(vec![0], Some(etcd::GetOptions::new().with_count_only()))
+                .await
+        })?;
+        Ok(self.seen(h.header()))
+    }
+
+    pub(crate) fn revision(&self) -> i64 {
+        self.fetch_revision()
+            .unwrap_or_else(|_| self.revision.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        Stats {
+            revision: self.revision(),
+            ..Stats::default()
+        }
+    }
+
+    // ---- keys ---------------------------------------------------------------------------------
+
+    pub(crate) fn put(&self, key: &[u8], value: &[u8], lease: Option<LeaseId>) -> Result<i64> {
+        check_key(key)?;
+        let r = self.call(false, None, lease, |mut c| {
+            let opts = lease.map(|l| etcd::PutOptions::new().with_lease(l.get()));
+            async move { c.put(key, value, opts).await }
+        })?;
+        Ok(self.seen(r.header()))
+    }
+
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<KeyValue>> {
+        check_key(key)?;
+        let r = self.call(
+            true,
+            None,
+            None,
+            |mut c| async move { c.get(key, None).await },
+        )?;
+        self.seen(r.header());
+        Ok(r.kvs().first().map(kv))
+    }
+
+    /// Keys under `prefix` in key order (`order: None`) or as the recipes read them.
+    pub(crate) fn range(
+        &self,
+        prefix: &[u8],
+        limit: Option<usize>,
+        order: Option<RangeOptions>,
+    ) -> Result<Vec<KeyValue>> {
+        let limit = order.map_or(limit, |o| o.limit);
+        let r = self.call(true, None, None, |mut c| {
+            let mut o = etcd::GetOptions::new().with_prefix();
+            if let Some(n) = limit {
+                o = o.with_limit(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+            if let Some(opts) = order {
+                let dir = match opts.order {
+                    crate::sync::CreateOrder::Oldest => etcd::SortOrder::Ascend,
+                    crate::sync::CreateOrder::Newest => etcd::SortOrder::Descend,
+                };
+                o = o.with_sort(etcd::SortTarget::Create, dir);
+                if let Some(max) = opts.max_create_revision {
+                    o = o.with_max_create_revision(max);
+                }
+            }
+            async move { c.get(prefix, Some(o)).await }
+        })?;
+        self.seen(r.header());
+        Ok(r.kvs().iter().map(kv).collect())
+    }
+
+    /// Deletes `key` (or every key under it): how many.
+    pub(crate) fn delete(&self, key: &[u8], prefix: bool) -> Result<u64> {
+        if !prefix {
+            check_key(key)?;
+        }
+        let r = self.call(false, None, None, |mut c| {
+            let o = prefix.then(|| etcd::DeleteOptions::new().with_prefix());
+            async move { c.delete(key, o).await }
+        })?;
+        self.seen(r.header());
+        Ok(r.deleted().max(0) as u64)
+    }
+
+    pub(crate) fn txn(&self, txn: &Txn) -> Result<TxnResponse> {
+        let req = etcd::Txn::new()
+            .when(txn.compares.iter().map(compare).collect::<Vec<_>>())
+            .and_then(txn.success.iter().map(txn_op).collect::<Vec<_>>())
+            .or_else(txn.failure.iter().map(txn_op).collect::<Vec<_>>());
+        let r = self.call(false, None, None, |mut c| {
+            let req = req.clone();
+            async move { c.txn(req).await }
+        })?;
+        let revision = self.seen(r.header());
+        let branch = if r.succeeded() {
+            &txn.success
+        } else {
+            &txn.failure
+        };
+        let responses = branch
+            .iter()
+            .zip(r.op_responses().iter())
+            .map(|(op, resp)| op_response(op, resp, revision))
+            .collect();
+        Ok(TxnResponse {
+            succeeded: r.succeeded(),
+            revision,
+            responses,
+        })
+    }
+
+    /// Attaches the existing `keys` to `id` (`attach`), or detaches those attached to it: a
+    /// put that keeps the value (etcd's `ignore_value`), one conditional txn per key.
+    pub(crate) fn attach<K: AsRef<[u8]>>(
+        &self,
+        id: LeaseId,
+        keys: &[K],
+        attach: bool,
+    ) -> Result<()> {
+        self.time_to_live(id)?;
+        keys.iter().try_for_each(|k| check_key(k.as_ref()))?;
+        for key in keys {
+            let key = key.as_ref().to_vec();
+            let (when, lease) = if attach {
+                (
+                    etcd::Compare::version(key.clone(), etcd::CompareOp::Greater, 0),
+                    id.get(),
+                )
+            } else {
+                (
+                    etcd::Compare::lease(key.clone(), etcd::CompareOp::Equal, id.get()),
+                    0,
+                )
+            };
+            let put = etcd::PutOptions::new()
+                .with_ignore_value()
+                .with_lease(lease);
+            let req = etcd::Txn::new().when([when]).and_then([etcd::TxnOp::put(
+                key,
+                Vec::new(),
+                Some(put),
+            )]);
+            let r = self.call(false, None, Some(id), |mut c| {
+                let req = req.clone();
+                async move { c.txn(req).await }
+            })?;
+            self.seen(r.header());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn watch(&self, key: &[u8], opts: &WatchOptions) -> Result<Watcher> {
+        let mut o = etcd::WatchOptions::new();
+        if opts.prefix {
+            o = o.with_prefix();
+        }
+        if let Some(r) = opts.start_revision {
+            o = o.with_start_revision(r);
+        }
+        if opts.prev_kv {
+            o = o.with_prev_key();
+        }
+        let stream = self.call(true, None, None, |mut c| {
+            let o = o.clone();
+            async move { c.watch(key, Some(o)).await }
+        })?;
+        let (feed, watcher) = WatchFeed::new();
+        let guard = self.rt.read().unwrap_or_else(|p| p.into_inner());
+        let rt = guard.as_ref().ok_or(Error::Closed)?;
+        rt.spawn(pump(stream, feed));
+        Ok(watcher)
+    }
+
+    // ---- leases -------------------------------------------------------------------------------
+
+    pub(crate) fn grant(&self, id: Option<LeaseId>, ttl: Duration) -> Result<LeaseInfo> {
+        let secs_ttl = ttl_secs(ttl)?;
+        if id.is_some_and(|i| i.get() <= 0) {
+            return Err(Error::invalid("lease ID must be positive"));
+        }
+        let r = self.call(false, None, id, |mut c| {
+            let o = id.map(|i| etcd::LeaseGrantOptions::new().with_id(i.get()));
+            async move { c.lease_grant(secs_ttl, o).await }
+        })?;
+        self.seen(r.header());
+        if !r.error().is_empty() {
+            return Err(Error::Storage(format!("server: {}", r.error())));
+        }
+        Ok(LeaseInfo {
+            id: LeaseId::new(r.id()),
+            ttl: secs(r.ttl()),
+            remaining: Some(secs(r.ttl())),
+            keys: Vec::new(),
+        })
+    }
+
+    pub(crate) fn revoke(&self, id: LeaseId) -> Result<()> {
+        let r = self.call(true, None, Some(id), |mut c| async move {
+            c.lease_revoke(id.get()).await
+        })?;
+        self.seen(r.header());
+        Ok(())
+    }
+
+    /// One keep-alive round trip; its deadline is at most `limit`.
+    pub(crate) fn renew(&self, id: LeaseId, limit: Option<Duration>) -> Result<Duration> {
+        let ttl = self.call(true, limit, Some(id), |mut c| async move {
+            let (mut keeper, mut stream) = c.lease_keep_alive(id.get()).await?;
+            keeper.keep_alive().await?;
+            Ok(stream.message().await?.map_or(0, |r| r.ttl()))
+        })?;
+        if ttl <= 0 {
+            return Err(Error::LeaseNotFound(id));
+        }
+        Ok(secs(ttl))
+    }
+
+    pub(crate) fn time_to_live(&self, id: LeaseId) -> Result<LeaseInfo> {
+        let r = self.call(true, None, Some(id), |mut c| async move {
+            c.lease_time_to_live(
+                id.get(),
+                Some(etcd::LeaseTimeToLiveOptions::new().with_keys()),
+            )
+            .await
+        })?;
+        self.seen(r.header());
+        if r.ttl() < 0 {
+            return Err(Error::LeaseNotFound(id));
+        }
+        let mut keys = r.keys().to_vec();
+        keys.sort();
+        Ok(LeaseInfo {
+            id,
+            ttl: secs(r.granted_ttl()),
+            remaining: Some(secs(r.ttl())),
+            keys,
+        })
+    }
+
+    pub(crate) fn leases(&self) -> Result<Vec<LeaseInfo>> {
+        let r = self.call(true, None, None, |mut c| async move { c.leases().await })?;
+        let mut out = Vec::new();
+        for l in r.leases() {
+            match self.time_to_live(LeaseId::new(l.id())) {
+                Ok(info) => out.push(info),
+                Err(Error::LeaseNotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        out.sort_by_key(|l| l.remaining);
+        Ok(out)
+    }
+}
+
+/// Moves an etcd watch stream's events into a watcher until either ends.
+async fn pump(mut stream: etcd::WatchStream, feed: WatchFeed) {
+    loop {
+        let msg = match stream.message().await {
+            Ok(Some(m)) => m,
+            Ok(None) => return feed.fail(unavailable("the watch stream ended")),
+            Err(e) => return feed.fail(map_err(e, None)),
+        };
+        if msg.compact_revision() > 0 {
+            return feed.fail(Error::Compacted {
+                revision: msg.compact_revision(),
+                reason: "compacted on the server".into(),
+            });
+        }
+        if msg.canceled() {
+            return feed.fail(unavailable(format!(
+                "watch cancelled by the server: {}",
+                msg.cancel_reason()
+            )));
+        }
+        for e in msg.events() {
+            if let Some(ev) = event(e) {
+                if !feed.send(ev) {
+                    return;
+                }
+            }
+        }
+        if feed.is_dropped() {
+            return;
+        }
+    }
+}
