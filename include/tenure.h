@@ -356,6 +356,14 @@ typedef int32_t tenure_event_kind;
 // unexpected state: close it.
 #define TENURE_ERR_PANIC 18
 
+// The call needs the embedded engine (checkpoint, promote, demote…) and the handle is
+// connected to an etcd v3 server (`tenure_connect`).
+#define TENURE_ERR_UNSUPPORTED 19
+
+// The etcd v3 server could not be reached within the call's deadline, after bounded retries;
+// the call may succeed once it is back.
+#define TENURE_ERR_UNAVAILABLE 20
+
 // current == given
 #define TENURE_COMPARE_EQUAL 0
 

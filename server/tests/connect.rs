@@ -201,7 +201,10 @@ fn r1_leases_attach_and_engine_only_calls_over_connect() {
         db.revoke(id).unwrap();
         assert!(db.get("l/a").unwrap().is_none());
         let r = db.renew(id);
-        assert!(matches!(r, Err(Error::LeaseNotFound(l)) if l == id), "{r:?}");
+        assert!(
+            matches!(r, Err(Error::LeaseNotFound(l)) if l == id),
+            "{r:?}"
+        );
         assert!(matches!(db.time_to_live(id), Err(Error::LeaseNotFound(_))));
         assert!(matches!(
             db.attach(id, &["l/b"]),

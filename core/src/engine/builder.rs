@@ -210,7 +210,7 @@ impl Builder {
         let endpoints = crate::remote::parse_endpoints(&self.endpoints)?;
         let remote = crate::remote::Remote::connect(endpoints, self.request_timeout)?;
         Ok(Tenure {
-            h: Arc::new(Handle::Remote(remote)),
+            h: Arc::new(Handle::Remote(Box::new(remote))),
         })
     }
 

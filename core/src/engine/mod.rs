@@ -123,7 +123,7 @@ pub(crate) enum Handle {
         threads: Mutex<Vec<JoinHandle<()>>>,
     },
     #[cfg(feature = "remote")]
-    Remote(crate::remote::Remote),
+    Remote(Box<crate::remote::Remote>),
 }
 
 impl Drop for Handle {
