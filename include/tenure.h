@@ -199,6 +199,13 @@ typedef struct tenure_options {
     const struct tenure_clock *clock;
 } tenure_options;
 
+// Options of `tenure_connect`. Zero-initialise; a field left 0 takes its default; a NULL
+// options pointer means every default.
+typedef struct tenure_connect_options {
+    // The deadline of every call, retries included, ms (>= 0; 0 = the default, 5000).
+    int64_t request_timeout_ms;
+} tenure_connect_options;
+
 // Counters and gauges of an engine (SPEC L15), filled by `tenure_stats_read`.
 typedef struct tenure_stats {
     // Leases granted since open.
@@ -415,6 +422,18 @@ tenure_result tenure_options_init(struct tenure_options *opts);
 // Errors: `TENURE_ERR_NULL_POINTER` (`out`), `TENURE_ERR_INVALID_ARGUMENT` (path not UTF-8 or
 // empty, bad option), `TENURE_ERR_ALREADY_OPEN`, `TENURE_ERR_CORRUPT`, `TENURE_ERR_STORAGE`.
 tenure_result tenure_open(const char *path, const struct tenure_options *opts, struct tenure **out);
+
+// Connects to an etcd v3 server — `tenure serve` or an etcd cluster — at `url`
+// (`http://HOST:PORT`, several comma-separated) and returns the same kind of handle as
+// `tenure_open`: keys, leases, watches and every coordination object work over it; engine-only
+// calls fail with `TENURE_ERR_UNSUPPORTED`, network failures with `TENURE_ERR_UNAVAILABLE`.
+// Release it with `tenure_close` (or `tenure_free`).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (bad URL or option),
+// `TENURE_ERR_UNAVAILABLE` (no server answered within the deadline).
+tenure_result tenure_connect(const char *url,
+                             const struct tenure_connect_options *opts,
+                             struct tenure **out);
 
 // A second handle to the same engine, for another owner or thread. Every handle is released
 // on its own (`tenure_close` or `tenure_free`); the engine closes when `tenure_close` is called

@@ -24,6 +24,7 @@ serve-tools:
 	fi
 
 # Every target that compiles the workspace compiles the server.
+test-python test-c header ffi-debug ffi-release python-wheel: serve-tools
 all lint test-rust: serve-tools
 
 test-serve: serve-tools

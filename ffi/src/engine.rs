@@ -232,6 +232,50 @@ pub unsafe extern "C" fn tenure_open(
     })
 }
 
+/// Options of `tenure_connect`. Zero-initialise; a field left 0 takes its default; a NULL
+/// options pointer means every default.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct tenure_connect_options {
+    /// The deadline of every call, retries included, ms (>= 0; 0 = the default, 5000).
+    pub request_timeout_ms: i64,
+}
+
+/// Connects to an etcd v3 server — `tenure serve` or an etcd cluster — at `url`
+/// (`http://HOST:PORT`, several comma-separated) and returns the same kind of handle as
+/// `tenure_open`: keys, leases, watches and every coordination object work over it; engine-only
+/// calls fail with `TENURE_ERR_UNSUPPORTED`, network failures with `TENURE_ERR_UNAVAILABLE`.
+/// Release it with `tenure_close` (or `tenure_free`).
+///
+/// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (bad URL or option),
+/// `TENURE_ERR_UNAVAILABLE` (no server answered within the deadline).
+#[no_mangle]
+pub unsafe extern "C" fn tenure_connect(
+    url: *const c_char,
+    opts: *const tenure_connect_options,
+    out: *mut *mut tenure,
+) -> tenure_result {
+    guard("tenure_connect", || {
+        // SAFETY: the caller promises a writable pointer.
+        let out = unsafe { Out::new(out, "out") }?;
+        // SAFETY: the caller promises a NUL-terminated string.
+        let url = unsafe { arg(url, "url") }?;
+        // SAFETY: as above: `arg` checked it is not NULL.
+        let url = unsafe { CStr::from_ptr(url) }
+            .to_str()
+            .map_err(|e| invalid(format!("url is not valid UTF-8: {e}")))?;
+        // SAFETY: the caller promises NULL or a live options struct.
+        let opts = unsafe { opts.as_ref() }.copied().unwrap_or_default();
+        let mut b = Builder::default().endpoints([url]);
+        if opts.request_timeout_ms != 0 {
+            b = b.request_timeout(ms(opts.request_timeout_ms, "request_timeout_ms")?);
+        }
+        let db = b.connect()?;
+        out.set(boxed(tenure { db }));
+        Ok(())
+    })
+}
+
 /// A second handle to the same engine, for another owner or thread. Every handle is released
 /// on its own (`tenure_close` or `tenure_free`); the engine closes when `tenure_close` is called
 /// on any handle, or when the last handle is freed.

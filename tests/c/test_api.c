@@ -475,7 +475,36 @@ static void manual_clock_saturates_at_its_limit(void) {
     tenure_clock_free(clock);
 }
 
+/* R1/R3: tenure_connect checks its URL, reports an unreachable server as UNAVAILABLE within
+ * its deadline, and writes nothing on failure. With TENURE_TEST_CONNECT_URL set (a running
+ * `tenure serve` or etcd), it also makes a round trip and checks an engine-only call. */
+static void connect_checks_urls_and_reports_unreachable_servers(void) {
+    tenure *db = (tenure *)(uintptr_t)0x1;
+    tenure *const sentinel = db;
+    CHECK_RC(tenure_connect(NULL, NULL, &db), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_connect("http://127.0.0.1:1", NULL, NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_connect("127.0.0.1:2379", NULL, &db), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("http://");
+    tenure_connect_options o = {0};
+    o.request_timeout_ms = -5;
+    CHECK_RC(tenure_connect("http://127.0.0.1:1", &o, &db), TENURE_ERR_INVALID_ARGUMENT);
+    o.request_timeout_ms = 300;
+    /* Port 1 on loopback: nothing listens there. */
+    CHECK_RC(tenure_connect("http://127.0.0.1:1", &o, &db), TENURE_ERR_UNAVAILABLE);
+    CHECK(db == sentinel);
+
+    const char *url = getenv("TENURE_TEST_CONNECT_URL");
+    if (url == NULL) return;
+    CHECK_OK(tenure_connect(url, NULL, &db));
+    int64_t rev = 0;
+    CHECK_OK(tenure_put(db, (const uint8_t *)"c/k", 3, (const uint8_t *)"v", 1, 0, &rev));
+    CHECK(rev > 0);
+    CHECK_RC(tenure_promote(db, 0), TENURE_ERR_UNSUPPORTED);
+    tenure_close(db);
+}
+
 void api_tests(void) {
+    RUN(connect_checks_urls_and_reports_unreachable_servers);
     RUN(version_string_matches_the_header_defines);
     RUN(result_str_names_every_code_and_unknown_numbers);
     RUN(last_error_message_is_per_thread_and_names_the_function);
