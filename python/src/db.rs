@@ -100,6 +100,32 @@ pub(crate) fn open(
     Ok(db)
 }
 
+/// Connects to an etcd v3 server (`tenure serve` or etcd) at `url` (`http://HOST:PORT`, several
+/// comma-separated): the same `Tenure` API; engine-only calls raise `Unsupported`, network
+/// failures `Unavailable`. `timeout`: the deadline of every call, in seconds.
+#[pyfunction]
+#[pyo3(signature = (url, *, timeout=5.0))]
+pub(crate) fn connect(
+    py: Python<'_>,
+    url: &str,
+    #[pyo3(from_py_with = secs_arg)] timeout: f64,
+) -> PyResult<Py<PyTenure>> {
+    let b = Tenure::builder()
+        .endpoints([url])
+        .request_timeout(seconds(timeout, "timeout")?);
+    let engine = blocking(py, move || b.connect())?;
+    let db = Py::new(
+        py,
+        PyTenure {
+            engine: ForkSafe::new(engine),
+            path: None,
+            file: None,
+        },
+    )?;
+    crate::hooks::track(py, db.bind(py))?;
+    Ok(db)
+}
+
 #[pymethods]
 impl PyTenure {
     // ---- leases -------------------------------------------------------------------------------

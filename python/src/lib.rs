@@ -89,7 +89,7 @@ mod _tenure {
     #[pymodule_export]
     use super::clock::PyManualClock;
     #[pymodule_export]
-    use super::db::open;
+    use super::db::{connect, open};
     #[pymodule_export]
     use super::handle::PyTenure;
     #[pymodule_export]

@@ -65,11 +65,13 @@ from ._tenure import (
     TxnResponse,
     Watcher,
     __version__,
+    connect,
     open,
 )
 
 __all__ = [
     "open",
+    "connect",
     "Tenure",
     "Lease",
     "LeaseInfo",

@@ -17,6 +17,7 @@ __all__ = [
     "_raise_for_test",
     "ManualClock",
     "open",
+    "connect",
     "Tenure",
     "_after_fork_in_child",
     "_close_all",
@@ -66,6 +67,7 @@ def open(
     expired_retry_interval: float = 3.0,
     clock: ManualClock | None = None,
 ) -> Tenure: ...
+def connect(url: str, *, timeout: float = 5.0) -> Tenure: ...
 
 @final
 class Tenure:
