@@ -1,6 +1,8 @@
 //! `make bench-serve`: one client workload against `tenure serve` and against a real
 //! single-node etcd (Debian's etcd-server) on loopback, in one run, same durability (both fsync
-//! before replying), through the same client (the Rust etcd-client crate).
+//! before replying), through the same client (the Rust etcd-client crate). Both servers run at
+//! once and every point is measured on one then the other, back to back, so that both see the
+//! same machine load (this machine is shared).
 //!
 //! Workloads, each at 1, 16 and 64 concurrent clients (one connection each):
 //! put with a lease, range (a 10-key prefix), txn (compare version + put), lease keep-alive
@@ -252,30 +254,41 @@ async fn watch_latency(url: &str, n: usize, events: usize) -> Point {
     summarize(all, start.elapsed())
 }
 
-async fn run_all(url: &str, secs: f64, levels: &[usize]) -> Vec<(String, usize, Point)> {
+/// One point: `work` (or the watch workload) with `n` clients on every system in `urls`,
+/// back to back, so that both see the same machine load.
+async fn point(urls: &[&str], name: &str, work: Option<Work>, n: usize, secs: f64) -> Vec<Point> {
+    let mut out = Vec::new();
+    for url in urls {
+        let p = match work {
+            Some(w) => closed_loop(url, n, w, secs).await,
+            None => watch_latency(url, n, if secs < 1.0 { 20 } else { 300 }).await,
+        };
+        eprintln!(
+            "  {name:<10} {n:>3} clients on {url}: {:>9.0} ops/s  p50 {:>8.0} us  p99 {:>8.0} us",
+            p.ops_per_sec, p.p50_us, p.p99_us
+        );
+        out.push(p);
+    }
+    out
+}
+
+async fn run_all(urls: &[&str], secs: f64, levels: &[usize]) -> Vec<(String, usize, Vec<Point>)> {
+    // Warm-up, not measured: the first writes of a fresh file grow it (tenure's redb file; etcd's
+    // WAL is preallocated), which would otherwise be charged to whichever workload runs first.
+    for url in urls {
+        closed_loop(url, 16, Work::PutLease, secs / 2.0).await;
+    }
     let mut out = Vec::new();
     for (name, work) in [
-        ("put+lease", Work::PutLease),
-        ("range", Work::Range),
-        ("txn", Work::Txn),
-        ("keepalive", Work::KeepAlive),
+        ("put+lease", Some(Work::PutLease)),
+        ("range", Some(Work::Range)),
+        ("txn", Some(Work::Txn)),
+        ("keepalive", Some(Work::KeepAlive)),
+        ("watch", None),
     ] {
         for &n in levels {
-            let p = closed_loop(url, n, work, secs).await;
-            eprintln!(
-                "  {name:<10} {n:>3} clients: {:>9.0} ops/s  p50 {:>8.0} us  p99 {:>8.0} us",
-                p.ops_per_sec, p.p50_us, p.p99_us
-            );
-            out.push((name.to_string(), n, p));
+            out.push((name.to_string(), n, point(urls, name, work, n, secs).await));
         }
-    }
-    for &n in levels {
-        let p = watch_latency(url, n, if secs < 1.0 { 20 } else { 300 }).await;
-        eprintln!(
-            "  {:<10} {n:>3} clients: {:>9.0} ev/s   p50 {:>8.0} us  p99 {:>8.0} us",
-            "watch", p.ops_per_sec, p.p50_us, p.p99_us
-        );
-        out.push(("watch".to_string(), n, p));
     }
     out
 }
@@ -298,25 +311,26 @@ fn main() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     rt.block_on(async {
-        eprintln!("tenure serve (durability immediate):");
-        let (t_proc, t_url) = start_tenure(dir.path());
+        let (_t_proc, t_url) = start_tenure(dir.path());
         wait_ready(&t_url).await;
-        let tenure = run_all(&t_url, secs, levels).await;
-        drop(t_proc);
-        if !with_etcd {
+        let etcd = if with_etcd { start_etcd(dir.path()) } else { None };
+        if with_etcd && etcd.is_none() {
+            eprintln!("etcd not found: install Debian's etcd-server (make serve-tools)");
+        }
+        let mut urls = vec![t_url.as_str()];
+        if let Some((_, e_url)) = &etcd {
+            wait_ready(e_url).await;
+            urls.push(e_url.as_str());
+        }
+        eprintln!("tenure serve (durability immediate) at {t_url}; etcd: {:?}", urls.get(1));
+        let results = run_all(&urls, secs, levels).await;
+        if urls.len() < 2 {
             return;
         }
-        eprintln!("etcd (single node, loopback):");
-        let Some((e_proc, e_url)) = start_etcd(dir.path()) else {
-            eprintln!("etcd not found: install Debian's etcd-server (make serve-tools)");
-            return;
-        };
-        wait_ready(&e_url).await;
-        let etcd = run_all(&e_url, secs, levels).await;
-        drop(e_proc);
         println!("| workload | clients | tenure ops/s | etcd ops/s | ratio | tenure p99 µs | etcd p99 µs |");
         println!("|---|---:|---:|---:|---:|---:|---:|");
-        for ((name, n, t), (_, _, e)) in tenure.iter().zip(&etcd) {
+        for (name, n, p) in &results {
+            let (t, e) = (p[0], p[1]);
             println!(
                 "| {name} | {n} | {:.0} | {:.0} | {:.2}x | {:.0} | {:.0} |",
                 t.ops_per_sec,
