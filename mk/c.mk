@@ -1,7 +1,9 @@
 # C ABI: libtenure.so / libtenure.a, include/tenure.h, `make install`, and the C tests.
 #
 #   make header       regenerate include/tenure.h from ffi/src (cbindgen, ffi/cbindgen.toml)
-#   make install      install the release libraries, the header and tenure.pc under PREFIX
+#   make install      install the release libraries (stripped), the header and tenure.pc under
+#                     PREFIX; into the system (no DESTDIR) it also refreshes the loader cache
+#   make uninstall    remove what `make install` installed (same PREFIX/DESTDIR)
 #   make test-c       C tests under ASan+UBSan (leak checking on), the same tests under
 #                     valgrind, and the C and C++ examples built against a temporary install
 #
@@ -33,8 +35,10 @@ C_TEST_HDRS := $(wildcard tests/c/*.h) include/tenure.h
 C_WARN := -std=c11 -Wall -Wextra -Wpedantic -Werror
 C_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+LDCONFIG ?= $(shell command -v ldconfig 2>/dev/null || echo /sbin/ldconfig)
+STRIP ?= strip
 
-.PHONY: header install test-c c-tools ffi-debug ffi-release ffi-test-hooks test-c-asan test-c-valgrind \
+.PHONY: header install uninstall install-ldconfig test-c c-tools ffi-debug ffi-release ffi-test-hooks test-c-asan test-c-valgrind \
 	test-c-api-coverage test-c-examples
 
 EXTRA_TESTS += test-c
@@ -68,17 +72,41 @@ c-tools:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
+# The installed copies are stripped of debug info (the release profile has none of its own, but
+# libtenure.a carries the standard library's); `make bench` uses the `profiling` profile instead.
 install: ffi-$(INSTALL_PROFILE)
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
 	install -m 644 include/tenure.h $(DESTDIR)$(INCLUDEDIR)/tenure.h
 	install -m 644 $(C_TARGET_DIR)/$(INSTALL_PROFILE)/libtenure.a $(DESTDIR)$(LIBDIR)/libtenure.a
+	$(STRIP) --strip-debug $(DESTDIR)$(LIBDIR)/libtenure.a
 	install -m 755 $(C_TARGET_DIR)/$(INSTALL_PROFILE)/libtenure.so \
 		$(DESTDIR)$(LIBDIR)/libtenure.so.$(C_VERSION)
+	$(STRIP) --strip-unneeded $(DESTDIR)$(LIBDIR)/libtenure.so.$(C_VERSION)
 	ln -sf libtenure.so.$(C_VERSION) $(DESTDIR)$(LIBDIR)/$(C_SONAME)
 	ln -sf $(C_SONAME) $(DESTDIR)$(LIBDIR)/libtenure.so
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 		-e 's|@VERSION@|$(C_VERSION)|' -e 's|@STATIC_LIBS@|$(C_STATIC_LIBS)|' \
 		ffi/tenure.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tenure.pc
+	@$(MAKE) --no-print-directory -s install-ldconfig
+
+# Into the system (no DESTDIR) and a directory the loader searches: refresh its cache, else
+# programs fail with "cannot open shared object file" until `ldconfig` runs. Anywhere else the
+# program needs an rpath (README, "C quick start").
+install-ldconfig:
+	@if [ -n "$(DESTDIR)" ]; then exit 0; fi; \
+	if $(LDCONFIG) -v -N 2>/dev/null | grep -q '^$(LIBDIR):'; then \
+		if [ "$$(id -u)" = 0 ]; then $(LDCONFIG) && echo "ldconfig: loader cache refreshed for $(LIBDIR)"; \
+		else echo "run 'sudo ldconfig' so the loader finds libtenure in $(LIBDIR)"; fi; \
+	else \
+		echo "$(LIBDIR) is not on the loader's path: link with -Wl,-rpath,$(LIBDIR)"; \
+	fi
+
+uninstall:
+	rm -f $(DESTDIR)$(INCLUDEDIR)/tenure.h $(DESTDIR)$(LIBDIR)/libtenure.a \
+		$(DESTDIR)$(LIBDIR)/libtenure.so $(DESTDIR)$(LIBDIR)/$(C_SONAME) \
+		$(DESTDIR)$(LIBDIR)/libtenure.so.$(C_VERSION) $(DESTDIR)$(LIBDIR)/pkgconfig/tenure.pc
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && \
+		$(LDCONFIG) -v -N 2>/dev/null | grep -q '^$(LIBDIR):'; then $(LDCONFIG); fi
 
 $(C_BUILD)/tests-asan: $(C_TEST_SRCS) $(C_TEST_HDRS) ffi-test-hooks | c-tools
 	@mkdir -p $(C_BUILD)
@@ -119,6 +147,8 @@ test-c-examples: ffi-debug | c-tools
 	test "$$(pkg-config --modversion tenure)" = "$(C_VERSION)"; \
 	if nm -D "$$tmp/prefix/lib/libtenure.so" | grep -q tenure_test_; then \
 		echo "installed libtenure.so exports test hooks"; exit 1; fi; \
+	for f in "$$tmp/prefix/lib/libtenure.so" "$$tmp/prefix/lib/libtenure.a"; do \
+		if readelf -S "$$f" | grep -q '\.debug_info'; then echo "$$f has debug info"; exit 1; fi; done; \
 	$(CC) $(C_WARN) examples/c/leases.c $$(pkg-config --cflags --libs tenure) \
 		-Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/leases-c"; \
 	"$$tmp/leases-c"; \
@@ -136,7 +166,10 @@ test-c-examples: ffi-debug | c-tools
 	"$$tmp/leader-c"; \
 	$(CXX) -std=c++17 -Wall -Wextra -Wpedantic -Werror -pthread examples/cpp/coordination.cpp \
 		$$(pkg-config --cflags --libs tenure) -Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/coordination-cpp"; \
-	"$$tmp/coordination-cpp"
+	"$$tmp/coordination-cpp"; \
+	$(MAKE) --no-print-directory -s uninstall PREFIX="$$tmp/prefix"; \
+	left=$$(find "$$tmp/prefix" -type f -o -type l); \
+	if [ -n "$$left" ]; then echo "make uninstall left: $$left"; exit 1; fi
 
 test-c: c-tools test-c-api-coverage test-c-asan test-c-valgrind test-c-examples
 	@echo "test-c: ASan+UBSan, valgrind and the installed C/C++ examples passed"

@@ -5,7 +5,7 @@
 //! and writes per commit. First it times the disk itself: `fdatasync` after a 4 KiB write to a
 //! file in the same directory (p50 / p99 of 200), the floor under every durable commit.
 //!
-//! `cargo run --release -p tenure-bench --bin durable -- --threads 1,8,64 --secs 3`
+//! `cargo run --profile profiling -p tenure-bench --bin durable -- --threads 1,8,64 --secs 3`
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};

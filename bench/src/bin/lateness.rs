@@ -6,7 +6,7 @@
 //! computed from it just before the grant, so the engine's deadline is at most the grant call's
 //! own latency after it: lateness is over-estimated by that much, never under-estimated.
 //!
-//! `cargo run --release -p tenure-bench --bin lateness -- --mode memory|buffered|immediate`
+//! `cargo run --profile profiling -p tenure-bench --bin lateness -- --mode memory|buffered|immediate`
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -12,7 +12,7 @@
 //! test on the same clock (Recovery::Wall: the manual wall clock did not move, so every lease
 //! comes back with its full TTL).
 //!
-//! `cargo run --release -p tenure-bench --bin mass_expiry -- --mode memory|buffered|immediate`
+//! `cargo run --profile profiling -p tenure-bench --bin mass_expiry -- --mode memory|buffered|immediate`
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

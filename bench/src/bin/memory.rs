@@ -4,7 +4,7 @@
 //! count. Run once per variant: each is its own process, so freed memory of one cannot hide
 //! growth of the other.
 //!
-//! `cargo run --release -p tenure-bench --bin memory -- --keys 0` (then `--keys 1`)
+//! `cargo run --profile profiling -p tenure-bench --bin memory -- --keys 0` (then `--keys 1`)
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! part runs inside a function named `profiled_<workload>` so that a profiler can be limited to
 //! it, e.g.
 //!
-//! `valgrind --tool=callgrind --toggle-collect='*profiled_renew*' target/release/profile --workload renew --size 100000`
+//! `valgrind --tool=callgrind --toggle-collect='*profiled_renew*' target/profiling/profile --workload renew --size 100000`
 //!
 //! `find_expired` expires on the engine's thread: collect `*expire*` there instead. `open`
 //! reopens a file of `--size` leases with one key each (built with Buffered on first use and

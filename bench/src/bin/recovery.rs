@@ -5,7 +5,7 @@
 //! warm (the file was just written); with `--drop-caches 1` the kernel's caches are dropped
 //! before each open when this process may (root, writable /proc/sys/vm/drop_caches).
 //!
-//! `cargo run --release -p tenure-bench --bin recovery`
+//! `cargo run --profile profiling -p tenure-bench --bin recovery`
 
 use std::time::{Duration, Instant};
 
