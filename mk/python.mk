@@ -9,6 +9,7 @@ PYTHON ?= python3
 PY_VENV := build/venv
 PY_BIN := $(PY_VENV)/bin
 PY_WHEELS := build/wheels
+PY_TEST_WHEELS := build/wheels-test
 PY_WHEELHOUSE := build/py-wheelhouse
 PY_TEST_VENV := build/venv-wheel
 PY_TEST_BIN := $(PY_TEST_VENV)/bin
@@ -16,7 +17,7 @@ PY_TOOLS := 'pytest>=8' 'pytest-timeout>=2' 'pytest-asyncio>=0.23' 'mypy>=1.10'
 # The test venv's PATH: its own bin and the system's, never ~/.cargo/bin.
 PY_TEST_PATH := $(abspath $(PY_TEST_BIN)):/usr/local/bin:/usr/bin:/bin
 
-.PHONY: test-python python-venv python-wheel python-wheel-venv
+.PHONY: test-python python-venv python-wheel python-test-wheel python-wheel-venv
 
 EXTRA_TESTS += test-python
 # The root Makefile expands $(EXTRA_TESTS) in `test`'s prerequisites before this fragment is
@@ -36,17 +37,25 @@ $(PY_WHEELHOUSE)/.done: | $(PY_BIN)/python
 	$(PY_BIN)/python -m pip download --quiet --dest $(PY_WHEELHOUSE) $(PY_TOOLS)
 	touch $@
 
-# One release build of the abi3 wheel from the current sources.
+# One release build of the abi3 wheel from the current sources: the wheel users install, without
+# test hooks (mk/readme.mk checks it in a fresh venv).
 python-wheel: python-venv
 	rm -rf $(PY_WHEELS)
 	PATH="$(abspath $(PY_BIN)):$$PATH" $(PY_BIN)/maturin build --quiet --release \
 		-m python/Cargo.toml --out $(PY_WHEELS)
 
+# The suite's wheel: the same build plus the test hooks (`_panic_for_test`, `_raise_for_test`:
+# the cargo feature `test-hooks`), as the C tests link a library with theirs.
+python-test-wheel: python-venv
+	rm -rf $(PY_TEST_WHEELS)
+	PATH="$(abspath $(PY_BIN)):$$PATH" $(PY_BIN)/maturin build --quiet --release \
+		-m python/Cargo.toml --features test-hooks --out $(PY_TEST_WHEELS)
+
 # A fresh venv every run: the wheel and the tools, nothing from the checkout.
-python-wheel-venv: python-wheel $(PY_WHEELHOUSE)/.done
+python-wheel-venv: python-test-wheel $(PY_WHEELHOUSE)/.done
 	$(PYTHON) -m venv --clear $(PY_TEST_VENV)
 	$(PY_TEST_BIN)/python -m pip install --quiet --no-index --find-links $(PY_WHEELHOUSE) \
-		$(PY_TOOLS) $(PY_WHEELS)/tenure-*-abi3-*.whl
+		$(PY_TOOLS) $(PY_TEST_WHEELS)/tenure-*-abi3-*.whl
 	@PATH="$(PY_TEST_PATH)" sh -c '! command -v cargo' >/dev/null || \
 		{ echo "cargo is on the test venv's PATH"; exit 1; }
 

@@ -1,6 +1,7 @@
 //! The one error model shared by Rust, C and Python (see `docs/DESIGN.md`, "Errors").
 
-use std::path::PathBuf;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::LeaseId;
@@ -25,7 +26,7 @@ pub enum Error {
     #[error("lease {0} has expired")]
     LeaseExpired(LeaseId),
     /// The TTL is above etcd's `MaxLeaseTTL` (9 000 000 000 s).
-    #[error("lease TTL {0:?} is too large (max 9000000000 s)")]
+    #[error("{}", ttl_refused(human(*.0)))]
     LeaseTtlTooLarge(Duration),
     /// The engine is a standby; only a primary renews and expires leases.
     #[error("this engine is not the primary")]
@@ -52,20 +53,37 @@ pub enum Error {
     },
     /// A read or a commit failed in the storage layer. After a failed commit every write fails
     /// with this error until the database is reopened (SPEC D6).
-    #[error("storage error: {0}")]
-    Storage(String),
-    /// The engine has been closed.
-    #[error("the engine is closed")]
-    Closed,
-    /// A blocking call reached its timeout.
-    #[error("timed out")]
-    Timeout,
-    /// A lock is held by someone else (`try_lock`).
-    #[error("locked by another session")]
-    Locked,
-    /// The session's lease is gone.
-    #[error("session expired")]
-    SessionExpired,
+    #[error("storage error: {message}")]
+    Storage {
+        /// What failed.
+        message: String,
+        /// The operating system's error number, when the OS gave one (`ENOENT`, `EISDIR`...).
+        errno: Option<i32>,
+        /// The file concerned, when one is.
+        path: Option<PathBuf>,
+    },
+    /// The engine has been closed; names the database (its path, or `(in memory)`).
+    #[error("database {0} is closed")]
+    Closed(String),
+    /// A blocking call reached its timeout: what it waited for, and for how long.
+    #[error("timed out after {} waiting for {what}", human(*.after))]
+    Timeout {
+        /// What the call waited for, e.g. `lock "jobs/nightly"`.
+        what: String,
+        /// The timeout it was given.
+        after: Duration,
+    },
+    /// A lock is held by someone else (`try_lock`): which lock, held by which lease.
+    #[error("lock {name:?} is held by lease {holder}")]
+    Locked {
+        /// The lock's name (for a record lock, its key).
+        name: String,
+        /// The lease of the holder (a session's lease, or a record lock's).
+        holder: LeaseId,
+    },
+    /// The session's lease is gone (expired, revoked, or the session was closed).
+    #[error("session {0} has ended: its lease expired or was revoked, or it was closed")]
+    SessionExpired(LeaseId),
     /// The caller is not (or no longer) the leader.
     #[error("not the leader")]
     NotLeader,
@@ -208,11 +226,11 @@ impl Error {
             Error::Compacted { .. } => ErrorCode::Compacted,
             Error::AlreadyOpen(_) => ErrorCode::AlreadyOpen,
             Error::Corrupt { .. } => ErrorCode::Corrupt,
-            Error::Storage(_) => ErrorCode::Storage,
-            Error::Closed => ErrorCode::Closed,
-            Error::Timeout => ErrorCode::Timeout,
-            Error::Locked => ErrorCode::Locked,
-            Error::SessionExpired => ErrorCode::SessionExpired,
+            Error::Storage { .. } => ErrorCode::Storage,
+            Error::Closed(_) => ErrorCode::Closed,
+            Error::Timeout { .. } => ErrorCode::Timeout,
+            Error::Locked { .. } => ErrorCode::Locked,
+            Error::SessionExpired(_) => ErrorCode::SessionExpired,
             Error::NotLeader => ErrorCode::NotLeader,
             Error::StaleToken { .. } => ErrorCode::StaleToken,
             Error::Unsupported(_) => ErrorCode::Unsupported,
@@ -222,6 +240,81 @@ impl Error {
 
     pub(crate) fn invalid(msg: impl Into<String>) -> Error {
         Error::InvalidArgument(msg.into())
+    }
+
+    /// A storage error without an OS error number or a file.
+    pub fn storage(message: impl Into<String>) -> Error {
+        Error::Storage {
+            message: message.into(),
+            errno: None,
+            path: None,
+        }
+    }
+
+    /// A storage error from the OS about `path`: `message` then the OS's words.
+    pub(crate) fn io(message: impl fmt::Display, path: &Path, e: &std::io::Error) -> Error {
+        Error::Storage {
+            message: format!("{message} {}: {e}", path.display()),
+            errno: e.raw_os_error(),
+            path: Some(path.to_path_buf()),
+        }
+    }
+
+    /// `Closed`, naming the database at `path` (`None`: in memory).
+    pub fn closed(path: Option<&Path>) -> Error {
+        Error::Closed(match path {
+            Some(p) => p.display().to_string(),
+            None => "(in memory)".to_owned(),
+        })
+    }
+
+    /// `Timeout` after `after` waiting for `what`.
+    pub fn timeout(what: impl Into<String>, after: Duration) -> Error {
+        Error::Timeout {
+            what: what.into(),
+            after,
+        }
+    }
+}
+
+/// The one wording of a refused TTL in every language; `given` is the TTL as the caller wrote
+/// it (`"0 ms"` in C, `"inf s"` in Python).
+pub fn ttl_refused(given: impl fmt::Display) -> String {
+    format!("lease TTL must be more than 0 and at most 9000000000 s, got {given}")
+}
+
+/// A duration as a person writes it: `800 ms`, `1.5 s`, `10 s` (what every message uses).
+pub fn human(d: Duration) -> String {
+    fn trimmed(whole: u128, frac: u128, digits: usize) -> String {
+        if frac == 0 {
+            return whole.to_string();
+        }
+        let f = format!("{frac:0digits$}");
+        format!("{whole}.{}", f.trim_end_matches('0'))
+    }
+    let ns = d.as_nanos();
+    if ns < 1_000_000_000 {
+        format!("{} ms", trimmed(ns / 1_000_000, ns % 1_000_000, 6))
+    } else {
+        format!(
+            "{} s",
+            trimmed(ns / 1_000_000_000, ns % 1_000_000_000 / 1_000_000, 3)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_a_person_writes_them() {
+        assert_eq!(human(Duration::from_millis(800)), "800 ms");
+        assert_eq!(human(Duration::from_micros(1500)), "1.5 ms");
+        assert_eq!(human(Duration::ZERO), "0 ms");
+        assert_eq!(human(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(human(Duration::from_secs(10)), "10 s");
+        assert_eq!(human(Duration::from_nanos(10_000_400_000)), "10 s");
     }
 }
 

@@ -81,6 +81,8 @@ struct Schedule {
     every: Duration,
     ttl: Duration,
     deadline: Duration,
+    /// What a renewal reports once the engine is gone (`Closed`, naming the database).
+    closed: Error,
 }
 
 /// Renews at `first`, then every `every` on a fixed schedule (a missed slot fires at once, and
@@ -103,7 +105,7 @@ fn run(
         let sent = clock.now();
         let result = match Tenure::upgrade(&engine) {
             Some(db) => db.renew_within(id, deadline.saturating_sub(sent)),
-            None => Err(Error::Closed),
+            None => Err(sched.closed.clone()),
         };
         match result {
             Ok(()) => deadline = sent.saturating_add(sched.ttl),
@@ -114,7 +116,7 @@ fn run(
             Err(e) => {
                 if matches!(
                     e,
-                    Error::LeaseNotFound(_) | Error::Closed | Error::Unavailable(_)
+                    Error::LeaseNotFound(_) | Error::Closed(_) | Error::Unavailable(_)
                 ) {
                     if let Some(lost) = lost {
                         lost.stop();
@@ -176,12 +178,13 @@ impl Tenure {
             every,
             ttl,
             deadline: start.saturating_add(info.remaining.unwrap_or(ttl)),
+            closed: self.closed_error(),
         };
         let (s, e) = (stop.clone(), error.clone());
         let thread = std::thread::Builder::new()
             .name(format!("tenure-keepalive-{id}"))
             .spawn(move || run(engine, id, sched, &s, &e, lost.as_ref()))
-            .map_err(|e| Error::Storage(format!("cannot start a keep-alive thread: {e}")))?;
+            .map_err(|e| Error::storage(format!("cannot start a keep-alive thread: {e}")))?;
         Ok(KeepAlive {
             id,
             stop,

@@ -43,6 +43,9 @@ mod wait;
 pub use crate::clock::{Clock, ManualClock, SystemClock, Waker};
 pub use crate::engine::{Builder, Tenure, MAX_DURATION, MAX_WATCH_EVENTS};
 pub use crate::error::{Error, ErrorCode, Result};
+// Shared with the bindings so that every language words durations and TTL errors alike.
+#[doc(hidden)]
+pub use crate::error::{human as format_duration, ttl_refused};
 pub use crate::keepalive::KeepAlive;
 pub use crate::kv::range::{RangeRequest, RangeResponse, SortOrder, SortTarget};
 pub use crate::kv::request::{

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{after, bounded, never, Receiver, Sender};
 
 use crate::clock::Clock;
+use crate::error::Error;
 use crate::locks::{Condvar, Mutex};
 
 type Callback = Box<dyn FnOnce() + Send>;
@@ -230,6 +231,8 @@ fn min_instant(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 pub struct Wait {
     deadline: Option<Instant>,
     stop: Option<Stop>,
+    /// The timeout as given, for the `Timeout` message ("after 5 s").
+    given: Option<Duration>,
 }
 
 impl Wait {
@@ -244,6 +247,7 @@ impl Wait {
         Wait {
             deadline: Instant::now().checked_add(timeout),
             stop: None,
+            given: Some(timeout),
         }
     }
 
@@ -252,6 +256,7 @@ impl Wait {
         Wait {
             deadline: Some(deadline),
             stop: None,
+            given: Some(deadline.saturating_duration_since(Instant::now())),
         }
     }
 
@@ -275,6 +280,12 @@ impl Wait {
     pub fn remaining(&self) -> Option<Duration> {
         self.deadline
             .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// The `Timeout` of this wait, naming what it waited for and the timeout given (`what`:
+    /// `lock "jobs/nightly"`, `a watch event`).
+    pub fn timed_out(&self, what: &str) -> Error {
+        Error::timeout(what, self.given.unwrap_or_default())
     }
 
     /// Whether the deadline has passed.

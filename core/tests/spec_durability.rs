@@ -224,13 +224,16 @@ fn d6_a_failed_commit_is_not_acknowledged_poisons_writes_and_reopen_recovers_exa
     let l = db.grant(secs(600)).unwrap();
     db.put("acked", "1", Some(l)).unwrap();
     faults.fail_writes(true);
-    assert!(matches!(db.put("lost", "2", None), Err(Error::Storage(_))));
+    assert!(matches!(
+        db.put("lost", "2", None),
+        Err(Error::Storage { .. })
+    ));
     faults.fail_writes(false);
     assert!(
-        matches!(db.grant(secs(5)), Err(Error::Storage(_))),
+        matches!(db.grant(secs(5)), Err(Error::Storage { .. })),
         "writes fail until reopen"
     );
-    assert!(matches!(db.revoke(l), Err(Error::Storage(_))));
+    assert!(matches!(db.revoke(l), Err(Error::Storage { .. })));
     assert_eq!(
         db.get("acked").unwrap().unwrap().value,
         b"1",
@@ -269,8 +272,8 @@ fn d6_a_failed_fsync_is_not_acknowledged_and_leaves_no_torn_state() {
         tenure::Op::put("c", "3", None),
         tenure::Op::delete("a"),
     ]);
-    assert!(matches!(db.txn(txn), Err(Error::Storage(_))));
-    assert!(matches!(db.put("d", "4", None), Err(Error::Storage(_))));
+    assert!(matches!(db.txn(txn), Err(Error::Storage { .. })));
+    assert!(matches!(db.put("d", "4", None), Err(Error::Storage { .. })));
     faults.fail_syncs(false);
     let _ = db.close();
     drop(db);
@@ -300,7 +303,7 @@ fn d7_every_call_on_a_closed_engine_is_closed_and_close_is_idempotent() {
     let mut w = db.watch("k", Default::default()).unwrap();
     db.close().unwrap();
     db.close().unwrap();
-    let closed = |r: Result<(), Error>| assert!(matches!(r, Err(Error::Closed)), "{r:?}");
+    let closed = |r: Result<(), Error>| assert!(matches!(r, Err(Error::Closed(_))), "{r:?}");
     closed(other.grant(secs(5)).map(drop));
     closed(other.grant_with_id(9, secs(5)).map(drop));
     closed(other.revoke(l));
@@ -324,7 +327,7 @@ fn d7_every_call_on_a_closed_engine_is_closed_and_close_is_idempotent() {
     assert_eq!(other.lease_of("k"), None);
     assert!(!other.is_primary());
     assert!(
-        matches!(w.recv(), Err(Error::Closed)),
+        matches!(w.recv(), Err(Error::Closed(_))),
         "watchers end on close"
     );
     assert!(rx.recv().is_err(), "expired() disconnects on close");

@@ -683,15 +683,15 @@ fn l11_next_expired_waits_with_the_wait_vocabulary() {
     let (clock, db) = manual();
     assert!(matches!(
         db.next_expired(Duration::from_millis(10)),
-        Err(Error::Timeout)
+        Err(Error::Timeout { .. })
     ));
     let stop = tenure::Stop::new();
     stop.stop();
-    assert!(matches!(db.next_expired(&stop), Err(Error::Timeout)));
+    assert!(matches!(db.next_expired(&stop), Err(Error::Timeout { .. })));
     let l = db.grant(secs(5)).unwrap();
     clock.advance(secs(5));
     let batch = db.next_expired(Duration::from_secs(10)).unwrap();
     assert_eq!(batch[0].id, l);
     db.close().unwrap();
-    assert!(matches!(db.next_expired(None), Err(Error::Closed)));
+    assert!(matches!(db.next_expired(None), Err(Error::Closed(_))));
 }

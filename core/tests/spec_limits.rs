@@ -63,12 +63,12 @@ fn s2_s4_a_timed_out_lock_or_campaign_leaves_nothing_behind() {
         let m = Mutex::new(&waiter, "jobs");
         assert!(matches!(
             m.lock(Some(Duration::from_millis(1))),
-            Err(Error::Timeout)
+            Err(Error::Timeout { .. })
         ));
         let e = Election::new(&waiter, "svc");
         assert!(matches!(
             e.campaign("b", Some(Duration::from_millis(1))),
-            Err(Error::Timeout)
+            Err(Error::Timeout { .. })
         ));
     }
     assert_eq!(db.stats().watchers, 0, "timed-out waits left watchers");
@@ -188,7 +188,7 @@ fn d6_a_dead_background_thread_poisons_the_engine_instead_of_dropping_work() {
         }
     });
     match failed {
-        Some(e @ Error::Storage(_)) => assert!(e.to_string().contains("expiry"), "{e}"),
+        Some(e @ Error::Storage { .. }) => assert!(e.to_string().contains("expiry"), "{e}"),
         other => panic!("expected Storage, got {other:?}"),
     }
     clock.armed.store(false, Ordering::SeqCst);

@@ -32,11 +32,11 @@ fn e8_a_read_never_returns_a_write_whose_commit_failed() {
     assert!(db.execute(&put("b", "lost")).is_err());
     // `b` is applied in memory but was never durable: a read must not return it.
     match db.execute(&range("\0", "\0")) {
-        Err(Error::Storage(_)) => {}
+        Err(Error::Storage { .. }) => {}
         other => panic!("a read returned state a crash could lose: {other:?}"),
     }
     match db.try_execute_read(&range("\0", "\0")) {
-        Err(Error::Storage(_)) => {}
+        Err(Error::Storage { .. }) => {}
         other => panic!("an inline read returned state a crash could lose: {other:?}"),
     }
 }

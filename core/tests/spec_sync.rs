@@ -108,7 +108,7 @@ fn s6_record_lock_succeeds_only_for_the_current_owner() {
     let t1 = RecordLock::try_acquire(&db, "lock/x", "alice", secs(10)).unwrap();
     assert!(matches!(
         RecordLock::try_acquire(&db, "lock/x", "bob", secs(10)),
-        Err(Error::Locked)
+        Err(Error::Locked { .. })
     ));
     assert!(matches!(
         RecordLock::refresh(&db, "lock/x", "bob"),

@@ -325,14 +325,14 @@ fn k6_watcher_ends_when_the_engine_closes() {
     );
     assert!(matches!(
         db.watch("k", WatchOptions::default()),
-        Err(Error::Closed)
+        Err(Error::Closed(_))
     ));
 
     // Dropping the last handle closes the engine too.
     let db = mem();
     let mut w = watch(&db, "k", false, false);
     drop(db);
-    assert!(matches!(w.recv_timeout(WAIT), Err(Error::Closed)));
+    assert!(matches!(w.recv_timeout(WAIT), Err(Error::Closed(_))));
     assert!(w.next().is_none());
 }
 
@@ -387,7 +387,7 @@ fn k6_buffered_events_wait_for_the_flush() {
     for w in [&mut w, &mut replay] {
         assert_eq!(next(w), put_event(b"a", b"1", 1, 1, 1, None));
         assert_eq!(next(w), put_event(b"b", b"2", 2, 2, 1, None));
-        assert!(matches!(w.recv_timeout(WAIT), Err(Error::Closed)));
+        assert!(matches!(w.recv_timeout(WAIT), Err(Error::Closed(_))));
     }
     let db = open_file(&path);
     assert_eq!(db.revision(), 2);
@@ -443,9 +443,9 @@ fn k6_a_watcher_fed_by_another_backend_yields_its_events_then_ends() {
     assert_eq!(next(&mut w), ev);
     assert!(matches!(
         w.recv_timeout(Duration::from_millis(1)),
-        Err(Error::Timeout)
+        Err(Error::Timeout { .. })
     ));
     drop(tx);
-    assert!(matches!(w.recv_timeout(WAIT), Err(Error::Closed)));
+    assert!(matches!(w.recv_timeout(WAIT), Err(Error::Closed(_))));
     assert!(w.next().is_none());
 }

@@ -4,7 +4,8 @@ Two "services" register themselves under services/ with a lease each. One keeps 
 on a native background thread; the other does not, so its key disappears when its TTL runs out.
 A watch on the prefix reports every change, including the delete caused by the expiry.
 
-Run: python examples/python/service_registry.py [path]   (no path: in memory)
+Run: python examples/python/service_registry.py [path]   (no path: a file in a temporary
+directory, removed at the end)
 """
 
 from __future__ import annotations

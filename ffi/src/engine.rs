@@ -141,7 +141,7 @@ pub(crate) unsafe fn engine<'a>(db: *const tenure) -> Res<&'a Tenure> {
 /// "nothing" rather than an error once closed (`lease_of`, `leases`, `is_primary`, `revision`).
 pub(crate) fn open_engine(db: &Tenure) -> Res<&Tenure> {
     if db.is_closed() {
-        Err(Error::Closed.into())
+        Err(Error::closed(db.path()).into())
     } else {
         Ok(db)
     }
@@ -220,7 +220,9 @@ pub unsafe extern "C" fn tenure_open(
                 .to_str()
                 .map_err(|e| invalid(format!("path is not valid UTF-8: {e}")))?;
             if p.is_empty() {
-                return Err(invalid("path is empty (pass NULL for an in-memory engine)"));
+                return Err(invalid(
+                    "path must not be empty (pass NULL for an in-memory engine)",
+                ));
             }
             Some(p)
         };

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
-use tenure_core::{Error, ExpiredLease, LeaseId, LeaseInfo};
+use tenure_core::{Error, ExpiredLease, LeaseId, LeaseInfo, Tenure};
 
 use crate::engine::{engine, open_engine, tenure};
-use crate::error::{guard, shield, tenure_result, Res};
+use crate::error::{guard, shield, tenure_result, Failure, Res};
 use crate::kv::tenure_bytes;
 use crate::util::{boxed, bytes, free, ms, timeout, to_ms, Out};
 
@@ -48,12 +48,24 @@ pub unsafe extern "C" fn tenure_lease_grant(
     guard("tenure_lease_grant", || {
         // SAFETY: the caller promises a live handle and a writable pointer.
         let (db, out) = unsafe { (engine(db)?, Out::new(out_id, "out_id")?) };
+        // Refusals name the TTL as the caller wrote it, in ms (the wording is the core's).
+        let refused = || tenure_core::ttl_refused(format!("{ttl_ms} ms"));
+        if ttl_ms <= 0 {
+            return Err(crate::error::invalid(refused()));
+        }
         let ttl = ms(ttl_ms, "ttl_ms")?;
-        let lease = if id == 0 {
-            db.grant(ttl)?
+        let granted = if id == 0 {
+            db.grant(ttl)
         } else {
-            db.grant_with_id(id, ttl)?
+            db.grant_with_id(id, ttl)
         };
+        let lease = granted.map_err(|e| match e {
+            Error::LeaseTtlTooLarge(_) => Failure {
+                code: e.code() as i32,
+                message: refused(),
+            },
+            e => e.into(),
+        })?;
         out.set(lease.get());
         Ok(())
     })
@@ -273,24 +285,25 @@ pub unsafe extern "C" fn tenure_expired_next(
         // SAFETY: the caller promises a live handle and a writable pointer.
         let (db, out) = unsafe { (engine(db)?, Out::new(out, "out")?) };
         let rx = open_engine(db)?.expired();
-        let leases = recv(&rx, timeout_ms)?;
+        let leases = recv(&rx, timeout_ms, "an expired lease", db)?;
         out.set(boxed(tenure_expired { leases }));
         Ok(())
     })
 }
 
-/// Waits on a channel for `timeout_ms` (see [`timeout`]). A disconnected channel means the
-/// engine closed.
-pub(crate) fn recv<T>(rx: &Receiver<T>, timeout_ms: i64) -> Res<T> {
+/// Waits on a channel for `timeout_ms` (see [`timeout`]) for `what`; a disconnected channel
+/// means `db` closed.
+pub(crate) fn recv<T>(rx: &Receiver<T>, timeout_ms: i64, what: &str, db: &Tenure) -> Res<T> {
+    let closed = || Error::closed(db.path());
     let r = match timeout(timeout_ms)? {
-        None => rx.recv().map_err(|_| Error::Closed),
+        None => rx.recv().map_err(|_| closed()),
         Some(Duration::ZERO) => rx.try_recv().map_err(|e| match e {
-            TryRecvError::Empty => Error::Timeout,
-            TryRecvError::Disconnected => Error::Closed,
+            TryRecvError::Empty => Error::timeout(what, Duration::ZERO),
+            TryRecvError::Disconnected => closed(),
         }),
         Some(d) => rx.recv_timeout(d).map_err(|e| match e {
-            RecvTimeoutError::Timeout => Error::Timeout,
-            RecvTimeoutError::Disconnected => Error::Closed,
+            RecvTimeoutError::Timeout => Error::timeout(what, d),
+            RecvTimeoutError::Disconnected => closed(),
         }),
     };
     Ok(r?)

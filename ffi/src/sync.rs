@@ -16,7 +16,7 @@ use tenure_core::sync::{
     Election, ElectorCallbacks, ElectorConfig, ElectorRun, FenceGate, LeaderElector, Leadership,
     LockGuard, Mutex as SyncMutex, Observer, RecordLock, Session, SessionOptions, Stop,
 };
-use tenure_core::{Error, KeepAlive};
+use tenure_core::KeepAlive;
 
 use crate::engine::{engine, tenure};
 use crate::error::{guard, invalid, shield, tenure_result, Res};
@@ -124,10 +124,11 @@ pub unsafe extern "C" fn tenure_session_wait_done(
     guard("tenure_session_wait_done", || {
         // SAFETY: the caller promises a live session.
         let s = unsafe { arg(s, "s") }?;
-        if s.s.wait_done(wait(timeout_ms, &s.cancel)?) {
+        let w = wait(timeout_ms, &s.cancel)?;
+        if s.s.wait_done(w.clone()) {
             Ok(())
         } else {
-            Err(Error::Timeout.into())
+            Err(w.timed_out("the end of the session").into())
         }
     })
 }

@@ -99,7 +99,9 @@ pub unsafe extern "C" fn tenure_watcher_next(
         let mut w = w.w.lock().unwrap_or_else(|p| p.into_inner());
         let ev = match timeout {
             None => w.recv()?,
-            Some(std::time::Duration::ZERO) => w.try_recv()?.ok_or(Error::Timeout)?,
+            Some(std::time::Duration::ZERO) => w
+                .try_recv()?
+                .ok_or_else(|| Error::timeout("a watch event", std::time::Duration::ZERO))?,
             Some(d) => w.recv_timeout(d)?,
         };
         out.set(boxed(event(ev)));

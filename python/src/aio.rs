@@ -86,9 +86,9 @@ fn recv_until<T>(rx: &Receiver<T>, wait: &Wait) -> Result<T, Error> {
         None => crossbeam_channel::never(),
     };
     select! {
-        recv(rx) -> m => m.map_err(|_| Error::Closed),
-        recv(stopped) -> _ => Err(Error::Timeout),
-        recv(deadline) -> _ => Err(Error::Timeout),
+        recv(rx) -> m => m.map_err(|_| Error::Closed("the database".into())),
+        recv(stopped) -> _ => Err(wait.timed_out("an expired lease")),
+        recv(deadline) -> _ => Err(wait.timed_out("an expired lease")),
     }
 }
 
@@ -165,10 +165,10 @@ pub(crate) fn _watch_recv_async(
         move |wait| {
             let mut guard = lock(&inner);
             let Some(w) = guard.as_mut() else {
-                return Err(Error::Closed);
+                return Err(Error::Closed("the watch".into()));
             };
             let r = w.recv_timeout(wait);
-            if matches!(r, Err(ref e) if !matches!(e, Error::Timeout)) {
+            if matches!(r, Err(ref e) if !matches!(e, Error::Timeout { .. })) {
                 *guard = None; // closed, or fell behind (Compacted): the watch is over
             }
             r
@@ -213,10 +213,10 @@ pub(crate) fn _observe_recv_async(
         move |wait| {
             let mut guard = lock(&inner);
             let Some(o) = guard.as_mut() else {
-                return Err(Error::Closed);
+                return Err(Error::Closed("the observer".into()));
             };
             let r = o.recv_timeout(wait);
-            if matches!(r, Err(Error::Closed)) {
+            if matches!(r, Err(Error::Closed(_))) {
                 *guard = None;
             }
             r

@@ -7,9 +7,9 @@ use std::time::Duration;
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyString};
-use tenure::Error;
+use tenure::ErrorCode;
 
-use crate::errors::{err, invalid};
+use crate::errors::{invalid, with_message};
 
 /// The largest TTL etcd (and tenure) accepts, in seconds.
 const MAX_TTL_SECS: f64 = 9_000_000_000.0;
@@ -111,14 +111,13 @@ pub(crate) fn opt_secs_arg(obj: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
 
 /// A TTL (SPEC L2): NaN or ≤ 0 → `InvalidArgument`; above etcd's maximum → `LeaseTtlTooLarge`.
 pub(crate) fn ttl(v: f64) -> PyResult<Duration> {
+    // Refusals name the TTL as the caller wrote it, in seconds (the wording is the core's).
+    let refused = || tenure::ttl_refused(format!("{v} s"));
     if v.is_nan() || v <= 0.0 {
-        return Err(invalid(format!(
-            "ttl must be a positive number of seconds, got {v}"
-        )));
+        return Err(invalid(refused()));
     }
     if v > MAX_TTL_SECS {
-        let d = Duration::try_from_secs_f64(v).unwrap_or(Duration::MAX);
-        return Err(err(Error::LeaseTtlTooLarge(d)));
+        return Err(with_message(ErrorCode::LeaseTtlTooLarge, refused()));
     }
     seconds(v, "ttl")
 }

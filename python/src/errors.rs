@@ -36,8 +36,29 @@ fn raise(py: Python<'_>, code: i32, message: String) -> PyErr {
     }
 }
 
-/// Converts an engine error into its Python exception.
+static STORAGE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// Converts an engine error into its Python exception. A storage error is an `OSError` with
+/// the OS's `errno` and the file as `filename` when it has them (`tenure._errors._storage`
+/// picks the subclass, so `except FileNotFoundError` works).
 pub(crate) fn to_py(py: Python<'_>, err: Error) -> PyErr {
+    if let Error::Storage {
+        errno: Some(errno),
+        path,
+        ..
+    } = &err
+    {
+        let made = STORAGE
+            .import(py, "tenure._errors", "_storage")
+            .and_then(|f| {
+                let file = path.as_ref().map(|p| p.to_string_lossy().into_owned());
+                f.call1((err.to_string(), *errno, file))
+            });
+        return match made {
+            Ok(exc) => PyErr::from_value(exc),
+            Err(e) => e,
+        };
+    }
     raise(py, err.code() as i32, err.to_string())
 }
 
@@ -79,7 +100,14 @@ pub(crate) fn invalid(msg: impl Into<String>) -> PyErr {
     err(Error::InvalidArgument(msg.into()))
 }
 
-/// `Closed`, raised by the binding itself (closed handle, or one inherited across `fork`).
-pub(crate) fn closed() -> PyErr {
-    err(Error::Closed)
+/// `Closed` with a message of the binding's own, naming what is closed (an object inherited
+/// across `fork`, a cancelled observer).
+pub(crate) fn closed(message: String) -> PyErr {
+    Python::attach(|py| raise(py, ErrorCode::Closed as i32, message))
+}
+
+/// The exception of `code` with a message of the binding's own, for refusals worded in the
+/// binding's terms (a TTL as the caller wrote it).
+pub(crate) fn with_message(code: ErrorCode, message: String) -> PyErr {
+    Python::attach(|py| raise(py, code as i32, message))
 }

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use tenure::Tenure;
 
 use crate::convert::secs_f64;
-use crate::errors::{blocking, closed};
+use crate::errors::blocking;
 use crate::runtime::{drop_detached, ForkSafe};
 use crate::types::PyLeaseInfo;
 
@@ -35,6 +35,11 @@ impl Drop for PyTenure {
 }
 
 impl PyTenure {
+    /// `Closed`, naming this database.
+    pub(crate) fn closed_error(&self) -> PyErr {
+        crate::errors::err(tenure::Error::closed(self.path.as_deref()))
+    }
+
     /// The engine, or `Closed` in a forked child.
     pub(crate) fn engine(&self) -> PyResult<&Tenure> {
         self.engine.get()
@@ -45,7 +50,7 @@ impl PyTenure {
     pub(crate) fn open_engine(&self, py: Python<'_>) -> PyResult<&Tenure> {
         let e = self.engine()?;
         if blocking(py, || Ok(e.is_closed()))? {
-            return Err(closed());
+            return Err(self.closed_error());
         }
         Ok(e)
     }

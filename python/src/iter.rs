@@ -21,9 +21,11 @@ use crate::types::{PyEvent, PyExpiredLease};
 fn wait<T: Send>(
     py: Python<'_>,
     timeout: Option<Duration>,
+    what: &str,
     poll: impl FnMut(Duration) -> Result<Option<Option<T>>, Error> + Send,
 ) -> PyResult<Option<T>> {
-    sliced(py, deadline(timeout), poll)?.ok_or_else(|| err(Error::Timeout))
+    sliced(py, deadline(timeout), poll)?
+        .ok_or_else(|| err(Error::timeout(what, timeout.unwrap_or_default())))
 }
 
 /// Iterator over batches of expired leases (`Tenure.expired()`).
@@ -54,7 +56,7 @@ impl PyExpiredIter {
         timeout: Option<Duration>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
         let rx = self.rx.get()?;
-        let batch = wait(py, timeout, |step| {
+        let batch = wait(py, timeout, "an expired lease", |step| {
             Ok(match rx.recv_timeout(step) {
                 Ok(b) => Some(Some(b)),
                 Err(RecvTimeoutError::Timeout) => None,
@@ -87,7 +89,7 @@ impl PyExpiredIter {
         #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
         self.next_batch(py, self::timeout(timeout)?)?
-            .ok_or_else(crate::errors::closed)
+            .ok_or_else(|| self._db.get().closed_error())
     }
 }
 
@@ -112,15 +114,15 @@ impl PyWatcher {
 
     fn next_event(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<Option<PyEvent>> {
         let inner = self.inner.get()?;
-        let ev = wait(py, timeout, |step| {
+        let ev = wait(py, timeout, "a watch event", |step| {
             let mut guard = lock(inner);
             let Some(w) = guard.as_mut() else {
                 return Ok(Some(None));
             };
             match w.recv_timeout(step) {
                 Ok(ev) => Ok(Some(Some(ev))),
-                Err(Error::Timeout) => Ok(None),
-                Err(Error::Closed) => {
+                Err(Error::Timeout { .. }) => Ok(None),
+                Err(Error::Closed(_)) => {
                     *guard = None;
                     Ok(Some(None))
                 }
@@ -164,7 +166,13 @@ impl PyWatcher {
         #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
     ) -> PyResult<PyEvent> {
         self.next_event(py, self::timeout(timeout)?)?
-            .ok_or_else(crate::errors::closed)
+            .ok_or_else(|| {
+                let db = self._db.get();
+                match db.engine().map(|e| e.is_closed()) {
+                    Ok(false) => crate::errors::closed("the watch is cancelled".to_owned()),
+                    _ => db.closed_error(),
+                }
+            })
     }
 
     /// Cancels the watch; iteration then stops. Idempotent.

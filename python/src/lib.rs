@@ -24,59 +24,13 @@ mod keepalive;
 mod lease;
 mod runtime;
 mod sync;
+// Always compiled (so always checked); added to the module only with the feature.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
+mod test_hooks;
 mod txn;
 mod types;
 
 use pyo3::prelude::*;
-
-/// Runs a panicking engine-style call through the same guard as every engine call, so tests can
-/// check that a panic surfaces as `tenure.TenureError` and leaves the interpreter usable.
-#[pyfunction]
-fn _panic_for_test(py: Python<'_>, message: String) -> PyResult<()> {
-    errors::blocking(py, move || -> Result<(), tenure::Error> {
-        panic!("{message}");
-    })
-}
-
-/// Raises the Python exception of an engine error, built from the name of its `tenure::Error`
-/// variant, so tests can check the whole mapping table, including errors the Python API cannot
-/// produce yet (the coordination ones).
-#[pyfunction]
-fn _raise_for_test(py: Python<'_>, variant: &str) -> PyResult<()> {
-    use std::path::PathBuf;
-    use tenure::{Error, LeaseId};
-    let e = match variant {
-        "InvalidArgument" => Error::InvalidArgument("test".into()),
-        "LeaseNotFound" => Error::LeaseNotFound(LeaseId::new(7)),
-        "LeaseExists" => Error::LeaseExists(LeaseId::new(7)),
-        "LeaseExpired" => Error::LeaseExpired(LeaseId::new(7)),
-        "LeaseTtlTooLarge" => Error::LeaseTtlTooLarge(std::time::Duration::MAX),
-        "NotPrimary" => Error::NotPrimary,
-        "Compacted" => Error::Compacted {
-            revision: 1,
-            reason: "test".into(),
-        },
-        "AlreadyOpen" => Error::AlreadyOpen(PathBuf::from("test.tenure")),
-        "Corrupt" => Error::Corrupt {
-            path: PathBuf::from("test.tenure"),
-            detail: "test".into(),
-        },
-        "Storage" => Error::Storage("test".into()),
-        "Closed" => Error::Closed,
-        "Timeout" => Error::Timeout,
-        "Locked" => Error::Locked,
-        "SessionExpired" => Error::SessionExpired,
-        "NotLeader" => Error::NotLeader,
-        "StaleToken" => Error::StaleToken {
-            token: 1,
-            highest: 2,
-        },
-        "Unsupported" => Error::Unsupported("test".into()),
-        "Unavailable" => Error::Unavailable("test".into()),
-        other => return Err(errors::invalid(format!("no variant {other:?}"))),
-    };
-    Err(errors::to_py(py, e))
-}
 
 /// The compiled part of tenure; import `tenure` instead.
 #[pymodule]
@@ -109,14 +63,14 @@ mod _tenure {
     use super::txn::{PyCompare, PyOp};
     #[pymodule_export]
     use super::types::{PyEvent, PyExpiredLease, PyKeyValue, PyLeaseInfo, PyTxnResponse};
-    #[pymodule_export]
-    use super::{_panic_for_test, _raise_for_test};
 
     use pyo3::prelude::*;
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", tenure::VERSION)?;
+        #[cfg(feature = "test-hooks")]
+        super::test_hooks::add(m)?;
         super::hooks::install(m)
     }
 }

@@ -42,7 +42,11 @@ impl<T> ForkSafe<T> {
     pub(crate) fn get(&self) -> PyResult<&T> {
         match &self.value {
             Some(v) if self.is_ours() => Ok(v),
-            _ => Err(closed()),
+            _ => Err(closed(format!(
+                "this tenure object belongs to process {} (inherited through fork()): it is \
+                 closed in this one",
+                self.pid
+            ))),
         }
     }
 
@@ -128,7 +132,7 @@ pub(crate) fn outcome<T>(py: Python<'_>, r: Outcome<T>) -> PyResult<T> {
 }
 
 pub(crate) fn spawn_failed(e: std::io::Error) -> PyErr {
-    err(Error::Storage(format!("cannot start a tenure thread: {e}")))
+    err(Error::storage(format!("cannot start a tenure thread: {e}")))
 }
 
 /// Runs `work` (a core wait that cannot be sliced without losing its place, e.g. a queued

@@ -91,10 +91,17 @@ class Corrupt(TenureError):
     code = 10
 
 
-class StorageError(TenureError):
-    """A read or a commit failed; after a failed commit every write fails until reopen."""
+class StorageError(TenureError, OSError):
+    """A read or a commit failed; after a failed commit every write fails until reopen.
+
+    An ``OSError``: ``errno`` and ``filename`` are set when the operating system gave them, and
+    the exception is then also the matching builtin subclass (``FileNotFoundError``,
+    ``PermissionError``, ``IsADirectoryError``...)."""
 
     code = 11
+
+    def __str__(self) -> str:  # the engine's message, not OSError's "[Errno n] ..." form
+        return str(self.args[0]) if self.args else ""
 
 
 class Closed(TenureError):
@@ -153,3 +160,23 @@ for _cls in (TenureError, *(globals()[_n] for _n in __all__[1:])):
 _BY_CODE: dict[int, type[TenureError]] = {
     c.code: c for c in (globals()[n] for n in __all__)
 }
+
+# StorageError joined with each builtin OSError subclass, by errno (made on first use).
+_STORAGE_BY_ERRNO: dict[int, type[StorageError]] = {}
+
+
+def _storage(message: str, errno: int, filename: str | None) -> StorageError:
+    """The StorageError for an OS error number: also a FileNotFoundError for ENOENT, etc."""
+    cls = _STORAGE_BY_ERRNO.get(errno)
+    if cls is None:
+        builtin = type(OSError(errno, ""))
+        cls = StorageError
+        if builtin is not OSError:
+            cls = type("StorageError", (StorageError, builtin), {"__module__": "tenure"})
+            cls.__qualname__ = "StorageError"
+        _STORAGE_BY_ERRNO[errno] = cls
+    exc = cls(message)
+    exc.errno = errno
+    exc.strerror = message
+    exc.filename = filename
+    return exc

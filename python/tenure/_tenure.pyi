@@ -13,8 +13,6 @@ _Key: TypeAlias = str | bytes | bytearray
 _LeaseLike: TypeAlias = Lease | int
 
 __all__ = [
-    "_panic_for_test",
-    "_raise_for_test",
     "ManualClock",
     "open",
     "connect",
@@ -272,8 +270,6 @@ class ManualClock:
 
 def _close_all() -> None: ...
 def _after_fork_in_child() -> None: ...
-def _panic_for_test(message: str) -> None: ...
-def _raise_for_test(variant: str) -> None: ...
 
 # ---- coordination (SPEC S1-S6) -----------------------------------------------------------------
 

@@ -77,8 +77,8 @@ pub(crate) fn status(e: Error) -> Status {
         Error::LeaseTtlTooLarge(_) => Status::out_of_range(msg::LEASE_TTL_TOO_LARGE),
         Error::Compacted { .. } => Status::out_of_range(msg::COMPACTED),
         Error::NotPrimary => Status::unavailable(msg::NO_LEADER),
-        Error::Closed => Status::unavailable(msg::STOPPED),
-        Error::Timeout => Status::unavailable(msg::TIMEOUT),
+        Error::Closed(_) => Status::unavailable(msg::STOPPED),
+        Error::Timeout { .. } => Status::unavailable(msg::TIMEOUT),
         Error::InvalidArgument(m) if m.contains("key must not be empty") => {
             Status::invalid_argument(msg::EMPTY_KEY)
         }

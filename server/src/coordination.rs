@@ -51,8 +51,8 @@ fn session(ctx: &Ctx, lease: i64) -> Result<Session, Status> {
 
 fn wait_error(e: tenure::Error) -> Status {
     match e {
-        tenure::Error::SessionExpired => Status::not_found(convert::msg::LEASE_NOT_FOUND),
-        tenure::Error::Timeout => Status::cancelled("the caller went away"),
+        tenure::Error::SessionExpired(_) => Status::not_found(convert::msg::LEASE_NOT_FOUND),
+        tenure::Error::Timeout { .. } => Status::cancelled("the caller went away"),
         other => convert::status(other),
     }
 }
@@ -274,7 +274,7 @@ impl electionpb::election_server::Election for Elections {
                             return;
                         }
                     }
-                    Ok(None) | Err(tenure::Error::Timeout) => {}
+                    Ok(None) | Err(tenure::Error::Timeout { .. }) => {}
                     Err(e) => {
                         let _ = tx.blocking_send(Err(convert::status(e)));
                         return;

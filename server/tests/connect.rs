@@ -156,7 +156,7 @@ fn r1_keys_txn_and_revisions_over_connect() {
         assert_eq!(db.delete_prefix("svc/").unwrap(), 1);
         assert!(db.range("svc/", None).unwrap().is_empty());
         db.close().unwrap();
-        assert!(matches!(db.get("k"), Err(Error::Closed)));
+        assert!(matches!(db.get("k"), Err(Error::Closed(_))));
     });
 }
 
@@ -290,7 +290,7 @@ fn r1_mutex_and_election_recipes_over_connect() {
         let ga = Mutex::new(&sa, "jobs").lock(WAIT).unwrap();
         assert!(matches!(
             Mutex::new(&sb, "jobs").try_lock(),
-            Err(Error::Locked)
+            Err(Error::Locked { .. })
         ));
         let t = std::thread::spawn(move || {
             let g = Mutex::new(&sb, "jobs").lock(WAIT).unwrap();
@@ -326,7 +326,7 @@ fn r2_a_tenure_mutex_and_etcdctl_lock_exclude_each_other() {
         assert!(key.starts_with("shared-job/"), "{key}");
         assert!(matches!(
             Mutex::new(&s, "shared-job").try_lock(),
-            Err(Error::Locked)
+            Err(Error::Locked { .. })
         ));
         signal(&ctl, "INT");
         wait_for(&mut ctl, WAIT);

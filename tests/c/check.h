@@ -95,5 +95,6 @@ void thread_tests(void);
 void closed_tests(void);
 void sync_tests(void);
 void election_tests(void);
+void message_tests(void);
 
 #endif

@@ -82,6 +82,7 @@ int main(void) {
     closed_tests();
     sync_tests();
     election_tests();
+    message_tests();
     remove_dir();
     printf("(%ld checks)\n", atomic_load(&check_count));
     printf("C tests: %d passed, %d failed\n", passed, failed);

@@ -19,10 +19,10 @@ static void grant_allocates_fresh_ids_and_honours_explicit_ones(void) {
     CHECK_RC(tenure_lease_grant(db, 10000, -3, &keep), TENURE_ERR_INVALID_ARGUMENT);
     CHECK_RC(tenure_lease_grant(db, 0, 0, &keep), TENURE_ERR_INVALID_ARGUMENT);
     CHECK_RC(tenure_lease_grant(db, -1, 0, &keep), TENURE_ERR_INVALID_ARGUMENT);
-    CHECK_MSG("ttl_ms");
+    CHECK_MSG("lease TTL must be more than 0");
     CHECK_RC(tenure_lease_grant(db, INT64_MIN, 0, &keep), TENURE_ERR_INVALID_ARGUMENT);
     CHECK_RC(tenure_lease_grant(db, INT64_MAX, 0, &keep), TENURE_ERR_LEASE_TTL_TOO_LARGE);
-    CHECK_MSG("too large");
+    CHECK_MSG("at most 9000000000 s");
     /* 9 000 000 000 s is the largest TTL; one ms more is too large. */
     CHECK_RC(tenure_lease_grant(db, 9000000000LL * 1000 + 1, 0, &keep),
              TENURE_ERR_LEASE_TTL_TOO_LARGE);

@@ -10,6 +10,11 @@ import pytest
 import tenure
 from tenure import _tenure, txn
 
+# Test hooks: only in the test build (cargo feature `test-hooks`), never in the stubs or the
+# wheel users install (tests/python/release_wheel.py checks that).
+_raise_for_test: Callable[[str], None] = getattr(_tenure, "_raise_for_test")
+_panic_for_test: Callable[[str], None] = getattr(_tenure, "_panic_for_test")
+
 # API.md's table: Rust variant -> (Python class, C code, extra base class).
 TABLE: list[tuple[str, type[tenure.TenureError], int, type[BaseException] | None]] = [
     ("InvalidArgument", tenure.InvalidArgument, 1, ValueError),
@@ -38,7 +43,7 @@ def test_each_engine_error_raises_its_own_class(
     variant: str, cls: type[tenure.TenureError], code: int, extra: type[BaseException] | None
 ) -> None:
     with pytest.raises(cls) as exc:
-        _tenure._raise_for_test(variant)
+        _raise_for_test(variant)
     assert type(exc.value) is cls
     assert isinstance(exc.value, tenure.TenureError)
     assert exc.value.code == code == cls.code
@@ -65,7 +70,7 @@ def test_only_the_documented_classes_have_extra_bases() -> None:
 
 def test_a_panic_raises_tenure_error_and_the_interpreter_goes_on() -> None:
     with pytest.raises(tenure.TenureError, match="boom") as exc:
-        _tenure._panic_for_test("boom")
+        _panic_for_test("boom")
     assert type(exc.value) is tenure.TenureError
     assert exc.value.code == 18
     # Still usable afterwards.

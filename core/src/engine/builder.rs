@@ -278,7 +278,7 @@ fn spawn(shared: &Arc<Shared>, name: &'static str, f: fn(&Shared)) -> Result<Joi
         .name(format!("tenure-{name}"))
         .spawn(move || {
             if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&s))) {
-                let e = Error::Storage(format!(
+                let e = Error::storage(format!(
                     "the {name} thread died ({}); reopen the database",
                     panic_message(&*p)
                 ));
@@ -288,7 +288,7 @@ fn spawn(shared: &Arc<Shared>, name: &'static str, f: fn(&Shared)) -> Result<Joi
                 s.done_cv.notify_all();
             }
         })
-        .map_err(|e| Error::Storage(format!("cannot start the {name} thread: {e}")))
+        .map_err(|e| Error::storage(format!("cannot start the {name} thread: {e}")))
 }
 
 impl Tenure {
@@ -299,6 +299,11 @@ impl Tenure {
             .clone()
             .unwrap_or_else(|| Arc::new(SystemClock::new()));
         let (store, loaded, syncs) = match &b.path {
+            Some(p) if p.as_os_str().is_empty() => {
+                return Err(Error::invalid(
+                    "path must not be empty (no path: an in-memory engine)",
+                ))
+            }
             Some(p) => {
                 let (s, l, c) = Store::open(p, b.faults.clone())?;
                 let base = c.get();
@@ -325,7 +330,8 @@ impl Tenure {
             persist: store.is_some(),
             checkpoint_interval: ns(b.checkpoint_interval),
         };
-        let hub = WatchHub::new(b.watch_history, b.watch_queue, revision);
+        let closed = Error::closed(b.path.as_deref());
+        let hub = WatchHub::new(b.watch_history, b.watch_queue, revision, closed.clone());
         let shared = Arc::new(Shared {
             record_events: AtomicBool::new(hub.wants_events()),
             state: Mutex::new(State {
@@ -355,6 +361,8 @@ impl Tenure {
             waker: Mutex::new(None),
             lease_waiters: Mutex::new(HashMap::new()),
             demotion: Mutex::new(bounded(0)),
+            closed,
+            path: b.path.clone(),
         });
         signals::subscribe_clock(&shared);
 

@@ -157,8 +157,8 @@ pub(super) fn run(s: &Shared) {
         };
         let failed = s.state.lock().poisoned.is_some();
         let result = if failed {
-            Err(Error::Storage(
-                "an earlier commit failed; reopen the database".into(),
+            Err(Error::storage(
+                "an earlier commit failed; reopen the database",
             ))
         } else {
             match &*s.store.lock() {
@@ -182,7 +182,15 @@ pub(super) fn run(s: &Shared) {
             }
             Err(e) => {
                 let e = match e {
-                    Error::Storage(m) => Error::Storage(format!("commit failed: {m}")),
+                    Error::Storage {
+                        message,
+                        errno,
+                        path,
+                    } => Error::Storage {
+                        message: format!("commit failed: {message}"),
+                        errno,
+                        path,
+                    },
                     other => other,
                 };
                 s.state.lock().poisoned.get_or_insert(e.clone());

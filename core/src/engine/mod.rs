@@ -12,7 +12,7 @@ mod expiry;
 mod signals;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -104,6 +104,10 @@ pub(crate) struct Shared {
     lease_waiters: Mutex<HashMap<i64, Vec<Stop>>>,
     /// Replaced (disconnecting every clone of the old receiver) on each demote (L9).
     demotion: Mutex<Signal>,
+    /// `Closed` naming this database, returned by every call after close.
+    closed: Error,
+    /// The database file (`None`: in memory).
+    path: Option<PathBuf>,
 }
 
 /// An embedded lease engine: leases, TTL keys and watches over one redb file.
@@ -247,7 +251,7 @@ impl Tenure {
             let mut st = s.state.lock();
             let st = &mut *st;
             if st.closed {
-                return Err(Error::Closed);
+                return Err(s.closed.clone());
             }
             if let Some(e) = &st.poisoned {
                 return Err(e.clone());
@@ -285,7 +289,7 @@ impl Tenure {
         let s = self.shared()?;
         let st = s.state.lock();
         if st.closed {
-            return Err(Error::Closed);
+            return Err(s.closed.clone());
         }
         Ok(f(&st.m, s.clock.now_ns()))
     }
@@ -297,7 +301,7 @@ impl Tenure {
         let (out, seq) = {
             let st = s.state.lock();
             if st.closed {
-                return Err(Error::Closed);
+                return Err(s.closed.clone());
             }
             (f(&st.m), st.seq)
         };
@@ -313,7 +317,7 @@ impl Tenure {
         let s = self.shared()?;
         let st = s.state.lock();
         if st.closed {
-            return Err(Error::Closed);
+            return Err(s.closed.clone());
         }
         if s.cfg.persist && s.cfg.durability == Durability::Immediate {
             let done = s.done.lock(); // lock order: state, then done
@@ -340,7 +344,7 @@ impl Tenure {
         let s = self.shared()?;
         let st = s.state.lock();
         if st.closed {
-            return Err(Error::Closed);
+            return Err(s.closed.clone());
         }
         let mut hub = s.hub.lock();
         let out = f(&mut hub, st.m.kv.revision)?;
@@ -406,7 +410,7 @@ impl Tenure {
         let s = self.shared()?;
         let mut st = s.state.lock();
         if st.closed {
-            return Err(Error::Closed);
+            return Err(s.closed.clone());
         }
         let now = s.clock.now_ns();
         let ttl = st.m.renew(id, now)?;
@@ -516,9 +520,9 @@ impl Tenure {
         let wait = wait.into();
         let (timer, stopped) = (wait.timer(), wait.stopped());
         crossbeam_channel::select! {
-            recv(rx) -> batch => batch.map_err(|_| Error::Closed),
-            recv(timer) -> _ => Err(Error::Timeout),
-            recv(stopped) -> _ => Err(Error::Timeout),
+            recv(rx) -> batch => batch.map_err(|_| self.closed_error()),
+            recv(timer) -> _ => Err(wait.timed_out("an expired lease")),
+            recv(stopped) -> _ => Err(wait.timed_out("an expired lease")),
         }
     }
 
@@ -580,7 +584,7 @@ impl Tenure {
         let s = self.shared()?;
         let st = s.state.lock();
         if st.closed {
-            return Err(Error::Closed);
+            return Err(s.closed.clone());
         }
         let range = if opts.prefix {
             KeyRange::prefix(key.as_ref())
@@ -617,6 +621,19 @@ impl Tenure {
             expired_dropped: s.expired_dropped.load(Ordering::Relaxed),
             watchers: s.hub.lock().watcher_count() as u64,
         }
+    }
+
+    /// The `Closed` error of this engine (it names the database).
+    pub(crate) fn closed_error(&self) -> Error {
+        match self.shared() {
+            Ok(s) => s.closed.clone(),
+            Err(_) => Error::Closed("(etcd connection)".into()),
+        }
+    }
+
+    /// The database file, as given to the builder; `None` in memory.
+    pub fn path(&self) -> Option<&Path> {
+        self.shared().ok().and_then(|s| s.path.as_deref())
     }
 
     /// Whether [`close`](Tenure::close) has run.

@@ -20,7 +20,7 @@ impl Tenure {
         let s = self.shared()?;
         let mut st = s.state.lock();
         if st.closed {
-            return Err(Error::Closed);
+            return Err(s.closed.clone());
         }
         if !st.m.lessor.contains(id.get()) {
             return Err(Error::LeaseNotFound(id));

@@ -29,13 +29,15 @@ pub struct WatchOptions {
     pub prev_kv: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct WatchShared {
     /// Why the hub cancelled this watcher, read after the channel disconnects.
     error: Mutex<Option<Error>>,
     /// Set when the `Watcher` is dropped; the hub forgets it at its next access (no lock is
     /// taken in `Drop`, which may run anywhere). Its queued events were freed with it.
     dropped: AtomicBool,
+    /// `Closed`, naming the database: what a watcher reports once it has ended.
+    closed: Error,
 }
 
 struct Registered {
@@ -79,11 +81,19 @@ pub(crate) struct WatchHub {
     queue_cap: usize,
     /// Highest revision no longer (fully) in `history`.
     compacted: i64,
+    /// The engine's `Closed` error (it names the database), for every watcher.
+    closed: Error,
 }
 
 impl WatchHub {
-    pub(crate) fn new(history_cap: usize, queue_cap: usize, revision: i64) -> WatchHub {
+    pub(crate) fn new(
+        history_cap: usize,
+        queue_cap: usize,
+        revision: i64,
+        closed: Error,
+    ) -> WatchHub {
         WatchHub {
+            closed,
             watchers: Vec::new(),
             history: VecDeque::new(),
             history_cap,
@@ -137,7 +147,11 @@ impl WatchHub {
             start,
             tx: unbounded().0, // replaced below
             cap: 0,
-            shared: Arc::default(),
+            shared: Arc::new(WatchShared {
+                error: Mutex::new(None),
+                dropped: AtomicBool::new(false),
+                closed: self.closed.clone(),
+            }),
         };
         let replay: Vec<Event> = self
             .history
@@ -273,6 +287,7 @@ impl Watcher {
             shared: Arc::new(WatchShared {
                 error: Mutex::new(None),
                 dropped: AtomicBool::new(false),
+                closed: Error::Closed("the backend".into()),
             }),
             finished: false,
         }
@@ -286,14 +301,19 @@ impl Watcher {
 
     pub(crate) fn ended(&mut self) -> Error {
         self.finished = true;
-        self.shared.error.lock().take().unwrap_or(Error::Closed)
+        let closed = &self.shared.closed;
+        self.shared
+            .error
+            .lock()
+            .take()
+            .unwrap_or_else(|| closed.clone())
     }
 
     /// Waits for the next event. `Err(Closed)` once the engine is closed; `Err(Compacted)` if the
     /// watcher fell behind.
     pub fn recv(&mut self) -> Result<Event> {
         if self.finished {
-            return Err(Error::Closed);
+            return Err(self.shared.closed.clone());
         }
         match self.rx.recv() {
             Ok(ev) => Ok(ev),
@@ -305,7 +325,7 @@ impl Watcher {
     /// deadline passes or its stop token is raised).
     pub fn recv_timeout(&mut self, wait: impl Into<Wait>) -> Result<Event> {
         if self.finished {
-            return Err(Error::Closed);
+            return Err(self.shared.closed.clone());
         }
         // A ready event wins over a wait that is already over (`select!` picks at random).
         if let Some(ev) = self.try_recv()? {
@@ -318,15 +338,15 @@ impl Watcher {
                 Ok(ev) => Ok(ev),
                 Err(_) => Err(self.ended()),
             },
-            recv(timer) -> _ => Err(Error::Timeout),
-            recv(stopped) -> _ => Err(Error::Timeout),
+            recv(timer) -> _ => Err(wait.timed_out("a watch event")),
+            recv(stopped) -> _ => Err(wait.timed_out("a watch event")),
         }
     }
 
     /// The next event if one is ready.
     pub fn try_recv(&mut self) -> Result<Option<Event>> {
         if self.finished {
-            return Err(Error::Closed);
+            return Err(self.shared.closed.clone());
         }
         match self.rx.try_recv() {
             Ok(ev) => Ok(Some(ev)),
@@ -349,7 +369,11 @@ impl WatchFeed {
     /// A watcher and the feed that fills it.
     pub(crate) fn new() -> (WatchFeed, Watcher) {
         let (tx, rx) = unbounded();
-        let shared = Arc::new(WatchShared::default());
+        let shared = Arc::new(WatchShared {
+            error: Mutex::new(None),
+            dropped: AtomicBool::new(false),
+            closed: Error::Closed("(etcd connection)".into()),
+        });
         let w = Watcher {
             rx,
             shared: shared.clone(),
@@ -386,7 +410,7 @@ impl Iterator for Watcher {
     fn next(&mut self) -> Option<Result<Event>> {
         match self.recv() {
             Ok(ev) => Some(Ok(ev)),
-            Err(Error::Closed) => None,
+            Err(Error::Closed(_)) => None,
             Err(e) => Some(Err(e)),
         }
     }

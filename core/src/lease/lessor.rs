@@ -148,7 +148,9 @@ impl Lessor {
     /// Validates a TTL (L2) and applies `min_ttl`.
     pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<u64> {
         if ttl.is_zero() {
-            return Err(Error::invalid("lease TTL must be positive"));
+            return Err(Error::invalid(crate::error::ttl_refused(
+                crate::error::human(ttl),
+            )));
         }
         if ttl > MAX_TTL {
             return Err(Error::LeaseTtlTooLarge(ttl));

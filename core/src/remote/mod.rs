@@ -113,7 +113,7 @@ fn map_err(e: etcd::Error, lease: Option<LeaseId>) -> Error {
                     Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => {
                         Error::InvalidArgument(msg)
                     }
-                    _ => Error::Storage(format!("server: {msg}")),
+                    _ => Error::storage(format!("server: {msg}")),
                 }
             }
         }
@@ -235,7 +235,7 @@ impl Remote {
             .thread_name("tenure-connect")
             .enable_all()
             .build()
-            .map_err(|e| Error::Storage(format!("cannot start the connect runtime: {e}")))?;
+            .map_err(|e| Error::storage(format!("cannot start the connect runtime: {e}")))?;
         let opts = etcd::ConnectOptions::new()
             .with_connect_timeout(timeout)
             .with_timeout(timeout)
@@ -298,7 +298,7 @@ impl Remote {
     {
         let guard = self.rt.read().unwrap_or_else(|p| p.into_inner());
         let Some(rt) = guard.as_ref().filter(|_| !self.is_closed()) else {
-            return Err(Error::Closed);
+            return Err(Error::Closed("(etcd connection)".into()));
         };
         let budget = limit.map_or(self.timeout, |l| l.min(self.timeout));
         let deadline = Instant::now() + budget;
@@ -499,7 +499,9 @@ impl Remote {
         })?;
         let (feed, watcher) = WatchFeed::new();
         let guard = self.rt.read().unwrap_or_else(|p| p.into_inner());
-        let rt = guard.as_ref().ok_or(Error::Closed)?;
+        let rt = guard
+            .as_ref()
+            .ok_or_else(|| Error::Closed("(etcd connection)".into()))?;
         rt.spawn(pump(stream, feed));
         Ok(watcher)
     }
@@ -517,7 +519,7 @@ impl Remote {
         })?;
         self.seen(r.header());
         if !r.error().is_empty() {
-            return Err(Error::Storage(format!("server: {}", r.error())));
+            return Err(Error::storage(format!("server: {}", r.error())));
         }
         Ok(LeaseInfo {
             id: LeaseId::new(r.id()),

@@ -171,7 +171,7 @@ impl SyncCounter {
 }
 
 fn storage(e: impl fmt::Display) -> Error {
-    Error::Storage(e.to_string())
+    Error::storage(e.to_string())
 }
 
 /// Runs `f`, turning a panic into `Corrupt` for `path`. redb trusts the file's structure and can
@@ -198,9 +198,7 @@ fn open_error(path: &Path, e: DatabaseError) -> Error {
         DatabaseError::UpgradeRequired(v) => {
             corrupt(format!("redb file format {v} needs an upgrade"))
         }
-        DatabaseError::Storage(redb::StorageError::Io(e)) => {
-            Error::Storage(format!("cannot open {}: {e}", path.display()))
-        }
+        DatabaseError::Storage(redb::StorageError::Io(e)) => Error::io("cannot open", path, &e),
         DatabaseError::Storage(e) => corrupt(e.to_string()),
         other => corrupt(other.to_string()),
     }
@@ -224,21 +222,25 @@ fn inspect(path: &Path) -> Result<Found> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::New),
-        Err(e) => {
-            return Err(Error::Storage(format!(
-                "cannot open {}: {e}",
-                path.display()
-            )))
-        }
+        Err(e) => return Err(Error::io("cannot open", path, &e)),
     };
+    if meta.is_dir() {
+        // In the OS's words and with its errno (EISDIR): opening a directory for writing
+        // always fails, and changes nothing.
+        let e = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .err()
+            .unwrap_or_else(|| std::io::Error::other("is a directory"));
+        return Err(Error::io("cannot open", path, &e));
+    }
     if !meta.is_file() {
         return Err(corrupt("not a regular file"));
     }
     if meta.len() == 0 {
         return Ok(Found::New);
     }
-    let mut f = File::open(path)
-        .map_err(|e| Error::Storage(format!("cannot open {}: {e}", path.display())))?;
+    let mut f = File::open(path).map_err(|e| Error::io("cannot open", path, &e))?;
     if !f.metadata().map_err(storage)?.is_file() {
         return Err(corrupt("not a regular file"));
     }
@@ -259,7 +261,7 @@ fn inspect(path: &Path) -> Result<Found> {
 fn create(path: &Path, faults: &StorageFaults) -> Result<()> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let cannot = |what: &str, e: &dyn fmt::Display| {
-        Error::Storage(format!("cannot create {}: {what}: {e}", path.display()))
+        Error::storage(format!("cannot create {}: {what}: {e}", path.display()))
     };
     let name = path
         .file_name()
@@ -279,7 +281,7 @@ fn create(path: &Path, faults: &StorageFaults) -> Result<()> {
         .write(true)
         .create_new(true)
         .open(&tmp)
-        .map_err(|e| cannot("temporary file", &e))?;
+        .map_err(|e| Error::io("cannot create", path, &e))?;
     let built = guarded(path, || {
         let backend = FaultyBackend {
             file: FileBackend::new(file).map_err(storage)?,
@@ -454,7 +456,7 @@ impl Store {
             .read(true)
             .write(true)
             .open(path)
-            .map_err(|e| Error::Storage(format!("cannot open {}: {e}", path.display())))?;
+            .map_err(|e| Error::io("cannot open", path, &e))?;
         guarded(path, || {
             let backend = FaultyBackend {
                 file: FileBackend::new(file).map_err(storage)?,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 use crate::clock::Clock;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::keepalive::KeepAlive;
 use crate::kv::txn::{Txn, TxnResponse};
 use crate::kv::watch::{WatchOptions, Watcher};
@@ -69,6 +69,10 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     fn clock(&self) -> Arc<dyn Clock>;
     /// Whether the backend has been closed (a lost lease is then reported as `Closed`).
     fn is_closed(&self) -> bool;
+    /// The `Closed` error of this backend, naming it (the embedded engine: its database).
+    fn closed_error(&self) -> Error {
+        Error::Closed("the backend".into())
+    }
 
     /// Fast path: raise `lost` as soon as lease `id` is removed (revoked, expired, closed).
     /// `None`: not supported, the keep-alive alone notices. `Some(Err(LeaseNotFound))` if it
@@ -138,6 +142,10 @@ impl Backend for Tenure {
 
     fn is_closed(&self) -> bool {
         Tenure::is_closed(self)
+    }
+
+    fn closed_error(&self) -> Error {
+        Tenure::closed_error(self)
     }
 
     fn lease_lost(&self, id: LeaseId, lost: &Stop) -> Option<Result<()>> {

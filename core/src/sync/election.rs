@@ -15,6 +15,7 @@ use crate::wait::Wait;
 #[derive(Debug, Clone)]
 pub struct Election {
     session: Session,
+    name: String,
     prefix: Vec<u8>,
 }
 
@@ -32,6 +33,7 @@ impl Election {
     pub fn new(session: &Session, name: &str) -> Election {
         Election {
             session: session.clone(),
+            name: name.to_owned(),
             prefix: prefix_of(name),
         }
     }
@@ -47,21 +49,24 @@ impl Election {
         let demoted = db.demotion();
         let lease = self.session.lease_id();
         let key = key_of(&self.prefix, lease.get());
-        let r = db.txn(
-            Txn::new()
-                .when([Compare::create_revision(&key, CompareOp::Equal, 0)])
-                .then([Op::put(&key, value, Some(lease))])
-                .otherwise([Op::get(&key)]),
-        )?;
+        let r = db
+            .txn(
+                Txn::new()
+                    .when([Compare::create_revision(&key, CompareOp::Equal, 0)])
+                    .then([Op::put(&key, value, Some(lease))])
+                    .otherwise([Op::get(&key)]),
+            )
+            .map_err(|e| self.session.ended(e))?;
         let (rev, fresh) = if r.succeeded {
             (r.revision, true)
         } else {
             match r.responses.first() {
                 Some(OpResponse::Get(Some(kv))) => {
-                    db.txn(Txn::new().then([Op::put(&key, value, Some(lease))]))?;
+                    db.txn(Txn::new().then([Op::put(&key, value, Some(lease))]))
+                        .map_err(|e| self.session.ended(e))?;
                     (kv.create_revision, false)
                 }
-                _ => return Err(Error::SessionExpired),
+                _ => return Err(Error::SessionExpired(lease)),
             }
         };
         let leadership = Leadership {
@@ -74,6 +79,8 @@ impl Election {
             lost: self.session.lost(),
             wait: &wait,
             demoted,
+            session: lease,
+            what: &format!("leadership of {:?}", self.name),
         };
         match wait_turn(&**db, &self.prefix, &leadership.key, rev, &stop) {
             Ok(()) => Ok(leadership),
@@ -231,7 +238,7 @@ impl Iterator for Observer {
 
     fn next(&mut self) -> Option<Self::Item> {
         match self.recv_timeout(None) {
-            Err(Error::Closed) => None,
+            Err(Error::Closed(_)) => None,
             other => Some(other),
         }
     }

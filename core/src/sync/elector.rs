@@ -221,7 +221,7 @@ impl LeaderElector {
                     }
                 }
             })
-            .map_err(|e| Error::Storage(format!("cannot start the elector thread: {e}")))?;
+            .map_err(|e| Error::storage(format!("cannot start the elector thread: {e}")))?;
         let clock = self.db.clock();
         let s = stop.clone();
         let waker: Arc<Waker> = Arc::new(move || s.wake());
@@ -248,7 +248,7 @@ impl LeaderElector {
             .spawn(move || {
                 let _ = tx.send(catch_unwind(AssertUnwindSafe(|| e.run(&s))));
             })
-            .map_err(|e| Error::Storage(format!("cannot start the elector thread: {e}")))?;
+            .map_err(|e| Error::storage(format!("cannot start the elector thread: {e}")))?;
         Ok(ElectorRun {
             stop,
             done: rx,
@@ -382,7 +382,7 @@ impl LeaderElector {
                     last_ok = clock.now();
                 }
                 Ok(None) => break Ok(()), // the record was taken: no longer leader
-                Err(Error::Closed) => break Err(Error::Closed),
+                Err(e @ Error::Closed(_)) => break Err(e),
                 Err(_) if clock.now().saturating_sub(last_ok) < self.cfg.renew_deadline => {}
                 Err(_) => break Ok(()),
             }
@@ -461,9 +461,7 @@ impl ElectorRun {
         let (result, panic) = match got {
             Some(Ok(r)) => (r, None),
             Some(Err(payload)) => (
-                Err(Error::Storage(
-                    "the leader elector's thread panicked".into(),
-                )),
+                Err(Error::storage("the leader elector's thread panicked")),
                 Some(payload),
             ),
             None => (Ok(()), None),

@@ -5,6 +5,7 @@ use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
 use crate::sync::backend::Backend;
 use crate::sync::session::{Claims, Session};
 use crate::sync::turn::{first_entry, key_of, prefix_of, wait_turn, Interrupts};
+use crate::types::LeaseId;
 use crate::wait::{Stop, Wait};
 
 /// A fair, distributed-style mutex (SPEC S2), etcd's algorithm and key layout: each contender
@@ -19,6 +20,7 @@ use crate::wait::{Stop, Wait};
 #[derive(Debug, Clone)]
 pub struct Mutex {
     session: Session,
+    name: String,
     prefix: Vec<u8>,
     key: Vec<u8>,
 }
@@ -71,6 +73,7 @@ impl Mutex {
         let key = key_of(&prefix, session.lease_id().get());
         Mutex {
             session: session.clone(),
+            name: name.to_owned(),
             prefix,
             key,
         }
@@ -123,18 +126,20 @@ impl Mutex {
     fn enqueue(&self) -> Result<(i64, bool)> {
         let db = self.session.backend();
         let lease = self.session.lease_id();
-        let r = db.txn(
-            Txn::new()
-                .when([Compare::create_revision(&self.key, CompareOp::Equal, 0)])
-                .then([Op::put(&self.key, b"", Some(lease))])
-                .otherwise([Op::get(&self.key)]),
-        )?;
+        let r = db
+            .txn(
+                Txn::new()
+                    .when([Compare::create_revision(&self.key, CompareOp::Equal, 0)])
+                    .then([Op::put(&self.key, b"", Some(lease))])
+                    .otherwise([Op::get(&self.key)]),
+            )
+            .map_err(|e| self.session.ended(e))?;
         if r.succeeded {
             return Ok((r.revision, true));
         }
         match r.responses.first() {
             Some(OpResponse::Get(Some(kv))) => Ok((kv.create_revision, false)),
-            _ => Err(Error::SessionExpired),
+            _ => Err(Error::SessionExpired(lease)),
         }
     }
 
@@ -165,6 +170,8 @@ impl Mutex {
             lost: self.session.lost(),
             wait: &wait,
             demoted,
+            session: self.session.lease_id(),
+            what: &format!("lock {:?}", self.name),
         };
         match wait_turn(&**db, &self.prefix, &self.key, rev, &stop) {
             Ok(()) => Ok(self.guard(rev, claim)),
@@ -182,14 +189,17 @@ impl Mutex {
         let claim = self.claim()?;
         let (rev, fresh) = self.enqueue()?;
         let db = self.session.backend();
-        let first = first_entry(&**db, &self.prefix)?.is_none_or(|kv| kv.create_revision >= rev);
-        if first {
-            Ok(self.guard(rev, claim))
-        } else {
-            if fresh {
-                release(&**db, &self.key, rev)?;
+        match first_entry(&**db, &self.prefix)?.filter(|kv| kv.create_revision < rev) {
+            None => Ok(self.guard(rev, claim)),
+            Some(holder) => {
+                if fresh {
+                    release(&**db, &self.key, rev)?;
+                }
+                Err(Error::Locked {
+                    name: self.name.clone(),
+                    holder: holder.lease.unwrap_or(LeaseId::new(0)),
+                })
             }
-            Err(Error::Locked)
         }
     }
 }

@@ -37,7 +37,14 @@ impl RecordLock {
             Ok(r) if r.succeeded => Ok(r.revision),
             other => {
                 let _ = db.revoke(lease);
-                other.and(Err(Error::Locked))
+                let holder = db
+                    .get(key)?
+                    .and_then(|kv| kv.lease)
+                    .unwrap_or(LeaseId::new(0));
+                other.and(Err(Error::Locked {
+                    name: String::from_utf8_lossy(key).into_owned(),
+                    holder,
+                }))
             }
         }
     }

@@ -146,6 +146,17 @@ impl Session {
         self.inner.lost.is_stopped()
     }
 
+    /// `SessionExpired` in place of the `LeaseNotFound`/`LeaseExpired` of this session's own
+    /// lease: a write with a lease that is gone means the session has ended.
+    pub(crate) fn ended(&self, e: Error) -> Error {
+        match e {
+            Error::LeaseNotFound(id) | Error::LeaseExpired(id) if id == self.inner.id => {
+                Error::SessionExpired(id)
+            }
+            e => e,
+        }
+    }
+
     /// Stops renewing but keeps the lease (it expires after its TTL unless resumed).
     pub fn orphan(&self) {
         if let Some(ka) = self.inner.keepalive.lock().take() {

@@ -7,7 +7,7 @@ use crossbeam_channel::{never, select, Receiver};
 
 use crate::error::{Error, Result};
 use crate::sync::backend::{Backend, CreateOrder, RangeOptions};
-use crate::types::{EventKind, KeyValue};
+use crate::types::{EventKind, KeyValue, LeaseId};
 use crate::wait::{Stop, Wait};
 
 /// `name/` as bytes: the prefix of a mutex's or an election's keys.
@@ -70,6 +70,10 @@ pub(crate) struct Interrupts<'a> {
     /// The engine's demotion signal, taken *before* the contender's key was put so that no
     /// demote is missed: `NotPrimary` (L9).
     pub(crate) demoted: Option<Receiver<()>>,
+    /// The session waiting, named by `SessionExpired`.
+    pub(crate) session: LeaseId,
+    /// What is awaited, named by `Timeout` (`lock "jobs/nightly"`).
+    pub(crate) what: &'a str,
 }
 
 /// Waits until no entry of `prefix` created before `my_rev` is left, then checks that `me`
@@ -84,11 +88,12 @@ pub(crate) fn wait_turn(
     let timer = stop.wait.timer();
     let cancelled = stop.wait.stopped();
     let demoted = stop.demoted.clone().unwrap_or_else(never);
+    let expired = Error::SessionExpired(stop.session);
     let lost = |db: &dyn Backend| {
         if db.is_closed() {
-            Error::Closed
+            db.closed_error()
         } else {
-            Error::SessionExpired
+            expired.clone()
         }
     };
     // My own key, watched throughout: its delete (lease lost) ends the wait on any backend.
@@ -99,7 +104,7 @@ pub(crate) fn wait_turn(
         }
         // Mine first: a lease lost while waiting deleted it (etcd#11051).
         if db.get(me)?.is_none_or(|kv| kv.create_revision != my_rev) {
-            return Err(Error::SessionExpired);
+            return Err(expired);
         }
         let newer_first = RangeOptions {
             order: CreateOrder::Newest,
@@ -123,15 +128,15 @@ pub(crate) fn wait_turn(
                     Ok(ev) if ev.kind == EventKind::Delete => break,
                     Ok(_) => {}
                     Err(_) => match w.ended() {
-                        Error::Closed => return Err(Error::Closed),
+                        e @ Error::Closed(_) => return Err(e),
                         _ => break, // fell behind: re-check from the store
                     },
                 },
                 recv(mine.channel()) -> ev => match ev {
-                    Ok(ev) if ev.kind == EventKind::Delete => return Err(Error::SessionExpired),
+                    Ok(ev) if ev.kind == EventKind::Delete => return Err(expired),
                     Ok(_) => {}
                     Err(_) => match mine.ended() {
-                        Error::Closed => return Err(Error::Closed),
+                        e @ Error::Closed(_) => return Err(e),
                         _ => {
                             mine = db.watch(me, Default::default())?;
                             break; // re-check from the store
@@ -139,8 +144,8 @@ pub(crate) fn wait_turn(
                     },
                 },
                 recv(stop.lost.channel()) -> _ => return Err(lost(db)),
-                recv(timer) -> _ => return Err(Error::Timeout),
-                recv(cancelled) -> _ => return Err(Error::Timeout),
+                recv(timer) -> _ => return Err(stop.wait.timed_out(stop.what)),
+                recv(cancelled) -> _ => return Err(stop.wait.timed_out(stop.what)),
                 recv(demoted) -> _ => return Err(Error::NotPrimary),
             }
         }

@@ -51,6 +51,7 @@ pub(crate) fn observe_election(
     let e = db.get().engine()?;
     let o = blocking(db.py(), || Election::observe(e, name))?;
     Ok(PyObserver {
+        name: name.to_owned(),
         _db: db.clone().unbind(),
         inner: ForkSafe::new(Arc::new(Mutex::new(Some(o)))),
         timeout,
@@ -199,7 +200,7 @@ impl PyLeadership {
             return Ok(false);
         };
         blocking(py, || match l.resign() {
-            Err(Error::Closed) => Ok(()),
+            Err(Error::Closed(_)) => Ok(()),
             other => other,
         })?;
         Ok(false)
@@ -216,6 +217,7 @@ impl PyLeadership {
 #[pyclass(frozen, module = "tenure", name = "Observer")]
 pub(crate) struct PyObserver {
     _db: Py<PyTenure>,
+    name: String,
     /// Shared with `tenure.aio`'s helper waits.
     pub(crate) inner: ForkSafe<Arc<Mutex<Option<Observer>>>>,
     timeout: Option<Duration>,
@@ -242,8 +244,8 @@ impl PyObserver {
             };
             match o.recv_timeout(Some(step)) {
                 Ok(state) => Ok(Some(Some(state))),
-                Err(Error::Timeout) => Ok(None),
-                Err(Error::Closed) => {
+                Err(Error::Timeout { .. }) => Ok(None),
+                Err(Error::Closed(_)) => {
                     *guard = None;
                     Ok(Some(None))
                 }
@@ -252,7 +254,10 @@ impl PyObserver {
         })?;
         match got {
             Some(state) => Ok(state),
-            None => Err(err(Error::Timeout)),
+            None => Err(err(Error::timeout(
+                "a change of leader",
+                timeout.unwrap_or_default(),
+            ))),
         }
     }
 }
@@ -289,7 +294,10 @@ impl PyObserver {
     ) -> PyResult<Option<PyKeyValue>> {
         match self.next_state(py, self::timeout(timeout)?)? {
             Some(state) => Ok(state.map(PyKeyValue)),
-            None => Err(closed()),
+            None => Err(closed(format!(
+                "the observer of election {:?} is closed",
+                self.name
+            ))),
         }
     }
 

@@ -194,7 +194,7 @@ impl PyLockGuard {
         let g = blocking(py, || Ok(lock(inner).take()))?;
         if let Some(g) = g {
             blocking(py, || match g.unlock() {
-                Err(Error::NotLeader | Error::Closed) => Ok(()),
+                Err(Error::NotLeader | Error::Closed(_)) => Ok(()),
                 other => other,
             })?;
         }
