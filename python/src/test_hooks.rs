@@ -57,8 +57,8 @@ fn _raise_for_test(py: Python<'_>, variant: &str) -> PyResult<()> {
     Err(errors::to_py(py, e))
 }
 
-/// Adds the hooks to the module.
+/// Sets the hooks on the module, outside `__all__` (they are not part of the API).
 pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
-    m.add_function(wrap_pyfunction!(_raise_for_test, m)?)
+    m.setattr("_panic_for_test", wrap_pyfunction!(_panic_for_test, m)?)?;
+    m.setattr("_raise_for_test", wrap_pyfunction!(_raise_for_test, m)?)
 }

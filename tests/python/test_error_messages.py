@@ -103,6 +103,6 @@ def test_d6_storage_errors_are_oserrors_with_errno_and_filename(tmp_path: Path) 
     assert isinstance(e, tenure.StorageError) and isinstance(e, tenure.TenureError)
     assert e.errno == errno.ENOENT and e.filename == str(path)
     assert e.code == tenure.StorageError.code == 11
-    assert str(e).startswith(f"storage error: cannot open {path}")
+    assert str(e).startswith("storage error: cannot ") and str(path) in str(e)
     # Without an OS error number it is a plain StorageError, still an OSError.
     assert issubclass(tenure.StorageError, OSError)
