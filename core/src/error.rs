@@ -303,6 +303,14 @@ pub fn human(d: Duration) -> String {
     }
 }
 
+/// The message of a caught panic, for the error that reports it.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,12 +324,4 @@ mod tests {
         assert_eq!(human(Duration::from_secs(10)), "10 s");
         assert_eq!(human(Duration::from_nanos(10_000_400_000)), "10 s");
     }
-}
-
-/// The message of a caught panic, for the error that reports it.
-pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".into())
 }
