@@ -1,7 +1,7 @@
 # `tenure serve` and the offline `tenure` subcommands (server/, binary `tenure`).
 #
 #   make test-serve    the server's tests only (etcdctl and the Rust etcd-client against it)
-#   make install       also installs the `tenure` binary under $(BINDIR)
+#   make install       also installs the `tenure` binary under $(BINDIR) (`make uninstall` removes it)
 #   make bench-serve   the same client workload against `tenure serve` and a real etcd
 #
 # Building the server needs protoc (etcd's .proto files are compiled by the etcd-client crate);
@@ -10,7 +10,7 @@
 
 BINDIR ?= $(PREFIX)/bin
 
-.PHONY: serve-tools test-serve install-serve bench-serve
+.PHONY: serve-tools test-serve install-serve uninstall-serve bench-serve
 
 serve-tools:
 	@missing=""; \
@@ -36,6 +36,12 @@ install-serve: serve-tools
 	$(CARGO) build -q -p tenure-server $(if $(filter release,$(INSTALL_PROFILE)),--release)
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 755 $(C_TARGET_DIR)/$(INSTALL_PROFILE)/tenure $(DESTDIR)$(BINDIR)/tenure
+	$(STRIP) --strip-unneeded $(DESTDIR)$(BINDIR)/tenure
+
+uninstall: uninstall-serve
+
+uninstall-serve:
+	rm -f $(DESTDIR)$(BINDIR)/tenure
 
 # Prints a markdown table of tenure-vs-etcd ratios (also in target/bench/serve.md); about
 # 2 minutes. BENCH_SECS=N per point (default 2), ETCD=0 for tenure alone.
