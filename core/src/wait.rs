@@ -41,6 +41,19 @@ struct Callbacks {
 /// A stop (cancel) token: raised once, from any thread; cloning shares it. Waits holding it
 /// end with `Timeout` when it is raised; long-running loops (keep-alives, the leader elector)
 /// return.
+///
+/// ```
+/// use tenure::sync::Stop;
+///
+/// let stop = Stop::new();
+/// let worker = {
+///     let stop = stop.clone();
+///     std::thread::spawn(move || stop.wait(None)) // e.g. a leader's work, until told to stop
+/// };
+/// stop.stop();
+/// worker.join().unwrap();
+/// assert!(stop.is_stopped());
+/// ```
 #[derive(Clone)]
 pub struct Stop {
     inner: Arc<Inner>,

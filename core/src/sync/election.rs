@@ -12,6 +12,26 @@ use crate::wait::Wait;
 /// A leader election (SPEC S4), etcd's algorithm and key layout: candidates put
 /// `name/<lease hex>` with their value; the leader is the candidate with the lowest create
 /// revision. Names nest without interfering: `svc` and `svc/eu` are different elections.
+///
+/// ```
+/// use std::time::Duration;
+/// use tenure::sync::{Election, Session, SessionOptions};
+///
+/// let db = tenure::Tenure::in_memory()?;
+/// let a = Session::new(&db, SessionOptions::default())?;
+/// let b = Session::new(&db, SessionOptions::default())?;
+/// let leading = Election::new(&a, "svc").campaign("host-a", None)?;
+/// assert_eq!(Election::leader(&db, "svc")?.unwrap().value, b"host-a");
+/// // b campaigns too and waits its turn, here on another thread.
+/// let waiting = std::thread::spawn(move || {
+///     Election::new(&b, "svc").campaign("host-b", Some(Duration::from_secs(5))).map(|l| l.token())
+/// });
+/// leading.resign()?; // or a's session ends: closed, or its lease expired after a crash
+/// let token_b = waiting.join().unwrap()?;
+/// assert!(token_b > leading.token());
+/// assert_eq!(Election::leader(&db, "svc")?.unwrap().value, b"host-b");
+/// # Ok::<(), tenure::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Election {
     session: Session,
@@ -20,6 +40,19 @@ pub struct Election {
 }
 
 /// Leadership won by [`Election::campaign`]. Its token is the leader key's create revision.
+///
+/// ```
+/// use tenure::sync::{Election, Session, SessionOptions};
+///
+/// let db = tenure::Tenure::in_memory()?;
+/// let session = Session::new(&db, SessionOptions::default())?;
+/// let leading = Election::new(&session, "svc").campaign("host-a", None)?;
+/// leading.proclaim("host-a (draining)")?; // a new value, same leadership and token
+/// assert_eq!(Election::leader(&db, "svc")?.unwrap().value, b"host-a (draining)");
+/// leading.resign()?;
+/// assert!(Election::leader(&db, "svc")?.is_none());
+/// # Ok::<(), tenure::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Leadership {
     db: Arc<dyn Backend>,
@@ -175,6 +208,22 @@ impl Leadership {
 
 /// Leadership changes of one election, from [`Election::observe`]. It never loses the latest
 /// state: each item is read from the store after the events that announced it.
+///
+/// ```
+/// use std::time::Duration;
+/// use tenure::sync::{Election, Session, SessionOptions};
+///
+/// let db = tenure::Tenure::in_memory()?;
+/// let mut changes = Election::observe(&db, "svc")?;
+/// let wait = Some(Duration::from_secs(5));
+/// assert_eq!(changes.recv_timeout(wait)?, None); // no leader yet
+/// let session = Session::new(&db, SessionOptions::default())?;
+/// let _leading = Election::new(&session, "svc").campaign("host-a", None)?;
+/// assert_eq!(changes.recv_timeout(wait)?.unwrap().value, b"host-a");
+/// session.close()?;
+/// assert_eq!(changes.recv_timeout(wait)?, None); // the leader's session ended
+/// # Ok::<(), tenure::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Observer {
     db: Arc<dyn Backend>,

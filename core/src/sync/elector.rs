@@ -23,7 +23,25 @@ use crate::wait::{Stop, Wait};
 /// client-go's jitter factor: acquisition is retried every `retry_period × [1, 2.2)`.
 pub const JITTER: f64 = 1.2;
 
-/// Configuration of a [`LeaderElector`].
+/// Configuration of a [`LeaderElector`] (example there).
+///
+/// ```
+/// use std::time::Duration;
+/// use tenure::sync::ElectorConfig;
+///
+/// let mut cfg = ElectorConfig {
+///     name: "leader/scheduler".into(),
+///     identity: "host-a".into(),
+///     lease_duration: Duration::from_secs(15),
+///     renew_deadline: Duration::from_secs(10),
+///     retry_period: Duration::from_secs(2),
+///     release_on_cancel: true,
+/// };
+/// cfg.validate()?;
+/// cfg.renew_deadline = Duration::from_secs(20); // must stay below lease_duration
+/// assert!(cfg.validate().is_err());
+/// # Ok::<(), tenure::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElectorConfig {
     /// The record key.
@@ -75,7 +93,23 @@ impl ElectorConfig {
     }
 }
 
-/// The callbacks of a [`LeaderElector`], all run on one thread, one at a time.
+/// The callbacks of a [`LeaderElector`], all run on one thread, one at a time (example
+/// there).
+///
+/// ```
+/// use tenure::sync::{ElectorCallbacks, Stop};
+///
+/// let callbacks = ElectorCallbacks {
+///     // The leader's work runs here, and must end when `stop` is raised.
+///     on_started_leading: Box::new(|token, stop: Stop| {
+///         println!("leading, fencing token {token}");
+///         stop.wait(None);
+///     }),
+///     on_stopped_leading: Box::new(|| println!("no longer leading")),
+///     on_new_leader: Box::new(|who| println!("the leader is {who}")),
+/// };
+/// # let _ = callbacks;
+/// ```
 pub struct ElectorCallbacks {
     /// Became leader with this fencing token; should return once the [`Stop`] is raised.
     pub on_started_leading: Box<dyn FnMut(i64, Stop) + Send>,
@@ -136,7 +170,47 @@ struct Shared {
     leader: Mutex<Option<String>>,
 }
 
-/// A client-go–style leader elector (SPEC S5). See the module docs.
+/// A client-go–style leader elector (SPEC S5): candidates race for a record key bound to a
+/// lease of `lease_duration`; the leader renews it every `retry_period` and steps down if it
+/// could not for `renew_deadline`. `on_started_leading` does the leader's work and must return
+/// once its [`Stop`] is raised.
+///
+/// ```
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+/// use tenure::sync::{ElectorCallbacks, ElectorConfig, LeaderElector, Stop};
+///
+/// let db = tenure::Tenure::in_memory()?;
+/// let cfg = ElectorConfig {
+///     name: "leader/scheduler".into(),
+///     identity: "host-a".into(),
+///     lease_duration: Duration::from_secs(3),
+///     renew_deadline: Duration::from_secs(2),
+///     retry_period: Duration::from_millis(200),
+///     release_on_cancel: true,
+/// };
+/// let (events, seen) = mpsc::channel();
+/// let (started, stopped) = (events.clone(), events);
+/// let callbacks = ElectorCallbacks {
+///     on_started_leading: Box::new(move |token, stop: Stop| {
+///         started.send(format!("leading with token {token}")).unwrap();
+///         stop.wait(None); // lead until the leadership ends
+///     }),
+///     on_stopped_leading: Box::new(move || stopped.send("stopped".to_string()).unwrap()),
+///     on_new_leader: Box::new(|_who| {}),
+/// };
+/// let elector = LeaderElector::new(&db, cfg, callbacks)?;
+/// let stop = Stop::new();
+/// std::thread::scope(|s| {
+///     let running = s.spawn(|| elector.run(&stop));
+///     assert!(seen.recv().unwrap().starts_with("leading with token"));
+///     assert!(elector.is_leader());
+///     stop.stop(); // step down (and, with release_on_cancel, free the record at once)
+///     running.join().unwrap()
+/// })?;
+/// assert_eq!(seen.recv().unwrap(), "stopped");
+/// # Ok::<(), tenure::Error>(())
+/// ```
 pub struct LeaderElector {
     db: Arc<dyn Backend>,
     cfg: ElectorConfig,

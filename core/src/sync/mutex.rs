@@ -17,6 +17,26 @@ use crate::wait::{Stop, Wait};
 /// same name through the same session (from any thread) while the first is held or being
 /// acquired fails with `InvalidArgument`; use one session per concurrent holder. A key left by
 /// an earlier process on the same lease (a resumed session) is taken over, as in etcd.
+///
+/// ```
+/// use std::time::Duration;
+/// use tenure::sync::{Mutex, Session, SessionOptions};
+/// use tenure::{Error, Tenure};
+///
+/// let db = Tenure::in_memory()?;
+/// let a = Session::new(&db, SessionOptions::default())?;
+/// let b = Session::new(&db, SessionOptions::default())?;
+/// let guard = Mutex::new(&a, "jobs/nightly").lock(Some(Duration::from_secs(5)))?;
+/// // While a holds it, b is refused (or, with `lock`, waits its turn).
+/// let refused = Mutex::new(&b, "jobs/nightly").try_lock().unwrap_err();
+/// assert!(matches!(refused, Error::Locked { .. }));
+/// // Send the token with every write to the guarded resource (see `FenceGate`).
+/// let token = guard.fencing_token();
+/// guard.unlock()?;
+/// let next = Mutex::new(&b, "jobs/nightly").try_lock()?;
+/// assert!(next.fencing_token() > token);
+/// # Ok::<(), tenure::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Mutex {
     session: Session,
@@ -54,6 +74,19 @@ impl Drop for Claim {
 
 /// A held lock. Its fencing token is the create revision of its key (SPEC S3). Dropping the
 /// guard unlocks.
+///
+/// ```
+/// use tenure::sync::{Mutex, Session, SessionOptions};
+///
+/// let db = tenure::Tenure::in_memory()?;
+/// let session = Session::new(&db, SessionOptions::default())?;
+/// {
+///     let guard = Mutex::new(&session, "jobs/nightly").lock(None)?;
+///     assert!(guard.is_held());
+/// } // dropped: unlocked
+/// assert!(db.range("jobs/nightly/", None)?.is_empty());
+/// # Ok::<(), tenure::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct LockGuard {
     db: Arc<dyn Backend>,

@@ -7,6 +7,22 @@ use crate::types::LeaseId;
 
 /// Owner-checked record locks (SPEC S6), the embedded form of Redis's `SET key owner NX PX ttl`
 /// and of SQL lock tables: a key holding the owner's name, bound to a lease of `ttl`.
+///
+/// ```
+/// use std::time::Duration;
+/// use tenure::sync::RecordLock;
+/// use tenure::Error;
+///
+/// let db = tenure::Tenure::in_memory()?;
+/// let ttl = Duration::from_secs(30);
+/// let token = RecordLock::try_acquire(&db, "reports/daily", "worker-a", ttl)?;
+/// let taken = RecordLock::try_acquire(&db, "reports/daily", "worker-b", ttl).unwrap_err();
+/// assert!(matches!(taken, Error::Locked { .. }));
+/// RecordLock::refresh(&db, "reports/daily", "worker-a")?; // another 30 s
+/// RecordLock::release(&db, "reports/daily", "worker-a")?;
+/// assert!(RecordLock::try_acquire(&db, "reports/daily", "worker-b", ttl)? > token);
+/// # Ok::<(), tenure::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct RecordLock;
 

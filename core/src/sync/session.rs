@@ -12,6 +12,16 @@ use crate::types::LeaseId;
 use crate::wait::{Stop, Wait};
 
 /// Options of a [`Session`].
+///
+/// ```
+/// use std::time::Duration;
+/// use tenure::sync::SessionOptions;
+///
+/// // A 10 s lease renewed every 2 s (default: every third of the TTL).
+/// let opts = SessionOptions { ttl: Duration::from_secs(10), keepalive_interval: Some(Duration::from_secs(2)) };
+/// assert_eq!(SessionOptions::default().ttl, Duration::from_secs(60));
+/// # let _ = opts;
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionOptions {
     /// The TTL of the session's lease. Default: [`SessionOptions::DEFAULT_TTL`].
@@ -50,6 +60,23 @@ struct Inner {
 }
 
 /// A lease kept alive by a background renewal (SPEC S1). Cloning shares the session.
+///
+/// Everything a session holds (its locks, candidacies, keys put with its lease) goes when the
+/// session ends: closed, or its lease expired because the process stopped renewing it.
+///
+/// ```
+/// use std::time::Duration;
+/// use tenure::sync::{Session, SessionOptions};
+///
+/// let db = tenure::Tenure::in_memory()?;
+/// let opts = SessionOptions { ttl: Duration::from_secs(10), ..Default::default() };
+/// let session = Session::new(&db, opts)?;
+/// db.put("workers/a", "10.0.0.1", Some(session.lease_id()))?; // lives as long as the session
+/// session.close()?; // revokes the lease: the key goes with it
+/// assert!(db.get("workers/a")?.is_none());
+/// assert!(session.is_done());
+/// # Ok::<(), tenure::Error>(())
+/// ```
 ///
 /// [`done`](Session::done) disconnects when the lease is lost: expired, revoked or engine
 /// closed. Dropping the last clone stops the keep-alive but leaves the lease to expire;
