@@ -126,7 +126,7 @@ async fn e4_many_watches_on_one_stream_cancel_progress_and_compacted_start() {
     c.put("y", "b", None).await.unwrap(); // filtered: NOPUT
     c.delete("y", None).await.unwrap();
     // Order is promised per watch (E4), not across the watches of one stream.
-    let mut evs = vec![
+    let mut evs = [
         w.message().await.unwrap().unwrap(),
         w.message().await.unwrap().unwrap(),
     ];
