@@ -17,7 +17,8 @@ bench:
 
 BENCH_PY := build/bench-py
 
-bench-python: python-install
+bench-python: python-wheel
+	$(PY_BIN)/python -m pip install --quiet --force-reinstall --no-deps $(PY_WHEELS)/tenure-*-abi3-*.whl
 	@PYTHONPATH=$(BENCH_PY) $(PY_BIN)/python -c "import cachetools" 2>/dev/null || \
 		$(PY_BIN)/python -m pip install --quiet --target $(BENCH_PY) 'cachetools>=5'
 	PYTHONPATH=$(BENCH_PY) $(PY_BIN)/python bench/python_vs_ttlcache.py
