@@ -130,7 +130,10 @@ pub(crate) fn connect(
 impl PyTenure {
     // ---- leases -------------------------------------------------------------------------------
 
-    /// Grants a lease of `ttl` seconds, with a fresh ID or the given `id`.
+    /// Grants a lease of `ttl` seconds (a float; raised to the engine's `min_ttl`), with a
+    /// fresh ID or the given `id`; returns the `Lease`. Raises `tenure.InvalidArgument` for a
+    /// TTL that is not positive and finite, `tenure.LeaseTtlTooLarge` above the maximum,
+    /// `tenure.LeaseExists` if `id` is taken, `tenure.NotPrimary` on a standby. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
     #[pyo3(signature = (ttl=10.0, id=None))]
     fn grant(
         slf: &Bound<'_, Self>,
@@ -150,17 +153,21 @@ impl PyTenure {
         })
     }
 
-    /// Revokes a lease and deletes its keys in one durable write.
+    /// Revokes a lease and deletes its keys in one durable write. Raises
+    /// `tenure.LeaseNotFound` if there is no such lease. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
     fn revoke(&self, py: Python<'_>, lease: &Bound<'_, PyAny>) -> PyResult<()> {
         self.revoke_id(py, lease_arg(lease)?)
     }
 
-    /// Renews a lease (deadline = now + TTL); returns its TTL in seconds.
+    /// Renews a lease (deadline = now + TTL); returns its TTL in seconds. Raises
+    /// `tenure.LeaseNotFound` if it is gone (expired or revoked), `tenure.NotPrimary` on a
+    /// standby.
     fn renew(&self, py: Python<'_>, lease: &Bound<'_, PyAny>) -> PyResult<f64> {
         self.renew_id(py, lease_arg(lease)?)
     }
 
-    /// A lease's TTL, remaining time and attached keys.
+    /// A lease's TTL, remaining time (seconds) and attached keys. Raises
+    /// `tenure.LeaseNotFound` if there is no such lease.
     fn time_to_live(&self, py: Python<'_>, lease: &Bound<'_, PyAny>) -> PyResult<PyLeaseInfo> {
         self.time_to_live_id(py, lease_arg(lease)?)
     }
@@ -173,6 +180,7 @@ impl PyTenure {
     }
 
     /// Attaches one key or an iterable of keys to a lease (a key attached elsewhere moves).
+    /// Raises `tenure.LeaseNotFound` if there is no such lease. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
     fn attach(
         &self,
         py: Python<'_>,
@@ -260,7 +268,9 @@ impl PyTenure {
 
     // ---- keys ---------------------------------------------------------------------------------
 
-    /// Puts `key = value`, attached to `lease` (or detached); returns the new revision.
+    /// Puts `key = value` (`str` or `bytes`), attached to `lease` (or detached); returns the
+    /// new revision. Raises `tenure.LeaseNotFound` if `lease` is gone,
+    /// `tenure.InvalidArgument` for an empty key. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
     #[pyo3(signature = (key, value, lease=None))]
     fn put(
         &self,
@@ -298,7 +308,7 @@ impl PyTenure {
         PyList::new(py, kvs.into_iter().map(PyKeyValue))
     }
 
-    /// Deletes a key; returns whether it existed.
+    /// Deletes a key; returns whether it existed. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let key = bytes_arg(key, "key")?;
         let e = self.engine()?;

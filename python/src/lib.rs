@@ -22,6 +22,7 @@ mod hooks;
 mod iter;
 mod keepalive;
 mod lease;
+mod log;
 mod runtime;
 mod sync;
 // Always compiled (so always checked); added to the module only with the feature.

@@ -4,6 +4,7 @@ are awaited with generous bounds, never slept for."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncIterator
 
@@ -285,7 +286,10 @@ async def test_L5_no_loop_stall_while_10k_leases_expire(clock: tenure.ManualCloc
 
 
 @pytest.mark.asyncio
-async def test_S5_leader_elector_runs_coroutine_callbacks_and_async_with() -> None:
+async def test_S5_leader_elector_runs_coroutine_callbacks_and_async_with(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="tenure")
     events: list[str] = []
     leading = asyncio.Event()
     async with tenure.aio.open() as adb:
@@ -314,3 +318,7 @@ async def test_S5_leader_elector_runs_coroutine_callbacks_and_async_with() -> No
         assert not e.is_leader
     assert events[0] in ("new:a", "started:True")
     assert "started:True" in events and events[-2:] == ["returned", "stopped"]
+    # Transitions of the elector's thread are logged on the `tenure` logger.
+    logged = [r.getMessage() for r in caplog.records if r.name == "tenure"]
+    assert any(m.startswith('elector "leader/svc" (a): started leading') for m in logged)
+    assert 'elector "leader/svc" (a): stopped leading' in logged

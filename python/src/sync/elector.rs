@@ -13,6 +13,7 @@ use tenure::sync::{ElectorCallbacks, ElectorConfig, ElectorRun, LeaderElector, S
 use crate::convert::{opt_secs_arg, seconds, secs_arg, timeout};
 use crate::errors::{blocking, invalid, to_py};
 use crate::handle::PyTenure;
+use crate::log::{log, Level};
 use crate::runtime::{deadline, drop_detached, interruptible, lock, sliced, ForkSafe};
 
 /// A stop flag (like `threading.Event`) shared with native threads: the `stop` argument of
@@ -187,8 +188,13 @@ impl PyLeaderElector {
         let started = callable_arg(on_started_leading, "on_started_leading")?;
         let stopped = callable_arg(on_stopped_leading, "on_stopped_leading")?;
         let new_leader = callable_arg(on_new_leader, "on_new_leader")?;
+        let who_am_i = format!("elector {name:?} ({identity})");
+        let (me_started, me_stopped, me_new) = (who_am_i.clone(), who_am_i.clone(), who_am_i);
         let callbacks = ElectorCallbacks {
             on_started_leading: Box::new(move |token, stop| {
+                log(Level::Info, || {
+                    format!("{me_started}: started leading (fencing token {token})")
+                });
                 if let Some(cb) = &started {
                     invoke(cb, |py, cb| {
                         let stop = Py::new(
@@ -202,11 +208,13 @@ impl PyLeaderElector {
                 }
             }),
             on_stopped_leading: Box::new(move || {
+                log(Level::Info, || format!("{me_stopped}: stopped leading"));
                 if let Some(cb) = &stopped {
                     invoke(cb, |_, cb| cb.call0().map(drop));
                 }
             }),
             on_new_leader: Box::new(move |who| {
+                log(Level::Info, || format!("{me_new}: new leader {who:?}"));
                 if let Some(cb) = &new_leader {
                     invoke(cb, |_, cb| cb.call1((who,)).map(drop));
                 }
