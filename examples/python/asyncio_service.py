@@ -60,9 +60,12 @@ async def main(path: str | None) -> int:
         done, finish = asyncio.Event(), asyncio.Event()
         watcher = asyncio.create_task(watch_peers(db))
         tasks = {}
-        for name in ("a", "b", "c"):
-            tasks[name] = asyncio.create_task(instance(db, name, done, finish))
-            await asyncio.sleep(0.01)  # register in this order: a campaigns first
+        # Start the instances one by one, each once the previous one is a candidate, so that
+        # they queue for the job in this order.
+        async with db.watch("periodic-job/", prefix=True, timeout=30.0) as candidacies:
+            for name in ("a", "b", "c"):
+                tasks[name] = asyncio.create_task(instance(db, name, done, finish))
+                await candidacies.recv()
         await asyncio.wait_for(done.wait(), 30.0)
         tasks["c"].cancel()  # c still campaigns: cancelling withdraws its candidacy
         await asyncio.gather(tasks["c"], return_exceptions=True)

@@ -122,6 +122,19 @@ def _lease_id(lease: Lease | _tenure.Lease | int) -> int:
     return int(lease)
 
 
+class _Scope:
+    """``async with`` returns the object and ends it with ``_end()`` on exit."""
+
+    async def _end(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._end()
+
+
 class _Stream(Generic[_T]):
     """An async iterator over a native blocking iterator, subscribed when it was made."""
 
@@ -177,43 +190,33 @@ class ExpiredIterator(_Stream[list[ExpiredLease]]):
     """Batches of expired leases, as ``Tenure.expired()``; an async iterator."""
 
 
-@final
-class Watcher(_Stream[Event]):
-    """A watch on a key or prefix: an async iterator of ``Event``s and an async context manager
-    that cancels the watch on exit."""
+class _Cancellable(_Stream[_T], _Scope):
+    """A stream that can be cancelled; ``async with`` cancels it on exit."""
 
     async def cancel(self) -> None:
-        """Cancels the watch; iteration then stops. Idempotent."""
+        """Cancels the stream; iteration then stops. Idempotent."""
         self._stop_waiting()
         await _run(self._sync.cancel)
+
+    async def _end(self) -> None:
+        await self.cancel()
+
+
+@final
+class Watcher(_Cancellable[Event]):
+    """A watch on a key or prefix: an async iterator of ``Event``s and an async context manager
+    that cancels the watch on exit."""
 
     @property
     def cancelled(self) -> bool:
         """Whether the watch is cancelled or ended."""
         return bool(self._sync.cancelled)
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.cancel()
-
 
 @final
-class Observer(_Stream[KeyValue | None]):
+class Observer(_Cancellable[KeyValue | None]):
     """Follows an election's leadership: the current leader first (a ``KeyValue`` or ``None``),
     then one item per change; an async iterator and an async context manager."""
-
-    async def cancel(self) -> None:
-        """Stops observing; iteration then ends. Idempotent."""
-        self._stop_waiting()
-        await _run(self._sync.cancel)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.cancel()
 
 
 @final
@@ -472,7 +475,7 @@ def open(
 
 
 @final
-class Session:
+class Session(_Scope):
     """A session for asyncio (``Tenure.session()``); ``sync`` is the ``tenure.Session``."""
 
     def __init__(self, sync: _tenure.Session) -> None:
@@ -512,10 +515,7 @@ class Session:
         """The election ``name``, in which this session can campaign."""
         return Election(self.sync.election(name))
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
+    async def _end(self) -> None:
         await self.close()
 
     def __repr__(self) -> str:
@@ -550,27 +550,36 @@ class Mutex:
         return LockGuard(await _run(self.sync.try_lock))
 
 
+class _Held(_Scope):
+    """What a wait won (a lock, a leadership): its name and key; exit releases it."""
+
+    sync: _tenure.LockGuard | _tenure.Leadership
+
+    @property
+    def name(self) -> str:
+        """The lock's or election's name."""
+        return self.sync.name
+
+    @property
+    def key(self) -> bytes:
+        """The key held: the lock key or the leader key."""
+        return self.sync.key
+
+    def __repr__(self) -> str:
+        return f"<tenure.aio.{type(self).__name__} {self.sync!r}>"
+
+
 @final
-class LockGuard:
+class LockGuard(_Held):
     """A held lock; ``async with`` unlocks on exit."""
 
     def __init__(self, sync: _tenure.LockGuard) -> None:
-        self.sync = sync
+        self.sync: _tenure.LockGuard = sync
 
     @property
     def fencing_token(self) -> int:
         """The fencing token: strictly increasing per lock name."""
         return self.sync.fencing_token
-
-    @property
-    def name(self) -> str:
-        """The lock's name."""
-        return self.sync.name
-
-    @property
-    def key(self) -> bytes:
-        """The lock key."""
-        return self.sync.key
 
     def is_held(self) -> bool:
         """Whether the lock key still exists (the session is alive and it was not unlocked)."""
@@ -580,14 +589,8 @@ class LockGuard:
         """Releases the lock. Idempotent."""
         await _run(self.sync.unlock)
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
+    async def _end(self) -> None:
         await self.unlock()
-
-    def __repr__(self) -> str:
-        return f"<tenure.aio.LockGuard {self.sync!r}>"
 
 
 @final
@@ -612,26 +615,16 @@ class Election:
 
 
 @final
-class Leadership:
+class Leadership(_Held):
     """Leadership won by ``Election.campaign()``; ``async with`` resigns on exit."""
 
     def __init__(self, sync: _tenure.Leadership) -> None:
-        self.sync = sync
+        self.sync: _tenure.Leadership = sync
 
     @property
     def token(self) -> int:
         """The fencing token: strictly increasing per election."""
         return self.sync.token
-
-    @property
-    def key(self) -> bytes:
-        """The leader key."""
-        return self.sync.key
-
-    @property
-    def name(self) -> str:
-        """The election's name."""
-        return self.sync.name
 
     def is_leader(self) -> bool:
         """Whether the leader key still exists."""
@@ -645,14 +638,8 @@ class Leadership:
         """Gives up leadership. Idempotent."""
         await _run(self.sync.resign)
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
+    async def _end(self) -> None:
         await self.resign()
-
-    def __repr__(self) -> str:
-        return f"<tenure.aio.Leadership {self.sync!r}>"
 
 
 @final
