@@ -8,7 +8,8 @@ or campaign withdraws its key before the cancellation completes, and a receive c
 iterator loses nothing (the item comes with the next receive).
 
 Calls that write (grant, put, txn, revoke, session, unlock...) may fsync, so they run on the
-loop's default executor; reads (get, range, leases, time_to_live...) answer from memory inline.
+loop's default executor; reads (get, range, leases, time_to_live...) answer from memory inline,
+except over ``connect()``, where every call is a network round trip and runs on the executor.
 Errors are the classes of ``tenure`` itself.
 """
 
@@ -38,6 +39,7 @@ __all__ = [
     "Session",
     "Tenure",
     "Watcher",
+    "connect",
     "open",
 ]
 
@@ -273,8 +275,14 @@ class Lease:
 class Tenure:
     """An open engine for asyncio (``tenure.aio.open()``); ``sync`` is the ``tenure.Tenure``."""
 
-    def __init__(self, sync: _tenure.Tenure) -> None:
+    def __init__(self, sync: _tenure.Tenure, remote: bool = False) -> None:
         self.sync = sync
+        # Over a connection (``connect()``) a read is a network round trip: it runs on the
+        # executor too.
+        self._remote = remote
+
+    async def _read(self, call: Callable[[], _T]) -> _T:
+        return await _run(call) if self._remote else call()
 
     # leases
     async def grant(self, ttl: float = 10.0, id: Lease | int | None = None) -> Lease:
@@ -292,11 +300,11 @@ class Tenure:
 
     async def time_to_live(self, lease: Lease | int) -> LeaseInfo:
         """A lease's TTL, remaining time and keys."""
-        return self.sync.time_to_live(_lease_id(lease))
+        return await self._read(lambda: self.sync.time_to_live(_lease_id(lease)))
 
     async def leases(self) -> list[LeaseInfo]:
         """Every live lease."""
-        return self.sync.leases()
+        return await self._read(self.sync.leases)
 
     async def attach(self, lease: Lease | int, keys: _Key | Iterable[_Key]) -> None:
         """Attaches existing keys to a lease."""
@@ -308,7 +316,7 @@ class Tenure:
 
     async def lease_of(self, key: _Key) -> int | None:
         """The lease a key is attached to, or ``None``."""
-        return self.sync.lease_of(key)
+        return await self._read(lambda: self.sync.lease_of(key))
 
     async def checkpoint(self, lease: Lease | int, remaining: float) -> None:
         """Persists a lease's remaining time (seconds)."""
@@ -340,11 +348,11 @@ class Tenure:
 
     async def get(self, key: _Key) -> KeyValue | None:
         """The key's ``KeyValue``, or ``None``."""
-        return self.sync.get(key)
+        return await self._read(lambda: self.sync.get(key))
 
     async def range(self, prefix: _Key, limit: int | None = None) -> list[KeyValue]:
         """The keys under ``prefix`` in key order, at most ``limit``."""
-        return self.sync.range(prefix, limit)
+        return await self._read(lambda: self.sync.range(prefix, limit))
 
     async def delete(self, key: _Key) -> bool:
         """Deletes a key; whether it existed."""
@@ -400,7 +408,7 @@ class Tenure:
 
     async def election_leader(self, name: str) -> KeyValue | None:
         """The current leader of election ``name``, or ``None``."""
-        return self.sync.election_leader(name)
+        return await self._read(lambda: self.sync.election_leader(name))
 
     def observe_election(self, name: str, timeout: float | None = None) -> Observer:
         """Follows election ``name`` (subscribed at the call); an async iterator."""
@@ -410,7 +418,7 @@ class Tenure:
     # engine
     async def stats(self) -> dict[str, int]:
         """Engine counters."""
-        return self.sync.stats()
+        return await self._read(self.sync.stats)
 
     @property
     def closed(self) -> bool:
@@ -472,6 +480,17 @@ def open(
             clock=clock,
         )
     )
+
+
+def connect(url: str, *, timeout: float = 5.0) -> _Opening[Tenure]:
+    """Connects to an etcd v3 server (or ``tenure serve``) at ``url``, as ``tenure.connect``:
+    ``await`` it, or ``async with`` it to close on exit. Every call, reads included, then runs
+    on the loop's default executor (each is a network round trip)."""
+
+    async def make() -> Tenure:
+        return Tenure(await _run(lambda: _tenure.connect(url, timeout=timeout)), remote=True)
+
+    return _Opening(make, Tenure.close)
 
 
 @final

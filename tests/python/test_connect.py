@@ -3,6 +3,7 @@ real etcd (Debian's etcd-server) on loopback random ports with a temporary data 
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import tenure
+import tenure.aio
 
 pytestmark = pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd-server not installed")
 
@@ -74,3 +76,17 @@ def test_r3_an_unreachable_server_is_unavailable_also_a_connection_error() -> No
     assert time.monotonic() - start < 5
     with pytest.raises(tenure.InvalidArgument):
         tenure.connect("127.0.0.1:2379")
+
+
+def test_r1_aio_connect_awaits_every_call_over_etcd(etcd_url: str) -> None:
+    async def scenario() -> None:
+        async with tenure.aio.connect(etcd_url, timeout=5.0) as db:
+            lease = await db.grant(30)
+            rev = await db.put("py/aio", "1", lease)
+            kv = await db.get("py/aio")
+            assert kv is not None and kv.mod_revision == rev
+            assert [k.key for k in await db.range("py/aio")] == [b"py/aio"]
+            await db.revoke(lease)
+            assert await db.get("py/aio") is None
+
+    asyncio.run(scenario())
