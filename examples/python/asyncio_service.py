@@ -19,7 +19,7 @@ import sys
 import tenure
 import tenure.aio
 
-TTL = 0.5  # seconds; short so the demo is quick
+TTL = 2.0  # seconds; the crashed instance is gone this long after its last renewal
 RUNS = 3
 
 
