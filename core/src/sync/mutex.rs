@@ -222,8 +222,14 @@ impl Mutex {
         let claim = self.claim()?;
         let (rev, fresh) = self.enqueue()?;
         let db = self.session.backend();
-        match first_entry(&**db, &self.prefix)?.filter(|kv| kv.create_revision < rev) {
-            None => Ok(self.guard(rev, claim)),
+        match first_entry(&**db, &self.prefix)? {
+            Some(kv) if kv.create_revision == rev => Ok(self.guard(rev, claim)),
+            // The oldest entry is not mine and is not older: mine is gone (its lease was lost
+            // since the put), so nothing is acquired (etcd#11051's race, without the wait).
+            None => Err(Error::SessionExpired(self.session.lease_id())),
+            Some(kv) if kv.create_revision > rev => {
+                Err(Error::SessionExpired(self.session.lease_id()))
+            }
             Some(holder) => {
                 if fresh {
                     release(&**db, &self.key, rev)?;

@@ -112,7 +112,13 @@ pub(crate) fn wait_turn(
             limit: Some(1),
         };
         let Some(pred) = own_entries(db, prefix, newer_first)?.pop() else {
-            return Ok(());
+            // Checked again after the predecessors: mine may have gone between the check above
+            // and the range. No older entry can reappear, so "none older and mine exists" holds
+            // at the moment of this read.
+            return match db.get(me)? {
+                Some(kv) if kv.create_revision == my_rev => Ok(()),
+                _ => Err(expired),
+            };
         };
         let mut w = db.watch(&pred.key, Default::default())?;
         // Registered first, then checked: a delete in between is seen here or in the watch.
