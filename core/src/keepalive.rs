@@ -1,5 +1,10 @@
 //! Keep-alive: a thread that renews one lease at a fixed interval (default TTL/3), driven by the
 //! engine's clock, so a `ManualClock` drives it in tests.
+//!
+//! Its failures have no caller to raise to: they are reported on the `log` facade (target
+//! `tenure::keepalive`), from the keep-alive's own thread with no lock held: a warning when a
+//! renew fails (the first of a run of retries, and the one that ends the keep-alive: the lease
+//! is lost), info when renewing works again, debug when the engine closed.
 
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -101,6 +106,7 @@ fn run(
         return;
     };
     let (mut next, mut deadline) = (sched.first, sched.deadline);
+    let mut retrying = false;
     while !stop.sleep_until(&*clock, next, None) {
         let sent = clock.now();
         let result = match Tenure::upgrade(&engine) {
@@ -108,12 +114,38 @@ fn run(
             None => Err(sched.closed.clone()),
         };
         match result {
-            Ok(()) => deadline = sent.saturating_add(sched.ttl),
-            Err(Error::Unavailable(_)) if clock.now() < deadline => {
+            Ok(()) => {
+                if std::mem::take(&mut retrying) {
+                    log::info!(target: "tenure::keepalive", "lease {id} renewed again");
+                }
+                deadline = sent.saturating_add(sched.ttl);
+            }
+            Err(e @ Error::Unavailable(_)) if clock.now() < deadline => {
+                if !std::mem::replace(&mut retrying, true) {
+                    let left = crate::error::human(deadline.saturating_sub(clock.now()));
+                    log::warn!(
+                        target: "tenure::keepalive",
+                        "renewing lease {id} failed, retrying for up to {left} (until it would \
+                         expire): {e}"
+                    );
+                }
                 next = clock.now().saturating_add(UNAVAILABLE_RETRY).min(deadline);
                 continue;
             }
             Err(e) => {
+                if let Error::Closed(_) = e {
+                    log::debug!(target: "tenure::keepalive", "keep-alive of lease {id} ended: {e}");
+                } else if let Error::LeaseNotFound(_) | Error::Unavailable(_) = e {
+                    log::warn!(
+                        target: "tenure::keepalive",
+                        "lease {id} lost: its keep-alive could not renew it: {e}"
+                    );
+                } else {
+                    log::warn!(
+                        target: "tenure::keepalive",
+                        "keep-alive of lease {id} stopped: renewing it failed: {e}"
+                    );
+                }
                 if matches!(
                     e,
                     Error::LeaseNotFound(_) | Error::Closed(_) | Error::Unavailable(_)

@@ -58,7 +58,9 @@ pub use crate::store::StorageFaults;
 pub use crate::types::{
     Durability, Event, EventKind, ExpiredLease, KeyValue, LeaseId, LeaseInfo, Recovery, Stats,
 };
-pub use crate::wait::{Stop, StopCallback, Wait};
+pub use crate::wait::{
+    block_on, Interest, Next, Pollable, Source, Stop, StopCallback, Wait, WaitOutcome, WaitPool,
+};
 
 /// The README's Rust examples, compiled (and run where they can) as doctests.
 #[cfg(doctest)]

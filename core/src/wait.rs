@@ -9,12 +9,19 @@
 //!   callbacks (how an event loop or a C caller is woken without a thread per wait).
 //! - A stopped wait fails with `Timeout`, like one whose deadline passed: the caller chose to
 //!   stop waiting, nothing failed.
+//!
+//! The waits that take turns or follow a stream are also [`Pollable`]: a state machine that
+//! advances without blocking and names what it waits on (receivers, a deadline). The blocking
+//! call is [`block_on`] of that state machine; a [`WaitPool`] serves any number of pending
+//! waits from one thread (an event loop's waits, without a thread per wait).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, bounded, never, Receiver, Sender};
+use crossbeam_channel::{after, bounded, never, unbounded, Receiver, Select, Sender, TryRecvError};
 
 use crate::clock::Clock;
 use crate::error::Error;
@@ -324,6 +331,12 @@ impl Wait {
         }
     }
 
+    /// The receiver that disconnects when the token is raised, if there is one: kept by a
+    /// [`Pollable`] wait to register it.
+    pub fn stop_channel(&self) -> Option<Receiver<()>> {
+        self.stop.as_ref().map(|s| s.channel().clone())
+    }
+
     /// A channel that disconnects when the token is raised (never without one), for `select!`.
     pub(crate) fn stopped(&self) -> Receiver<()> {
         match &self.stop {
@@ -354,6 +367,352 @@ impl From<&Stop> for Wait {
 impl From<&Wait> for Wait {
     fn from(w: &Wait) -> Wait {
         w.clone()
+    }
+}
+
+/// A wait as a state machine. [`poll`](Pollable::poll) advances it as far as it can without
+/// waiting (it may read or write the store); [`register`](Pollable::register) names what may let
+/// it advance further. The blocking form of every such wait is [`block_on`] of it, so a wait
+/// served by a [`WaitPool`] runs the very same algorithm.
+pub trait Pollable: Send {
+    /// What the wait produces.
+    type Output;
+
+    /// `Ok(Some(v))` or `Err(e)` once the wait is over (it is not polled again), `Ok(None)`
+    /// while it must wait for something it registers.
+    fn poll(&mut self) -> Result<Option<Self::Output>, Error>;
+
+    /// Adds every receiver whose message or disconnection may let `poll` advance, and the
+    /// deadline, if any. A receiver that is ready must be consumed (or no longer registered)
+    /// by the next `poll`, or the wait spins.
+    fn register<'a>(&'a self, interest: &mut Interest<'a>);
+}
+
+impl<P: Pollable + ?Sized> Pollable for &mut P {
+    type Output = P::Output;
+
+    fn poll(&mut self) -> Result<Option<P::Output>, Error> {
+        (**self).poll()
+    }
+
+    fn register<'a>(&'a self, interest: &mut Interest<'a>) {
+        (**self).register(interest)
+    }
+}
+
+/// What pending waits wait on, gathered for one `Select`: receivers (each tagged with the wait
+/// it belongs to) and the earliest deadline.
+pub struct Interest<'a> {
+    sel: Select<'a>,
+    /// The owner of each registered operation, by operation index.
+    owners: Vec<usize>,
+    owner: usize,
+    deadline: Option<Instant>,
+}
+
+impl std::fmt::Debug for Interest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interest")
+            .field("receivers", &self.owners.len())
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
+impl<'a> Interest<'a> {
+    fn new() -> Interest<'a> {
+        Interest {
+            sel: Select::new(),
+            owners: Vec::new(),
+            owner: 0,
+            deadline: None,
+        }
+    }
+
+    /// Wakes the wait when `r` has a message or is disconnected.
+    pub fn recv<T>(&mut self, r: &'a Receiver<T>) {
+        let index = self.sel.recv(r);
+        debug_assert_eq!(index, self.owners.len());
+        self.owners.push(self.owner);
+    }
+
+    /// Wakes the wait at `at` (the earliest of all registered deadlines counts).
+    pub fn until(&mut self, at: Option<Instant>) {
+        self.deadline = min_instant(self.deadline, at);
+    }
+
+    /// Registers a [`Wait`]'s deadline and the receiver of its stop token (kept by the caller,
+    /// see [`Wait::stop_channel`]).
+    pub fn wait(&mut self, wait: &Wait, stopped: &'a Option<Receiver<()>>) {
+        self.until(wait.deadline);
+        if let Some(r) = stopped {
+            self.recv(r);
+        }
+    }
+
+    /// Blocks until a registered receiver is ready (its owner) or the deadline passes (`None`).
+    fn ready(mut self) -> Option<usize> {
+        let index = match self.deadline {
+            Some(at) => self.sel.ready_deadline(at).ok()?,
+            None if self.owners.is_empty() => return None, // nothing to wait on: poll again
+            None => self.sel.ready(),
+        };
+        Some(self.owners[index])
+    }
+}
+
+/// Runs a [`Pollable`] wait to its end on this thread: the blocking form of the wait.
+pub fn block_on<P: Pollable>(mut p: P) -> Result<P::Output, Error> {
+    loop {
+        if let Some(v) = p.poll()? {
+            return Ok(v);
+        }
+        let mut interest = Interest::new();
+        p.register(&mut interest);
+        interest.ready();
+    }
+}
+
+/// A stream read without blocking ([`try_next`](Source::try_next)) whose next item is
+/// signalled by a receiver (a message or its disconnection): a watch, an observer, a channel.
+pub trait Source: Send {
+    /// What the stream yields.
+    type Item;
+    /// What the signalling receiver carries.
+    type Signal;
+
+    /// The next item if one is there; `Err` when the stream failed or ended.
+    fn try_next(&mut self) -> Result<Option<Self::Item>, Error>;
+
+    /// The receiver that becomes ready when an item may have come. Asked again after each
+    /// [`try_next`](Source::try_next) (a stream may renew it).
+    fn signal(&self) -> &Receiver<Self::Signal>;
+}
+
+impl<T: Send> Source for Receiver<T> {
+    type Item = T;
+    type Signal = T;
+
+    /// `Closed` once every sender is gone.
+    fn try_next(&mut self) -> Result<Option<T>, Error> {
+        match self.try_recv() {
+            Ok(v) => Ok(Some(v)),
+            Err(TryRecvError::Empty) => Ok(None),
+            Err(TryRecvError::Disconnected) => Err(Error::Closed("the channel".into())),
+        }
+    }
+
+    fn signal(&self) -> &Receiver<T> {
+        self
+    }
+}
+
+/// The next item of a [`Source`] within a [`Wait`]: an item that is there wins over a wait
+/// that is over; otherwise `Timeout` (naming `what`) once the wait runs out or is stopped.
+#[derive(Debug)]
+pub struct Next<S> {
+    source: S,
+    wait: Wait,
+    stopped: Option<Receiver<()>>,
+    what: &'static str,
+}
+
+impl<S: Source> Next<S> {
+    /// The next item of `source` within `wait`; `what` names it in the `Timeout` (`a watch
+    /// event`).
+    pub fn new(source: S, wait: impl Into<Wait>, what: &'static str) -> Next<S> {
+        let wait = wait.into();
+        Next {
+            source,
+            stopped: wait.stop_channel(),
+            wait,
+            what,
+        }
+    }
+}
+
+impl<S: Source> Pollable for Next<S> {
+    type Output = S::Item;
+
+    fn poll(&mut self) -> Result<Option<S::Item>, Error> {
+        if let Some(v) = self.source.try_next()? {
+            return Ok(Some(v));
+        }
+        if self.wait.is_over() {
+            return Err(self.wait.timed_out(self.what));
+        }
+        Ok(None)
+    }
+
+    fn register<'a>(&'a self, interest: &mut Interest<'a>) {
+        interest.recv(self.source.signal());
+        interest.wait(&self.wait, &self.stopped);
+    }
+}
+
+impl<S: Source + ?Sized> Source for &mut S {
+    type Item = S::Item;
+    type Signal = S::Signal;
+
+    fn try_next(&mut self) -> Result<Option<S::Item>, Error> {
+        (**self).try_next()
+    }
+
+    fn signal(&self) -> &Receiver<S::Signal> {
+        (**self).signal()
+    }
+}
+
+/// A pending wait of a [`WaitPool`] with what to do with its end.
+trait Job: Send {
+    /// Polls once; true when the wait is over (its end has been handed on).
+    fn step(&mut self) -> bool;
+    fn register<'a>(&'a self, interest: &mut Interest<'a>);
+}
+
+/// How a wait served by a [`WaitPool`] ended: its result, or the panic that ended it.
+pub type WaitOutcome<T> = thread::Result<Result<T, Error>>;
+
+struct Entry<P: Pollable, F> {
+    wait: P,
+    done: Option<F>,
+}
+
+impl<P, F> Job for Entry<P, F>
+where
+    P: Pollable,
+    F: FnOnce(WaitOutcome<P::Output>) + Send,
+{
+    fn step(&mut self) -> bool {
+        let out = match catch_unwind(AssertUnwindSafe(|| self.wait.poll())) {
+            Ok(Ok(None)) => return false,
+            Ok(Ok(Some(v))) => Ok(Ok(v)),
+            Ok(Err(e)) => Ok(Err(e)),
+            Err(payload) => Err(payload),
+        };
+        if let Some(done) = self.done.take() {
+            // A panicking callback must not take the other waits down with it.
+            let _ = catch_unwind(AssertUnwindSafe(|| done(out)));
+        }
+        true
+    }
+
+    fn register<'a>(&'a self, interest: &mut Interest<'a>) {
+        self.wait.register(interest)
+    }
+}
+
+/// One thread serving every wait submitted to it: it polls each [`Pollable`] when something it
+/// registered is ready and hands each end to the wait's callback, on that thread. Dropping the
+/// pool stops the thread and drops the waits still pending (their callbacks are not called; a
+/// dropped lock or campaign wait withdraws its key).
+///
+/// Polls run one at a time: a poll's store reads and writes (a lock wait's put, a withdrawal)
+/// delay the others by that long.
+pub struct WaitPool {
+    tx: Option<Sender<Box<dyn Job>>>,
+    pending: Arc<AtomicUsize>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for WaitPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaitPool")
+            .field("pending", &self.pending())
+            .finish()
+    }
+}
+
+impl WaitPool {
+    /// Starts the pool's thread, named `name`.
+    pub fn new(name: &str) -> std::io::Result<WaitPool> {
+        let (tx, rx) = unbounded::<Box<dyn Job>>();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let count = pending.clone();
+        let thread = thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || serve(&rx, &count))?;
+        Ok(WaitPool {
+            tx: Some(tx),
+            pending,
+            thread: Some(thread),
+        })
+    }
+
+    /// Adds a wait; `done` gets its end, on the pool's thread (it must not block for long).
+    pub fn submit<P, F>(&self, wait: P, done: F)
+    where
+        P: Pollable + 'static,
+        F: FnOnce(WaitOutcome<P::Output>) + Send + 'static,
+    {
+        let job = Box::new(Entry {
+            wait,
+            done: Some(done),
+        });
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        if let Some(tx) = &self.tx {
+            // The thread only ends when the pool is dropped, so this cannot fail.
+            let _ = tx.send(job);
+        }
+    }
+
+    /// How many waits are pending (submitted and not over).
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for WaitPool {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The pool's thread: new waits are polled at once; then one `Select` over everything every
+/// pending wait registered (and the queue of new ones) says which wait to poll next.
+fn serve(rx: &Receiver<Box<dyn Job>>, pending: &AtomicUsize) {
+    let mut jobs: Vec<Box<dyn Job>> = Vec::new();
+    let finish = |over: bool| {
+        if over {
+            pending.fetch_sub(1, Ordering::SeqCst);
+        }
+        over
+    };
+    loop {
+        loop {
+            match rx.try_recv() {
+                Ok(mut job) => {
+                    if !finish(job.step()) {
+                        jobs.push(job);
+                    }
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return,
+            }
+        }
+        let ready = {
+            let mut interest = Interest::new();
+            interest.owner = usize::MAX;
+            interest.recv(rx);
+            for (i, job) in jobs.iter().enumerate() {
+                interest.owner = i;
+                job.register(&mut interest);
+            }
+            interest.ready()
+        };
+        match ready {
+            Some(usize::MAX) => {}
+            Some(i) => {
+                if finish(jobs[i].step()) {
+                    jobs.swap_remove(i);
+                }
+            }
+            // A deadline passed: poll every wait (each checks its own).
+            None => jobs.retain_mut(|job| !finish(job.step())),
+        }
     }
 }
 

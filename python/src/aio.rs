@@ -1,5 +1,6 @@
-//! The native half of `tenure.aio`: an engine wait started from an event loop. The wait runs
-//! on a helper thread (the core's waits block); when it ends, the thread converts the result
+//! The native half of `tenure.aio`: an engine wait started from an event loop. The wait is the
+//! core's state machine (`Pollable`), served with every other pending wait by the one thread of
+//! the shared wait pool (no thread per wait); when it ends, that thread converts the result
 //! with the GIL and calls `wake(ok, value)`, which hands it to the loop with
 //! `loop.call_soon_threadsafe`. The loop itself never blocks. Cancelling the asyncio task
 //! raises the wait's `Stop` (`_Pending.cancel()`): the core then withdraws what it enqueued (a
@@ -7,22 +8,20 @@
 //! with the cancellation is dropped by the Python side, which releases it (a guard unlocks, a
 //! leadership resigns).
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, select, Receiver};
+use crossbeam_channel::{Receiver, TryRecvError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use tenure::sync::{Leadership, LockGuard, Stop, Wait};
-use tenure::{Error, ExpiredLease};
+use tenure::{Error, ExpiredLease, Interest, Next, Pollable, Source};
 
 use crate::convert::{bytes_arg, opt_secs_arg, timeout};
-use crate::errors::{panic_to_py, to_py};
+use crate::errors::{err, panic_to_py, to_py};
 use crate::iter::{PyExpiredIter, PyWatcher};
-use crate::runtime::{lock, spawn_failed, ForkSafe};
-use crate::sync::{PyElection, PyLeadership, PyLockGuard, PyMutex, PyObserver};
+use crate::runtime::{lock, pool, ForkSafe};
+use crate::sync::{PyElection, PyLeadership, PyLockGuard, PyMutex, PyObserver, PySession};
 use crate::types::{PyEvent, PyExpiredLease, PyKeyValue};
 
 /// An engine wait in progress for `tenure.aio`.
@@ -41,54 +40,132 @@ impl PyPending {
 
 type Convert<T> = Box<dyn FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send>;
 
-/// Runs `work` with a `Wait` of `timeout` and a fresh stop token on a helper thread; its
-/// result, converted by `convert`, goes to `wake(ok, value)` (`value` is the exception when
-/// not `ok`). Without an interpreter to call back (finalization) the result is just dropped.
-fn start<T: Send + 'static>(
+/// Submits `wait` (built with a `Wait` of `timeout` and a fresh stop token) to the shared wait
+/// pool; its result, converted by `convert`, goes to `wake(ok, value)` (`value` is the
+/// exception when not `ok`). Without an interpreter to call back (finalization) the result is
+/// just dropped (a guard unlocks, a leadership ends with its session).
+fn start<P>(
     wake: Py<PyAny>,
     timeout: Option<Duration>,
-    work: impl FnOnce(Wait) -> Result<T, Error> + Send + 'static,
-    convert: Convert<T>,
-) -> PyResult<PyPending> {
+    make: impl FnOnce(Wait) -> P,
+    convert: Convert<P::Output>,
+) -> PyResult<PyPending>
+where
+    P: Pollable + 'static,
+    P::Output: Send + 'static,
+{
     let stop = Stop::new();
-    let wait = Wait::from(timeout).with_stop(&stop);
-    thread::Builder::new()
-        .name("tenure-aio-wait".into())
-        .spawn(move || {
-            let mut result = Some(catch_unwind(AssertUnwindSafe(move || work(wait))));
-            Python::try_attach(|py| {
-                let Some(r) = result.take() else { return };
-                let (ok, value) = match r {
-                    Ok(Ok(v)) => match convert(py, v) {
-                        Ok(v) => (true, v),
-                        Err(e) => (false, e.into_value(py).into_any()),
-                    },
-                    Ok(Err(e)) => (false, to_py(py, e).into_value(py).into_any()),
-                    Err(payload) => (false, panic_to_py(py, payload).into_value(py).into_any()),
-                };
-                if let Err(e) = wake.call1(py, (ok, value)) {
-                    e.write_unraisable(py, None);
-                }
-            });
-            drop(result);
-        })
-        .map_err(spawn_failed)?;
+    let wait = make(Wait::from(timeout).with_stop(&stop));
+    pool()?.submit(wait, move |r| {
+        let mut result = Some(r);
+        Python::try_attach(|py| {
+            let Some(r) = result.take() else { return };
+            let (ok, value) = match r {
+                Ok(Ok(v)) => match convert(py, v) {
+                    Ok(v) => (true, v),
+                    Err(e) => (false, e.into_value(py).into_any()),
+                },
+                Ok(Err(e)) => (false, to_py(py, e).into_value(py).into_any()),
+                Err(payload) => (false, panic_to_py(py, payload).into_value(py).into_any()),
+            };
+            if let Err(e) = wake.call1(py, (ok, value)) {
+                e.write_unraisable(py, None);
+            }
+        });
+        drop(result);
+    });
     Ok(PyPending { stop })
 }
 
-/// Receives from `rx` until `wait` runs out or is stopped (`Timeout`); `Closed` once the
-/// sender is gone.
-fn recv_until<T>(rx: &Receiver<T>, wait: &Wait) -> Result<T, Error> {
-    let (tx, stopped) = bounded::<()>(0);
-    let _reg = wait.stop_token().map(|s| s.on_stop(move || drop(tx)));
-    let deadline = match wait.remaining() {
-        Some(d) => crossbeam_channel::after(d),
-        None => crossbeam_channel::never(),
-    };
-    select! {
-        recv(rx) -> m => m.map_err(|_| Error::Closed("the database".into())),
-        recv(stopped) -> _ => Err(wait.timed_out("an expired lease")),
-        recv(deadline) -> _ => Err(wait.timed_out("an expired lease")),
+/// A stream shared with its Python object, read by a pooled wait: the object may read it too,
+/// or cancel it (`None`) meanwhile. A stream that closed or fell behind is over (`None`).
+struct Shared<S: Source> {
+    inner: Arc<Mutex<Option<S>>>,
+    /// A clone of the stream's signal, renewed after each read.
+    signal: Receiver<S::Signal>,
+    /// What a cancelled stream reports.
+    cancelled: Error,
+}
+
+impl<S: Source> Shared<S> {
+    fn new(inner: &Arc<Mutex<Option<S>>>, cancelled: Error) -> Result<Shared<S>, Error> {
+        let signal = match lock(inner).as_ref() {
+            Some(s) => s.signal().clone(),
+            None => return Err(cancelled),
+        };
+        Ok(Shared {
+            inner: Arc::clone(inner),
+            signal,
+            cancelled,
+        })
+    }
+}
+
+impl<S: Source> Source for Shared<S>
+where
+    S::Signal: Send,
+{
+    type Item = S::Item;
+    type Signal = S::Signal;
+
+    fn try_next(&mut self) -> Result<Option<S::Item>, Error> {
+        let mut guard = lock(&self.inner);
+        let Some(s) = guard.as_mut() else {
+            return Err(self.cancelled.clone());
+        };
+        let r = s.try_next();
+        match &r {
+            Ok(_) => self.signal = s.signal().clone(),
+            Err(Error::Closed(_) | Error::Compacted { .. }) => *guard = None,
+            Err(_) => {}
+        }
+        r
+    }
+
+    fn signal(&self) -> &Receiver<S::Signal> {
+        &self.signal
+    }
+}
+
+/// The expired-lease channel of an engine: `Closed` naming the engine once it is closed.
+struct Expired {
+    rx: Receiver<Vec<ExpiredLease>>,
+    closed: Error,
+}
+
+impl Source for Expired {
+    type Item = Vec<ExpiredLease>;
+    type Signal = Vec<ExpiredLease>;
+
+    fn try_next(&mut self) -> Result<Option<Vec<ExpiredLease>>, Error> {
+        self.rx.try_next().map_err(|_| self.closed.clone())
+    }
+
+    fn signal(&self) -> &Receiver<Vec<ExpiredLease>> {
+        &self.rx
+    }
+}
+
+/// The end of a session: true once its lease is lost, false when the wait runs out first.
+struct Done {
+    done: Receiver<()>,
+    wait: Wait,
+    stopped: Option<Receiver<()>>,
+}
+
+impl Pollable for Done {
+    type Output = bool;
+
+    fn poll(&mut self) -> Result<Option<bool>, Error> {
+        if let Err(TryRecvError::Disconnected) = self.done.try_recv() {
+            return Ok(Some(true));
+        }
+        Ok(self.wait.is_over().then_some(false))
+    }
+
+    fn register<'a>(&'a self, interest: &mut Interest<'a>) {
+        interest.recv(&self.done);
+        interest.wait(&self.wait, &self.stopped);
     }
 }
 
@@ -107,7 +184,7 @@ pub(crate) fn _lock_async(
     start(
         wake,
         self::timeout(timeout)?,
-        move |wait| m.lock(wait),
+        move |wait| m.lock_wait(wait),
         Box::new(move |py, g: LockGuard| {
             let guard = PyLockGuard {
                 session,
@@ -137,7 +214,7 @@ pub(crate) fn _campaign_async(
     start(
         wake,
         self::timeout(timeout)?,
-        move |wait| e.campaign(&value, wait),
+        move |wait| e.campaign_wait(value, wait),
         Box::new(move |py, l: Leadership| {
             let leadership = PyLeadership {
                 name,
@@ -158,21 +235,15 @@ pub(crate) fn _watch_recv_async(
     #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
     wake: Py<PyAny>,
 ) -> PyResult<PyPending> {
-    let inner = Arc::clone(watcher.get().inner.get()?);
+    let source = Shared::new(
+        watcher.get().inner.get()?,
+        Error::Closed("the watch".into()),
+    )
+    .map_err(err)?;
     start(
         wake,
         self::timeout(timeout)?,
-        move |wait| {
-            let mut guard = lock(&inner);
-            let Some(w) = guard.as_mut() else {
-                return Err(Error::Closed("the watch".into()));
-            };
-            let r = w.recv_timeout(wait);
-            if matches!(r, Err(ref e) if !matches!(e, Error::Timeout { .. })) {
-                *guard = None; // closed, or fell behind (Compacted): the watch is over
-            }
-            r
-        },
+        move |wait| Next::new(source, wait, "a watch event"),
         Box::new(|py, ev| Ok(Py::new(py, PyEvent(ev))?.into_any())),
     )
 }
@@ -185,11 +256,14 @@ pub(crate) fn _expired_recv_async(
     #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
     wake: Py<PyAny>,
 ) -> PyResult<PyPending> {
-    let rx = expired.get().rx.get()?.clone();
+    let source = Expired {
+        rx: expired.get().rx.get()?.clone(),
+        closed: Error::Closed("the database".into()),
+    };
     start(
         wake,
         self::timeout(timeout)?,
-        move |wait| recv_until(&rx, &wait),
+        move |wait| Next::new(source, wait, "an expired lease"),
         Box::new(|py, batch: Vec<ExpiredLease>| {
             Ok(PyList::new(py, batch.into_iter().map(PyExpiredLease))?
                 .into_any()
@@ -206,24 +280,40 @@ pub(crate) fn _observe_recv_async(
     #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
     wake: Py<PyAny>,
 ) -> PyResult<PyPending> {
-    let inner = Arc::clone(observer.get().inner.get()?);
+    let source = Shared::new(
+        observer.get().inner.get()?,
+        Error::Closed("the observer".into()),
+    )
+    .map_err(err)?;
     start(
         wake,
         self::timeout(timeout)?,
-        move |wait| {
-            let mut guard = lock(&inner);
-            let Some(o) = guard.as_mut() else {
-                return Err(Error::Closed("the observer".into()));
-            };
-            let r = o.recv_timeout(wait);
-            if matches!(r, Err(Error::Closed(_))) {
-                *guard = None;
-            }
-            r
-        },
+        move |wait| Next::new(source, wait, "a leadership change"),
         Box::new(|py, state| match state {
             Some(kv) => Ok(Py::new(py, PyKeyValue(kv))?.into_any()),
             None => Ok(py.None()),
         }),
+    )
+}
+
+/// `Session.wait_done()` for `tenure.aio`: true once the session's lease is lost, false when
+/// `timeout` ran out first.
+#[pyfunction]
+#[pyo3(signature = (session, timeout, wake))]
+pub(crate) fn _session_done_async(
+    session: &Bound<'_, PySession>,
+    #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    wake: Py<PyAny>,
+) -> PyResult<PyPending> {
+    let done = session.get().inner.get()?.done();
+    start(
+        wake,
+        self::timeout(timeout)?,
+        move |wait| Done {
+            done,
+            stopped: wait.stop_channel(),
+            wait,
+        },
+        Box::new(|py, gone: bool| Ok(gone.into_pyobject(py)?.to_owned().into_any().unbind())),
     )
 }

@@ -38,8 +38,8 @@ use pyo3::prelude::*;
 mod _tenure {
     #[pymodule_export]
     use super::aio::{
-        _campaign_async, _expired_recv_async, _lock_async, _observe_recv_async, _watch_recv_async,
-        PyPending,
+        _campaign_async, _expired_recv_async, _lock_async, _observe_recv_async,
+        _session_done_async, _watch_recv_async, PyPending,
     };
     #[pymodule_export]
     use super::clock::PyManualClock;
@@ -70,6 +70,7 @@ mod _tenure {
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", tenure::VERSION)?;
+        super::log::install();
         #[cfg(feature = "test-hooks")]
         super::test_hooks::add(m)?;
         super::hooks::install(m)

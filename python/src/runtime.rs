@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, RecvTimeoutError};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use tenure::Error;
+use tenure::{Error, Pollable, WaitPool};
 
 use crate::errors::{blocking, closed, err, panic_to_py, to_py};
 
@@ -135,28 +135,75 @@ pub(crate) fn spawn_failed(e: std::io::Error) -> PyErr {
     err(Error::storage(format!("cannot start a tenure thread: {e}")))
 }
 
-/// Runs `work` (a core wait that cannot be sliced without losing its place, e.g. a queued
-/// lock) on a helper thread and waits for its result with [`sliced`]. When a signal handler
-/// raises (Ctrl-C), `cancel` is run (it raises the work's `Stop`), the helper is waited for
-/// again (a second signal stops that wait too), a value it still produced is handed to
-/// `discard`, and the handler's exception propagates. A helper whose result nobody waits for
-/// any more discards it itself, so a lock or leadership won in that race is never left behind.
+/// The one thread serving every pending engine wait of this process (`tenure.aio`'s waits and
+/// the blocking lock and campaign): started at the first wait. A child created by `fork()`
+/// starts its own; the parent's (whose thread does not exist there) is leaked untouched.
+pub(crate) fn pool() -> PyResult<&'static WaitPool> {
+    static POOL: Mutex<Option<(u32, &'static WaitPool)>> = Mutex::new(None);
+    let mut current = lock(&POOL);
+    let pid = std::process::id();
+    if let Some((owner, pool)) = *current {
+        if owner == pid {
+            return Ok(pool);
+        }
+    }
+    let pool: &'static WaitPool = Box::leak(Box::new(
+        WaitPool::new("tenure-wait").map_err(spawn_failed)?,
+    ));
+    *current = Some((pid, pool));
+    Ok(pool)
+}
+
+/// Where a wait's end goes (called once, wherever the wait ends).
+pub(crate) type Deliver<T> = Box<dyn FnOnce(Outcome<T>) + Send>;
+
+/// Starts a wait that hands its end to `deliver` and never fails to: on a helper thread of its
+/// own (a long run such as the elector's) or in the shared [`pool`].
+pub(crate) type Starter<T> = Box<dyn FnOnce(Deliver<T>) -> PyResult<()> + Send>;
+
+/// Runs `work` on a thread of its own.
+pub(crate) fn on_thread<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Starter<T> {
+    Box::new(move |deliver: Deliver<T>| {
+        thread::Builder::new()
+            .name("tenure-py-run".into())
+            .spawn(move || deliver(catch_unwind(AssertUnwindSafe(work))))
+            .map(drop)
+            .map_err(spawn_failed)
+    })
+}
+
+/// Runs a [`Pollable`] wait in the shared [`pool`].
+pub(crate) fn in_pool<P>(wait: P) -> Starter<P::Output>
+where
+    P: Pollable + 'static,
+    P::Output: Send + 'static,
+{
+    Box::new(move |deliver: Deliver<P::Output>| {
+        pool()?.submit(wait, deliver);
+        Ok(())
+    })
+}
+
+/// Runs a core wait that cannot be sliced without losing its place (a queued lock) as started
+/// by `start`, and waits for its result with [`sliced`]. When a signal handler raises (Ctrl-C),
+/// `cancel` is run (it raises the work's `Stop`), the wait's end is waited for again (a second
+/// signal stops that wait too), a value it still produced is handed to `discard`, and the
+/// handler's exception propagates. A value nobody waits for any more is discarded where the
+/// wait ends, so a lock or leadership won in that race is never left behind.
 pub(crate) fn interruptible<T: Send + 'static>(
     py: Python<'_>,
-    work: impl FnOnce() -> Result<T, Error> + Send + 'static,
+    start: Starter<T>,
     cancel: impl FnOnce(),
     discard: fn(T),
 ) -> PyResult<T> {
     let (done_tx, done_rx) = bounded::<Outcome<T>>(1);
-    thread::Builder::new()
-        .name("tenure-py-wait".into())
-        .spawn(move || {
-            let r = catch_unwind(AssertUnwindSafe(work));
-            if let Err(crossbeam_channel::SendError(Ok(Ok(v)))) = done_tx.send(r) {
-                discard(v);
-            }
-        })
-        .map_err(spawn_failed)?;
+    start(Box::new(move |r| {
+        if let Err(crossbeam_channel::SendError(Ok(Ok(v)))) = done_tx.send(r) {
+            discard(v);
+        }
+    }))?;
     let receive = |step: Duration| match done_rx.recv_timeout(step) {
         Ok(r) => Ok(Some(Some(r))),
         Err(RecvTimeoutError::Timeout) => Ok(None),
@@ -164,7 +211,7 @@ pub(crate) fn interruptible<T: Send + 'static>(
     };
     let interrupt = match sliced(py, None, receive) {
         Ok(Some(Some(r))) => return outcome(py, r),
-        Ok(_) => return Err(PyRuntimeError::new_err("tenure: a helper thread vanished")),
+        Ok(_) => return Err(PyRuntimeError::new_err("tenure: a wait vanished")),
         Err(interrupt) => interrupt,
     };
     cancel();

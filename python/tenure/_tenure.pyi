@@ -47,6 +47,7 @@ __all__ = [
     "_watch_recv_async",
     "_expired_recv_async",
     "_observe_recv_async",
+    "_session_done_async",
 ]
 
 __version__: Final[str]
@@ -477,3 +478,4 @@ def _expired_recv_async(
     expired: ExpiredIterator, timeout: float | None, wake: _Wake
 ) -> _Pending: ...
 def _observe_recv_async(observer: Observer, timeout: float | None, wake: _Wake) -> _Pending: ...
+def _session_done_async(session: Session, timeout: float | None, wake: _Wake) -> _Pending: ...

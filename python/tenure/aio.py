@@ -1,8 +1,9 @@
 """tenure for asyncio: the whole API with awaitable methods and async iterators.
 
-Waits (a queued lock, a campaign, the next watch event, expired batch or leadership change)
-never block the event loop: the engine wait runs natively and, when it ends, hands its result
-to the loop with ``loop.call_soon_threadsafe``. Cancelling the awaiting task (``task.cancel()``,
+Waits (a queued lock, a campaign, the next watch event, expired batch or leadership change,
+a session's end) never block the event loop and take no thread each: every pending wait of the
+process is served by one native thread, which hands each result to its loop with
+``loop.call_soon_threadsafe``. Cancelling the awaiting task (``task.cancel()``,
 ``asyncio.wait_for``, ``asyncio.timeout``) raises the wait's stop token: a cancelled lock wait
 or campaign withdraws its key before the cancellation completes, and a receive cancelled on an
 iterator loses nothing (the item comes with the next receive).
@@ -88,6 +89,10 @@ async def _wait(start: Callable[[_Wake], _tenure._Pending], keep: Callable[[Any]
             keep(value)
             del value
         raise
+
+
+def _ignore(_value: object) -> None:
+    """Drops a value that needs no release (an answer that came after its wait was cancelled)."""
 
 
 def _unlock(guard: _tenure.LockGuard) -> None:
@@ -514,6 +519,15 @@ class Session(_Scope):
     def done(self) -> bool:
         """Whether the session's lease is lost or the session closed."""
         return self.sync.done
+
+    async def wait_done(self, timeout: float | None = None) -> bool:
+        """Waits until the session's lease is lost (expired, revoked, closed, engine closed),
+        at most ``timeout`` seconds (``None``: no limit); whether it was lost. Never raises
+        ``tenure.Timeout``: a wait that runs out returns ``False``."""
+        done: bool = await _wait(
+            lambda wake: _tenure._session_done_async(self.sync, timeout, wake), _ignore
+        )
+        return done
 
     async def close(self) -> None:
         """Revokes the session's lease (its locks and candidacies go with it). Idempotent."""

@@ -24,8 +24,13 @@ async def adb(clock: tenure.ManualClock) -> AsyncIterator[tenure.aio.Tenure]:
         yield d
 
 
-def helper_threads() -> int:
-    return sum(1 for t in threading.enumerate() if t.name == "tenure-aio-wait")
+def os_threads() -> int:
+    """The process's thread count as the kernel reports it (every native thread included)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    raise AssertionError("no Threads: line in /proc/self/status")
 
 
 @pytest.mark.asyncio
@@ -183,6 +188,62 @@ async def test_S2_S3_many_tasks_contending_are_served_fifo_with_increasing_token
     assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
     for s in sessions:
         await s.close()
+
+
+@pytest.mark.asyncio
+async def test_S2_200_pending_lock_waits_take_no_thread_each(adb: tenure.aio.Tenure) -> None:
+    n = 200
+    async with adb.session(ttl=30.0) as a, adb.session(ttl=30.0) as b:
+        held = [await a.mutex(f"jobs/{i}").lock() for i in range(n)]
+        py_before, os_before = threading.active_count(), os_threads()
+        waiters = [asyncio.create_task(b.mutex(f"jobs/{i}").lock(timeout=60.0)) for i in range(n)]
+        while len(await adb.range("jobs/")) < 2 * n:  # every waiter queued its key
+            await asyncio.sleep(0.001)
+        assert not any(w.done() for w in waiters)
+        # The waits are pending together, served by one native thread (at most it started).
+        assert threading.active_count() == py_before
+        assert os_threads() <= os_before + 1, (os_before, os_threads())
+        # Cancelled waits withdraw their keys; the others are served when the holder leaves.
+        for w in waiters[: n // 2]:
+            w.cancel()
+        for w in waiters[: n // 2]:
+            with pytest.raises(asyncio.CancelledError):
+                await w
+        assert len(await adb.range("jobs/")) == n + n // 2
+        await a.close()
+        guards = await asyncio.wait_for(asyncio.gather(*waiters[n // 2 :]), WAIT)
+        assert [g.fencing_token > h.fencing_token for g, h in zip(guards, held[n // 2 :])] == [
+            True
+        ] * (n // 2)
+        assert sorted(kv.key for kv in await adb.range("jobs/")) == sorted(g.key for g in guards)
+        for g in guards:
+            await g.unlock()
+        assert await adb.range("jobs/") == []
+
+
+@pytest.mark.asyncio
+async def test_S1_wait_done_is_awaited_until_the_session_ends(
+    adb: tenure.aio.Tenure, clock: tenure.ManualClock
+) -> None:
+    s = await adb.session(ttl=2.0)
+    assert await s.wait_done(0.01) is False
+    waiting = asyncio.create_task(s.wait_done(WAIT))
+    s.sync.orphan()  # no more renewals: the lease expires on the manual clock
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    clock.advance(3.0)
+    assert await waiting is True
+    assert s.done and await s.wait_done() is True
+    # Cancelling a pending wait_done is clean: the task is cancelled, nothing else happens.
+    t = await adb.session(ttl=5.0)
+    pending = asyncio.create_task(t.wait_done())
+    await asyncio.sleep(0.001)
+    pending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await pending
+    assert not t.done
+    await t.close()
+    assert await t.wait_done(WAIT) is True
 
 
 @pytest.mark.asyncio

@@ -3,6 +3,8 @@ keepalive; L14: driven by the ManualClock)."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 import tenure
@@ -116,3 +118,28 @@ def test_leaving_the_block_stops_the_thread(db: tenure.Tenure) -> None:
     with db.grant(3.0).keep_alive():
         wait_until(lambda: keepalive_threads() == 1)
     wait_until(lambda: keepalive_threads() == 0)
+
+
+def test_S1_a_lost_session_lease_is_logged_on_the_tenure_logger(
+    db: tenure.Tenure, clock: tenure.ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="tenure")
+    closed = db.session(ttl=3.0)
+    closed.close()  # a session ended on purpose: nothing to warn about
+    s = db.session(ttl=3.0)
+    db.revoke(s.lease_id)  # lost behind the session's back
+    assert s.wait_done(WAIT)
+    clock.advance(1.0)  # the keep-alive's next renew finds the lease gone
+
+    def lost() -> list[logging.LogRecord]:
+        return [
+            r
+            for r in caplog.records
+            if r.name == "tenure" and f"lease {s.lease_id} lost" in r.getMessage()
+        ]
+
+    wait_until(lambda: bool(lost()))
+    (record,) = lost()
+    assert record.levelno == logging.WARNING
+    assert "not found" in record.getMessage()
+    assert not [r for r in caplog.records if f"lease {closed.lease_id} " in r.getMessage()]

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::locks::Mutex;
-use crossbeam_channel::{select, unbounded, Receiver, Sender, TryRecvError};
+use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 
-use crate::wait::Wait;
+use crate::wait::{block_on, Next, Source, Wait};
 
 use crate::error::{Error, Result};
 use crate::kv::range::KeyRange;
@@ -322,25 +322,9 @@ impl Watcher {
     }
 
     /// Like [`recv`](Self::recv), giving up with `Err(Timeout)` when `wait` runs out (its
-    /// deadline passes or its stop token is raised).
+    /// deadline passes or its stop token is raised). An event already queued wins.
     pub fn recv_timeout(&mut self, wait: impl Into<Wait>) -> Result<Event> {
-        if self.finished {
-            return Err(self.shared.closed.clone());
-        }
-        // A ready event wins over a wait that is already over (`select!` picks at random).
-        if let Some(ev) = self.try_recv()? {
-            return Ok(ev);
-        }
-        let wait = wait.into();
-        let (timer, stopped) = (wait.timer(), wait.stopped());
-        select! {
-            recv(self.rx) -> ev => match ev {
-                Ok(ev) => Ok(ev),
-                Err(_) => Err(self.ended()),
-            },
-            recv(timer) -> _ => Err(wait.timed_out("a watch event")),
-            recv(stopped) -> _ => Err(wait.timed_out("a watch event")),
-        }
+        block_on(Next::new(self, wait, "a watch event"))
     }
 
     /// The next event if one is ready.
@@ -401,6 +385,19 @@ impl WatchFeed {
 impl Drop for Watcher {
     fn drop(&mut self) {
         self.shared.dropped.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Source for Watcher {
+    type Item = Event;
+    type Signal = Event;
+
+    fn try_next(&mut self) -> Result<Option<Event>> {
+        self.try_recv()
+    }
+
+    fn signal(&self) -> &Receiver<Event> {
+        &self.rx
     }
 }
 

@@ -1,13 +1,15 @@
 use std::sync::Arc;
 
+use crossbeam_channel::Receiver;
+
 use crate::error::{Error, Result};
 use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
 use crate::kv::watch::{WatchOptions, Watcher};
 use crate::sync::backend::Backend;
 use crate::sync::session::Session;
-use crate::sync::turn::{first_entry, key_of, prefix_of, wait_turn, Interrupts};
-use crate::types::{KeyValue, LeaseId};
-use crate::wait::Wait;
+use crate::sync::turn::{first_entry, key_of, prefix_of, Turn, TurnWait};
+use crate::types::{Event, KeyValue, LeaseId};
+use crate::wait::{block_on, Interest, Next, Pollable, Source, Wait};
 
 /// A leader election (SPEC S4), etcd's algorithm and key layout: candidates put
 /// `name/<lease hex>` with their value; the leader is the candidate with the lowest create
@@ -76,7 +78,22 @@ impl Election {
     /// `NotPrimary`) the candidacy is withdrawn. Campaigning again through the same session
     /// with a live candidacy reuses it (and announces the new value), as in etcd.
     pub fn campaign(&self, value: impl AsRef<[u8]>, wait: impl Into<Wait>) -> Result<Leadership> {
-        let (value, wait) = (value.as_ref(), wait.into());
+        block_on(self.campaign_wait(value, wait))
+    }
+
+    /// [`campaign`](Self::campaign) as a state machine, to wait for many campaigns from one
+    /// thread (a [`WaitPool`](crate::WaitPool), an event loop). Nothing happens until it is
+    /// polled: the first poll puts the candidacy. Dropped before its end, it withdraws it.
+    pub fn campaign_wait(&self, value: impl AsRef<[u8]>, wait: impl Into<Wait>) -> CampaignWait {
+        CampaignWait {
+            election: self.clone(),
+            value: value.as_ref().to_vec(),
+            wait: wait.into(),
+            state: CampaignState::Start,
+        }
+    }
+
+    fn start_campaign(&self, value: &[u8], wait: Wait) -> Result<CampaignState> {
         let db = self.session.backend();
         // Taken before the key is put, so that no demote in between is missed.
         let demoted = db.demotion();
@@ -102,28 +119,23 @@ impl Election {
                 _ => return Err(Error::SessionExpired(lease)),
             }
         };
-        let leadership = Leadership {
-            db: db.clone(),
-            key,
-            rev,
-            lease,
+        let turn = Turn {
+            session: &self.session,
+            prefix: &self.prefix,
+            me: &key,
+            what: format!("leadership of {:?}", self.name),
         };
-        let stop = Interrupts {
-            lost: self.session.lost(),
-            wait: &wait,
-            demoted,
-            session: lease,
-            what: &format!("leadership of {:?}", self.name),
-        };
-        match wait_turn(&**db, &self.prefix, &leadership.key, rev, &stop) {
-            Ok(()) => Ok(leadership),
-            Err(e) => {
-                if fresh {
-                    let _ = leadership.resign();
-                }
-                Err(e)
-            }
-        }
+        let turn = Box::new(TurnWait::new(turn, rev, wait, demoted));
+        Ok(CampaignState::Queued {
+            leadership: Leadership {
+                db: db.clone(),
+                key,
+                rev,
+                lease,
+            },
+            fresh,
+            turn,
+        })
     }
 
     /// The current leader's key-value, if any.
@@ -150,6 +162,82 @@ impl Election {
             last: None,
             stale: true,
         })
+    }
+}
+
+/// A campaign in progress, from [`Election::campaign_wait`]: polled to a [`Leadership`].
+#[derive(Debug)]
+pub struct CampaignWait {
+    election: Election,
+    value: Vec<u8>,
+    wait: Wait,
+    state: CampaignState,
+}
+
+#[derive(Debug)]
+enum CampaignState {
+    /// Not polled yet: no candidacy put.
+    Start,
+    /// The candidacy is put (`fresh`: by this wait) and waits its turn.
+    Queued {
+        leadership: Leadership,
+        fresh: bool,
+        turn: Box<TurnWait>,
+    },
+    /// Over: elected, failed or withdrawn.
+    Over,
+}
+
+impl CampaignWait {
+    /// Removes the candidacy this wait put, if any; the wait is then over.
+    fn withdraw(&mut self) {
+        if let CampaignState::Queued {
+            leadership,
+            fresh: true,
+            ..
+        } = std::mem::replace(&mut self.state, CampaignState::Over)
+        {
+            let _ = leadership.resign();
+        }
+    }
+}
+
+impl Pollable for CampaignWait {
+    type Output = Leadership;
+
+    fn poll(&mut self) -> Result<Option<Leadership>> {
+        if let CampaignState::Start = self.state {
+            self.state = CampaignState::Over;
+            self.state = self
+                .election
+                .start_campaign(&self.value, self.wait.clone())?;
+        }
+        let CampaignState::Queued { turn, .. } = &mut self.state else {
+            return Err(Error::invalid("this campaign is over"));
+        };
+        match turn.poll() {
+            Ok(None) => Ok(None),
+            Ok(Some(())) => match std::mem::replace(&mut self.state, CampaignState::Over) {
+                CampaignState::Queued { leadership, .. } => Ok(Some(leadership)),
+                _ => unreachable!("matched above"),
+            },
+            Err(e) => {
+                self.withdraw();
+                Err(e)
+            }
+        }
+    }
+
+    fn register<'a>(&'a self, interest: &mut Interest<'a>) {
+        if let CampaignState::Queued { turn, .. } = &self.state {
+            turn.register(interest);
+        }
+    }
+}
+
+impl Drop for CampaignWait {
+    fn drop(&mut self) {
+        self.withdraw();
     }
 }
 
@@ -254,17 +342,15 @@ impl Observer {
     /// Waits for the next leadership state as long as `wait` allows (`None`: no limit);
     /// `Timeout` if there is none by then, `Closed` when the engine closes.
     pub fn recv_timeout(&mut self, wait: impl Into<Wait>) -> Result<Option<KeyValue>> {
-        let wait = wait.into();
+        block_on(Next::new(self, wait, "a leadership change"))
+    }
+
+    /// The next leadership state if it is known without waiting (`Ok(None)`: no change yet).
+    pub fn try_recv(&mut self) -> Result<Option<Option<KeyValue>>> {
         loop {
-            if self.stale {
-                self.stale = false;
-                if let Some(state) = self.changed()? {
-                    return Ok(state);
-                }
-            }
-            let event = self.watcher.recv_timeout(&wait);
-            match event {
-                Ok(_) => self.stale = true,
+            match self.watcher.try_recv() {
+                Ok(Some(_)) => self.stale = true,
+                Ok(None) => break,
                 Err(Error::Compacted { .. }) => {
                     self.stale = true;
                     // Fell behind: start a fresh watch; the store has the latest state.
@@ -279,6 +365,25 @@ impl Observer {
                 Err(e) => return Err(e),
             }
         }
+        if !self.stale {
+            return Ok(None);
+        }
+        self.stale = false;
+        self.changed()
+    }
+}
+
+impl Source for Observer {
+    type Item = Option<KeyValue>;
+    type Signal = Event;
+
+    fn try_next(&mut self) -> Result<Option<Option<KeyValue>>> {
+        self.try_recv()
+    }
+
+    /// The watch's events (a fresh watch after it fell behind).
+    fn signal(&self) -> &Receiver<Event> {
+        self.watcher.channel()
     }
 }
 

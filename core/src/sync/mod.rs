@@ -16,11 +16,11 @@ mod record;
 mod session;
 mod turn;
 
-pub use crate::wait::{Stop, Wait};
+pub use crate::wait::{block_on, Pollable, Stop, Wait, WaitPool};
 pub use backend::{sort_and_bound, Backend, CreateOrder, RangeOptions};
-pub use election::{Election, Leadership, Observer};
+pub use election::{CampaignWait, Election, Leadership, Observer};
 pub use elector::{ElectorCallbacks, ElectorConfig, ElectorRun, LeaderElector, JITTER};
 pub use fence::FenceGate;
-pub use mutex::{LockGuard, Mutex};
+pub use mutex::{LockGuard, LockWait, Mutex};
 pub use record::RecordLock;
 pub use session::{Session, SessionOptions};

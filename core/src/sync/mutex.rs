@@ -4,9 +4,9 @@ use crate::error::{Error, Result};
 use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
 use crate::sync::backend::Backend;
 use crate::sync::session::{Claims, Session};
-use crate::sync::turn::{first_entry, key_of, prefix_of, wait_turn, Interrupts};
+use crate::sync::turn::{first_entry, key_of, prefix_of, Turn, TurnWait};
 use crate::types::LeaseId;
-use crate::wait::{Stop, Wait};
+use crate::wait::{block_on, Interest, Pollable, Stop, Wait};
 
 /// A fair, distributed-style mutex (SPEC S2), etcd's algorithm and key layout: each contender
 /// puts `name/<lease hex>` with its session's lease; the holder is the key with the lowest
@@ -193,28 +193,37 @@ impl Mutex {
     /// is stopped; `SessionExpired` at once if the session's lease is lost; `NotPrimary` if the
     /// engine is demoted. On failure this contender's key is removed, so it blocks no one.
     pub fn lock(&self, wait: impl Into<Wait>) -> Result<LockGuard> {
-        let wait = wait.into();
-        let claim = self.claim()?;
-        let db = self.session.backend();
-        // Taken before the key is put, so that no demote in between is missed.
-        let demoted = db.demotion();
-        let (rev, fresh) = self.enqueue()?;
-        let stop = Interrupts {
-            lost: self.session.lost(),
-            wait: &wait,
-            demoted,
-            session: self.session.lease_id(),
-            what: &format!("lock {:?}", self.name),
-        };
-        match wait_turn(&**db, &self.prefix, &self.key, rev, &stop) {
-            Ok(()) => Ok(self.guard(rev, claim)),
-            Err(e) => {
-                if fresh {
-                    let _ = release(&**db, &self.key, rev);
-                }
-                Err(e)
-            }
+        block_on(self.lock_wait(wait))
+    }
+
+    /// [`lock`](Self::lock) as a state machine, to wait for many locks from one thread (a
+    /// [`WaitPool`](crate::WaitPool), an event loop). Nothing happens until it is polled: the
+    /// first poll puts this contender's key. Dropped before its end, it withdraws the key.
+    pub fn lock_wait(&self, wait: impl Into<Wait>) -> LockWait {
+        LockWait {
+            mutex: self.clone(),
+            wait: wait.into(),
+            state: LockState::Start,
         }
+    }
+
+    fn start_wait(&self, wait: Wait) -> Result<LockState> {
+        let claim = self.claim()?;
+        // Taken before the key is put, so that no demote in between is missed.
+        let demoted = self.session.backend().demotion();
+        let (rev, fresh) = self.enqueue()?;
+        let turn = Turn {
+            session: &self.session,
+            prefix: &self.prefix,
+            me: &self.key,
+            what: format!("lock {:?}", self.name),
+        };
+        Ok(LockState::Queued {
+            claim,
+            rev,
+            fresh,
+            turn: Box::new(TurnWait::new(turn, rev, wait, demoted)),
+        })
     }
 
     /// Takes the lock if no one holds it or waits for it, else `Locked`.
@@ -240,6 +249,78 @@ impl Mutex {
                 })
             }
         }
+    }
+}
+
+/// A lock wait in progress, from [`Mutex::lock_wait`]: polled to a [`LockGuard`].
+#[derive(Debug)]
+pub struct LockWait {
+    mutex: Mutex,
+    wait: Wait,
+    state: LockState,
+}
+
+#[derive(Debug)]
+enum LockState {
+    /// Not polled yet: no key put.
+    Start,
+    /// The key is put (`fresh`: by this wait) and waits its turn.
+    Queued {
+        claim: Claim,
+        rev: i64,
+        fresh: bool,
+        turn: Box<TurnWait>,
+    },
+    /// Over: acquired, failed or withdrawn.
+    Over,
+}
+
+impl LockWait {
+    /// Removes the key this wait put, if any; the wait is then over.
+    fn withdraw(&mut self) {
+        if let LockState::Queued {
+            rev, fresh: true, ..
+        } = std::mem::replace(&mut self.state, LockState::Over)
+        {
+            let _ = release(&**self.mutex.session.backend(), &self.mutex.key, rev);
+        }
+    }
+}
+
+impl Pollable for LockWait {
+    type Output = LockGuard;
+
+    fn poll(&mut self) -> Result<Option<LockGuard>> {
+        if let LockState::Start = self.state {
+            self.state = LockState::Over;
+            self.state = self.mutex.start_wait(self.wait.clone())?;
+        }
+        let LockState::Queued { turn, .. } = &mut self.state else {
+            return Err(Error::invalid("this lock wait is over"));
+        };
+        match turn.poll() {
+            Ok(None) => Ok(None),
+            Ok(Some(())) => match std::mem::replace(&mut self.state, LockState::Over) {
+                LockState::Queued { claim, rev, .. } => Ok(Some(self.mutex.guard(rev, claim))),
+                _ => unreachable!("matched above"),
+            },
+            Err(e) => {
+                self.withdraw();
+                Err(e)
+            }
+        }
+    }
+
+    fn register<'a>(&'a self, interest: &mut Interest<'a>) {
+        if let LockState::Queued { turn, .. } = &self.state {
+            turn.register(interest);
+        }
+    }
+}
+
+impl Drop for LockWait {
+    fn drop(&mut self) {
+        self.withdraw();
     }
 }
 

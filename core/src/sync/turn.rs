@@ -3,12 +3,16 @@
 //! own key, the session's lost-lease token, the caller's [`Wait`] and the demotion signal end
 //! it early.
 
-use crossbeam_channel::{never, select, Receiver};
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, TryRecvError};
 
 use crate::error::{Error, Result};
+use crate::kv::watch::Watcher;
 use crate::sync::backend::{Backend, CreateOrder, RangeOptions};
+use crate::sync::session::Session;
 use crate::types::{EventKind, KeyValue, LeaseId};
-use crate::wait::{Stop, Wait};
+use crate::wait::{Interest, Pollable, Stop, Wait};
 
 /// `name/` as bytes: the prefix of a mutex's or an election's keys.
 pub(crate) fn prefix_of(name: &str) -> Vec<u8> {
@@ -61,99 +65,204 @@ pub(crate) fn first_entry(db: &dyn Backend, prefix: &[u8]) -> Result<Option<KeyV
     .pop())
 }
 
-/// What ends a wait besides the awaited deletes.
-pub(crate) struct Interrupts<'a> {
-    /// The session's lost-lease token: `SessionExpired` (or `Closed`).
-    pub(crate) lost: &'a Stop,
-    /// The caller's deadline and stop token: `Timeout`.
-    pub(crate) wait: &'a Wait,
+/// Waiting until no entry of `prefix` created before `my_rev` is left, then checking that `me`
+/// itself still exists with `my_rev` (`SessionExpired` otherwise, etcd#11051). A state machine
+/// ([`Pollable`]): the blocking lock and campaign run it with `block_on`, `tenure.aio` in a
+/// [`WaitPool`](crate::WaitPool).
+///
+/// Besides the awaited deletes, the wait ends with `SessionExpired` (or `Closed`) when the
+/// session's lost-lease token is raised or `me` is deleted, with `Timeout` when the caller's
+/// [`Wait`] runs out or is stopped, and with `NotPrimary` at a demotion.
+pub(crate) struct TurnWait {
+    db: Arc<dyn Backend>,
+    prefix: Vec<u8>,
+    me: Vec<u8>,
+    my_rev: i64,
+    /// The session's lost-lease token, and its receiver (disconnects when raised).
+    lost: Stop,
+    lost_rx: Receiver<()>,
+    wait: Wait,
+    stopped: Option<Receiver<()>>,
     /// The engine's demotion signal, taken *before* the contender's key was put so that no
-    /// demote is missed: `NotPrimary` (L9).
-    pub(crate) demoted: Option<Receiver<()>>,
-    /// The session waiting, named by `SessionExpired`.
-    pub(crate) session: LeaseId,
+    /// demote is missed (L9).
+    demoted: Option<Receiver<()>>,
+    session: LeaseId,
     /// What is awaited, named by `Timeout` (`lock "jobs/nightly"`).
-    pub(crate) what: &'a str,
+    what: String,
+    /// My own key, watched throughout: its delete (lease lost) ends the wait on any backend.
+    /// `None` until the first poll, and after that watch fell behind.
+    mine: Option<Watcher>,
+    /// The watch on the predecessor; `None`: find the predecessor in the store.
+    pred: Option<Watcher>,
 }
 
-/// Waits until no entry of `prefix` created before `my_rev` is left, then checks that `me`
-/// itself still exists with `my_rev` (`SessionExpired` otherwise, etcd#11051).
-pub(crate) fn wait_turn(
-    db: &dyn Backend,
-    prefix: &[u8],
-    me: &[u8],
-    my_rev: i64,
-    stop: &Interrupts<'_>,
-) -> Result<()> {
-    let timer = stop.wait.timer();
-    let cancelled = stop.wait.stopped();
-    let demoted = stop.demoted.clone().unwrap_or_else(never);
-    let expired = Error::SessionExpired(stop.session);
-    let lost = |db: &dyn Backend| {
-        if db.is_closed() {
-            db.closed_error()
-        } else {
-            expired.clone()
-        }
-    };
-    // My own key, watched throughout: its delete (lease lost) ends the wait on any backend.
-    let mut mine = db.watch(me, Default::default())?;
+impl std::fmt::Debug for TurnWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnWait")
+            .field("key", &String::from_utf8_lossy(&self.me))
+            .field("rev", &self.my_rev)
+            .finish()
+    }
+}
+
+/// Where a turn is taken: the backend and session, the name's prefix and this contender's key.
+pub(crate) struct Turn<'a> {
+    pub(crate) session: &'a Session,
+    pub(crate) prefix: &'a [u8],
+    pub(crate) me: &'a [u8],
+    /// What is awaited, named by `Timeout`.
+    pub(crate) what: String,
+}
+
+/// How draining a watch ended.
+enum Drained {
+    /// Nothing more queued.
+    Empty,
+    /// The watched key was deleted.
+    Deleted,
+    /// The watch fell behind: watch again and re-check from the store.
+    Behind,
+}
+
+/// Takes every queued event of `w`; `Closed` when the backend closed.
+fn drain(w: &mut Watcher) -> Result<Drained> {
     loop {
-        if stop.lost.is_stopped() {
-            return Err(lost(db));
+        match w.try_recv() {
+            Ok(Some(ev)) if ev.kind == EventKind::Delete => return Ok(Drained::Deleted),
+            Ok(Some(_)) => {}
+            Ok(None) => return Ok(Drained::Empty),
+            Err(e @ Error::Closed(_)) => return Err(e),
+            Err(_) => return Ok(Drained::Behind),
         }
-        // Mine first: a lease lost while waiting deleted it (etcd#11051).
-        if db.get(me)?.is_none_or(|kv| kv.create_revision != my_rev) {
-            return Err(expired);
+    }
+}
+
+impl TurnWait {
+    /// The wait of the entry `turn.me` created at `my_rev`. `demoted` must have been taken
+    /// before that entry was put.
+    pub(crate) fn new(
+        turn: Turn<'_>,
+        my_rev: i64,
+        wait: Wait,
+        demoted: Option<Receiver<()>>,
+    ) -> TurnWait {
+        let lost = turn.session.lost().clone();
+        TurnWait {
+            db: turn.session.backend().clone(),
+            prefix: turn.prefix.to_vec(),
+            me: turn.me.to_vec(),
+            my_rev,
+            lost_rx: lost.channel().clone(),
+            lost,
+            stopped: wait.stop_channel(),
+            wait,
+            demoted,
+            session: turn.session.lease_id(),
+            what: turn.what,
+            mine: None,
+            pred: None,
         }
-        let newer_first = RangeOptions {
-            order: CreateOrder::Newest,
-            max_create_revision: Some(my_rev - 1),
-            limit: Some(1),
-        };
-        let Some(pred) = own_entries(db, prefix, newer_first)?.pop() else {
-            // Checked again after the predecessors: mine may have gone between the check above
-            // and the range. No older entry can reappear, so "none older and mine exists" holds
-            // at the moment of this read.
-            return match db.get(me)? {
-                Some(kv) if kv.create_revision == my_rev => Ok(()),
-                _ => Err(expired),
-            };
-        };
-        let mut w = db.watch(&pred.key, Default::default())?;
-        // Registered first, then checked: a delete in between is seen here or in the watch.
-        if db
-            .get(&pred.key)?
-            .is_none_or(|kv| kv.create_revision != pred.create_revision)
-        {
-            continue;
+    }
+
+    fn lost_error(&self) -> Error {
+        if self.db.is_closed() {
+            self.db.closed_error()
+        } else {
+            Error::SessionExpired(self.session)
         }
+    }
+
+    /// Whether my entry exists with my create revision.
+    fn mine_exists(&self) -> Result<bool> {
+        Ok(self
+            .db
+            .get(&self.me)?
+            .is_some_and(|kv| kv.create_revision == self.my_rev))
+    }
+}
+
+impl Pollable for TurnWait {
+    type Output = ();
+
+    fn poll(&mut self) -> Result<Option<()>> {
+        let expired = Error::SessionExpired(self.session);
         loop {
-            select! {
-                recv(w.channel()) -> ev => match ev {
-                    Ok(ev) if ev.kind == EventKind::Delete => break,
-                    Ok(_) => {}
-                    Err(_) => match w.ended() {
-                        e @ Error::Closed(_) => return Err(e),
-                        _ => break, // fell behind: re-check from the store
-                    },
-                },
-                recv(mine.channel()) -> ev => match ev {
-                    Ok(ev) if ev.kind == EventKind::Delete => return Err(expired),
-                    Ok(_) => {}
-                    Err(_) => match mine.ended() {
-                        e @ Error::Closed(_) => return Err(e),
-                        _ => {
-                            mine = db.watch(me, Default::default())?;
-                            break; // re-check from the store
-                        }
-                    },
-                },
-                recv(stop.lost.channel()) -> _ => return Err(lost(db)),
-                recv(timer) -> _ => return Err(stop.wait.timed_out(stop.what)),
-                recv(cancelled) -> _ => return Err(stop.wait.timed_out(stop.what)),
-                recv(demoted) -> _ => return Err(Error::NotPrimary),
+            if self.lost.is_stopped() {
+                return Err(self.lost_error());
             }
+            let mine = match &mut self.mine {
+                Some(w) => w,
+                None => self
+                    .mine
+                    .insert(self.db.watch(&self.me, Default::default())?),
+            };
+            match drain(mine)? {
+                Drained::Empty => {}
+                Drained::Deleted => return Err(expired),
+                Drained::Behind => {
+                    self.mine = None;
+                    self.pred = None;
+                    continue;
+                }
+            }
+            if let Some(w) = &mut self.pred {
+                match drain(w)? {
+                    Drained::Deleted | Drained::Behind => self.pred = None,
+                    Drained::Empty => {
+                        // Nothing to do until something registered is ready.
+                        if self.wait.is_over() {
+                            return Err(self.wait.timed_out(&self.what));
+                        }
+                        let demoted = self
+                            .demoted
+                            .as_ref()
+                            .is_some_and(|d| !matches!(d.try_recv(), Err(TryRecvError::Empty)));
+                        if demoted {
+                            return Err(Error::NotPrimary);
+                        }
+                        return Ok(None);
+                    }
+                }
+            }
+            // Mine first: a lease lost while waiting deleted it (etcd#11051).
+            if !self.mine_exists()? {
+                return Err(expired);
+            }
+            let newer_first = RangeOptions {
+                order: CreateOrder::Newest,
+                max_create_revision: Some(self.my_rev - 1),
+                limit: Some(1),
+            };
+            let Some(pred) = own_entries(&*self.db, &self.prefix, newer_first)?.pop() else {
+                // Checked again after the predecessors: mine may have gone between the check
+                // above and the range. No older entry can reappear, so "none older and mine
+                // exists" holds at the moment of this read.
+                return if self.mine_exists()? {
+                    Ok(Some(()))
+                } else {
+                    Err(expired)
+                };
+            };
+            let w = self.db.watch(&pred.key, Default::default())?;
+            // Registered first, then checked: a delete in between is seen here or in the watch.
+            if self
+                .db
+                .get(&pred.key)?
+                .is_some_and(|kv| kv.create_revision == pred.create_revision)
+            {
+                self.pred = Some(w);
+            }
+        }
+    }
+
+    fn register<'a>(&'a self, interest: &mut Interest<'a>) {
+        interest.recv(&self.lost_rx);
+        interest.wait(&self.wait, &self.stopped);
+        for w in [&self.mine, &self.pred].into_iter().flatten() {
+            interest.recv(w.channel());
+        }
+        if let Some(d) = &self.demoted {
+            interest.recv(d);
         }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tenure::sync::{Election, FenceGate, Mutex, Session};
-use tenure::{Error, Stop, Tenure, Wait};
+use tenure::{Error, Stop, Tenure, Wait, WaitPool};
 
 use crate::{backend, eventually, manual, session, WAIT};
 
@@ -342,4 +342,67 @@ fn s2_s4_huge_lock_and_campaign_timeouts_saturate() {
     let mut obs = Election::observe(&backend(&db), "e").unwrap();
     assert!(obs.recv_timeout(huge).unwrap().is_some());
     drop((g, l));
+}
+
+#[test]
+fn s2_s4_one_wait_pool_serves_many_lock_and_campaign_waits_and_withdraws_what_it_drops() {
+    let (_c, db) = manual();
+    let (a, b) = (session(&db), session(&db));
+    let n = 50;
+    let names: Vec<String> = (0..n).map(|i| format!("pool/{i}")).collect();
+    let held: Vec<_> = names
+        .iter()
+        .map(|m| Mutex::new(&a, m).lock(None).unwrap())
+        .collect();
+    let _leading = Election::new(&a, "svc").campaign("a", None).unwrap();
+    let pool = WaitPool::new("test-wait-pool").unwrap();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    for (i, m) in names.iter().enumerate() {
+        let tx = tx.clone();
+        pool.submit(Mutex::new(&b, m).lock_wait(WAIT), move |r| {
+            let _ = tx.send((i, r.unwrap()));
+        });
+    }
+    let cancel = Stop::new();
+    let (ctx, crx) = crossbeam_channel::bounded(1);
+    let campaign = Election::new(&b, "svc").campaign_wait("b", Wait::forever().with_stop(&cancel));
+    pool.submit(campaign, move |r| {
+        let _ = ctx.send(r.unwrap().map(|l| l.token()));
+    });
+    eventually("every waiter queued", || {
+        db.range("pool/", None).unwrap().len() == 2 * n
+            && db.range("svc/", None).unwrap().len() == 2
+    });
+    assert_eq!(pool.pending(), n + 1);
+    cancel.stop();
+    assert!(matches!(
+        crx.recv_timeout(WAIT).unwrap(),
+        Err(Error::Timeout { .. })
+    ));
+    assert_eq!(
+        db.range("svc/", None).unwrap().len(),
+        1,
+        "the cancelled candidacy is withdrawn"
+    );
+    let tokens: Vec<i64> = held.iter().map(|g| g.fencing_token()).collect();
+    drop(held);
+    let mut got: Vec<_> = (0..n).map(|_| rx.recv_timeout(WAIT).unwrap()).collect();
+    got.sort_by_key(|(i, _)| *i);
+    for ((i, g), before) in got.iter().zip(&tokens) {
+        let g = g.as_ref().unwrap_or_else(|e| panic!("lock {i}: {e}"));
+        assert!(g.is_held() && g.fencing_token() > *before);
+    }
+    assert_eq!(pool.pending(), 0);
+    // A wait still pending when the pool is dropped withdraws its key; its callback never runs.
+    let _last = Mutex::new(&a, "last").lock(None).unwrap();
+    let (ltx, lrx) = crossbeam_channel::bounded(1);
+    pool.submit(Mutex::new(&b, "last").lock_wait(None), move |r| {
+        let _ = ltx.send(r.is_ok());
+    });
+    eventually("the last waiter queued", || {
+        db.range("last/", None).unwrap().len() == 2
+    });
+    drop(pool);
+    assert_eq!(db.range("last/", None).unwrap().len(), 1);
+    assert!(lrx.try_recv().is_err());
 }

@@ -11,7 +11,7 @@ use tenure::Error;
 use crate::convert::{bytes_arg, opt_secs_arg, timeout};
 use crate::errors::{blocking, closed, err};
 use crate::handle::PyTenure;
-use crate::runtime::{deadline, drop_detached, interruptible, lock, sliced, ForkSafe};
+use crate::runtime::{deadline, drop_detached, in_pool, interruptible, lock, sliced, ForkSafe};
 use crate::types::PyKeyValue;
 
 /// An election (SPEC S4) in which a session campaigns, made by `Session.election(name)`.
@@ -89,7 +89,7 @@ impl PyElection {
         let wait = Wait::from(timeout).with_stop(&cancel);
         let l = interruptible(
             py,
-            move || e.campaign(&value, wait),
+            in_pool(e.campaign_wait(&value, wait)),
             move || cancel.stop(),
             |l: Leadership| {
                 let _ = l.resign();

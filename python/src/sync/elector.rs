@@ -14,7 +14,7 @@ use crate::convert::{opt_secs_arg, seconds, secs_arg, timeout};
 use crate::errors::{blocking, invalid, to_py};
 use crate::handle::PyTenure;
 use crate::log::{log, Level};
-use crate::runtime::{deadline, drop_detached, interruptible, lock, sliced, ForkSafe};
+use crate::runtime::{deadline, drop_detached, interruptible, lock, on_thread, sliced, ForkSafe};
 
 /// A stop flag (like `threading.Event`) shared with native threads: the `stop` argument of
 /// `LeaderElector.run()`, and the second argument of `on_started_leading`, raised when that
@@ -273,7 +273,12 @@ impl PyLeaderElector {
         }
         let flag = self.current_stop(py)?;
         let cancel = flag.clone();
-        interruptible(py, move || e.run(&flag), move || cancel.stop(), drop)
+        interruptible(
+            py,
+            on_thread(move || e.run(&flag)),
+            move || cancel.stop(),
+            drop,
+        )
     }
 
     /// Runs the elector on a background thread; `stop()` ends it. May be called once.

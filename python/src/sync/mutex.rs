@@ -9,7 +9,7 @@ use tenure::Error;
 
 use crate::convert::{opt_secs_arg, timeout};
 use crate::errors::{blocking, err};
-use crate::runtime::{drop_detached, interruptible, lock, ForkSafe};
+use crate::runtime::{drop_detached, in_pool, interruptible, lock, ForkSafe};
 use crate::types::bytes_repr;
 
 /// A fair mutex (SPEC S2) for one session, made by `Session.mutex(name)`: FIFO by arrival, each
@@ -50,7 +50,7 @@ impl PyMutex {
         let wait = Wait::from(timeout).with_stop(&cancel);
         let g = interruptible(
             py,
-            move || m.lock(wait),
+            in_pool(m.lock_wait(wait)),
             move || cancel.stop(),
             drop::<LockGuard>,
         )?;

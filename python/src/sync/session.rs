@@ -24,7 +24,7 @@ use crate::runtime::{deadline, drop_detached, sliced, ForkSafe};
 #[pyclass(frozen, module = "tenure", name = "Session")]
 pub(crate) struct PySession {
     db: Py<PyTenure>,
-    inner: ForkSafe<Session>,
+    pub(crate) inner: ForkSafe<Session>,
     id: i64,
 }
 
