@@ -60,6 +60,11 @@ extern atomic_long check_count;   /* checks run in total */
 #define OUT_BOOL (&(bool){false})
 
 /* A C string as a (const uint8_t *, size_t) pair of arguments. */
+/* The bound on a wait for something that happens at once or at a known real-time moment. A
+ * wait returns as soon as its event arrives, so the bound costs nothing when all is well; it is
+ * generous because valgrind runs every thread on one core, ~30x slower, on a loaded CI machine. */
+#define WAIT_MS 60000
+
 #define S(str) (const uint8_t *)(str), strlen(str)
 
 /* Whether a borrowed byte string equals a C string. */

@@ -4,7 +4,6 @@
 
 #include "check.h"
 
-#define WAIT_MS 10000 /* generous: the expiry thread acts as soon as the clock moves */
 
 static void auto_revoke_expires_at_the_deadline_with_keys(void) {
     tenure_clock *clock = NULL;

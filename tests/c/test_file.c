@@ -159,7 +159,7 @@ static void wall_recovery_ages_leases_by_the_wall_time_since_persisting(void) {
     tenure_lease_info_free(info);
     /* The other one was past its deadline: it expires right after open, with its keys. */
     tenure_expired *e = NULL;
-    CHECK_OK(tenure_expired_next(db, 10000, &e));
+    CHECK_OK(tenure_expired_next(db, WAIT_MS, &e));
     CHECK_EQ(tenure_expired_len(e), 1);
     CHECK_EQ(tenure_expired_id(e, 0), gone);
     CHECK(bytes_eq(tenure_expired_key(e, 0, 0), "gone/k"));

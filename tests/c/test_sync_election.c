@@ -9,7 +9,6 @@
 
 #include "check.h"
 
-#define WAIT_MS 10000
 
 /* Waits until a key is put under the watched prefix (deletes before it are skipped). */
 static void await_put(tenure_watcher *w) {

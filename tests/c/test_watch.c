@@ -4,7 +4,6 @@
 
 #include "check.h"
 
-#define WAIT_MS 10000 /* generous: events are normally there at once */
 
 static tenure_event *next_event(tenure_watcher *w) {
     tenure_event *ev = NULL;
