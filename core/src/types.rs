@@ -161,3 +161,52 @@ pub struct Stats {
     /// Watchers currently registered.
     pub watchers: u64,
 }
+
+/// What [`Tenure::snapshot`](crate::Tenure::snapshot) wrote (SPEC D8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SnapshotInfo {
+    /// The store revision the copy holds: every write up to it, none after.
+    pub revision: i64,
+    /// The copy's size in bytes.
+    pub bytes: u64,
+    /// Keys in the copy.
+    pub keys: u64,
+    /// Leases in the copy.
+    pub leases: u64,
+}
+
+/// How far a snapshot is: rows (keys and leases) copied out of `total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SnapshotProgress {
+    /// Rows copied so far.
+    pub done: u64,
+    /// Rows the snapshot copies in all.
+    pub total: u64,
+}
+
+/// Checksums of a database's logical contents at one revision (SPEC D9): equal for equal
+/// contents, whatever the file's layout, and stable across restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ContentHash {
+    /// The store revision hashed.
+    pub revision: i64,
+    /// CRC-32C of every key with a value: key, value, create and mod revision, version, lease.
+    pub kv: u32,
+    /// CRC-32C of `kv`'s fields for every key (bare lease attachments too), every lease (ID and
+    /// granted TTL), the revision and the next lease ID.
+    pub all: u32,
+}
+
+/// The database file's size and how much of it holds live data (SPEC D10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StorageSize {
+    /// The file's length in bytes.
+    pub file_bytes: u64,
+    /// Bytes in pages the database uses; the rest is free space a
+    /// [`defragment`](crate::Tenure::defragment) gives back.
+    pub in_use_bytes: u64,
+}

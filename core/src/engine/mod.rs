@@ -1,11 +1,12 @@
 //! `Tenure`: the engine. It composes the pure [`Machine`] with a clock, the redb [`Store`], the
 //! write pipeline (committer thread, group commit) and the expiry thread.
 //!
-//! - `builder`: options and open; `commit`: the commit pipeline; `expiry`: the expiry thread;
+//! - `backup`: snapshots, hashes and defragmentation; `builder`: options and open; `commit`: the commit pipeline; `expiry`: the expiry thread;
 //!   `signals`: lease-gone, demotion and clock wake-ups; this file: the handle and its API.
 //!
 //! Every lock of the crate and the one order they are taken in: `docs/DESIGN.md`, "Locking".
 
+mod backup;
 mod builder;
 mod commit;
 mod expiry;

@@ -24,7 +24,9 @@ use crate::error::{panic_message, Error, Result};
 use crate::record::{LeaseRow, Loaded, StoreOp};
 
 mod codec;
+mod snapshot;
 use codec::{decode, encode};
+pub(crate) use snapshot::View;
 
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
 const LEASES: TableDefinition<i64, (u64, u64, i64)> = TableDefinition::new("tenure_leases");
@@ -158,6 +160,8 @@ impl StorageBackend for FaultyBackend {
 pub(crate) struct Store {
     db: redb::Database,
     path: PathBuf,
+    /// The faults injected into this store; a snapshot's copy gets them too.
+    faults: StorageFaults,
 }
 
 /// Counts the fsyncs of one open store (shared with its backend).
@@ -259,23 +263,10 @@ fn inspect(path: &Path) -> Result<Found> {
 /// durable, and only then gives it its name (and makes the name durable): an interrupted first
 /// open leaves no half-made file where the database belongs.
 fn create(path: &Path, faults: &StorageFaults) -> Result<()> {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
     let cannot = |what: &str, e: &dyn fmt::Display| {
         Error::storage(format!("cannot create {}: {what}: {e}", path.display()))
     };
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::invalid(format!("{} names no file", path.display())))?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let tmp = dir.join(format!(
-        ".{}.creating-{}-{}",
-        name.to_string_lossy(),
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
+    let (dir, tmp) = sibling_temp(path, "creating")?;
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -316,6 +307,26 @@ fn create(path: &Path, faults: &StorageFaults) -> Result<()> {
     });
     let _ = std::fs::remove_file(&tmp);
     built
+}
+
+/// `path`'s directory and a fresh temporary name beside `path` (`.NAME.TAG-PID-SEQ`): a file
+/// built there and renamed over `path` is on the same filesystem, so the rename is atomic.
+fn sibling_temp(path: &Path, tag: &str) -> Result<(PathBuf, PathBuf)> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::invalid(format!("{} names no file", path.display())))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = dir.join(format!(
+        ".{}.{tag}-{}-{}",
+        name.to_string_lossy(),
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    Ok((dir, tmp))
 }
 
 fn init(db: &redb::Database) -> Result<()> {
@@ -460,7 +471,7 @@ impl Store {
         guarded(path, || {
             let backend = FaultyBackend {
                 file: FileBackend::new(file).map_err(storage)?,
-                faults,
+                faults: faults.clone(),
             };
             let db = redb::Builder::new()
                 .set_cache_size(64 << 20)
@@ -477,6 +488,7 @@ impl Store {
                 Store {
                     db,
                     path: path.to_path_buf(),
+                    faults,
                 },
                 loaded,
                 counter,

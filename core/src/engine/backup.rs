@@ -1,0 +1,128 @@
+//! Backups and the file's upkeep (SPEC D8–D10): online snapshots, content hashes, size and
+//! defragmentation. Each reads the store through [`Tenure::store_view`], never the live
+//! machine, so none of them holds the state lock while it works.
+
+use std::path::{Path, PathBuf};
+
+use super::commit::{enqueued, wait_durable};
+use super::{Shared, Tenure};
+use crate::error::{Error, Result};
+use crate::store::View;
+use crate::types::{ContentHash, SnapshotInfo, SnapshotProgress, StorageSize};
+
+impl Tenure {
+    /// Writes a consistent copy of the database, as of one revision, to `dest` while writes go
+    /// on (SPEC D8). The copy is built under a temporary name in `dest`'s directory, fsynced and
+    /// renamed over `dest`: a crash or a full disk never leaves a partial file at `dest`, and the
+    /// source is only read. It opens as a tenure database holding exactly the keys and leases
+    /// as of [`SnapshotInfo::revision`]; each lease's remaining TTL is recorded as of the
+    /// snapshot and counts down from then on when the copy is opened (SPEC L13).
+    ///
+    /// `InvalidArgument` for an in-memory engine or when `dest` is the database's own file;
+    /// `Storage` naming `dest` when it cannot be written.
+    pub fn snapshot(&self, dest: impl AsRef<Path>) -> Result<SnapshotInfo> {
+        self.snapshot_with_progress(dest, |_| {})
+    }
+
+    /// [`snapshot`](Tenure::snapshot), calling `progress` every few thousand rows copied and
+    /// once at the end (`done == total`).
+    pub fn snapshot_with_progress(
+        &self,
+        dest: impl AsRef<Path>,
+        mut progress: impl FnMut(SnapshotProgress),
+    ) -> Result<SnapshotInfo> {
+        let dest = dest.as_ref();
+        if let Some(own) = self.path() {
+            if same_file(own, dest) {
+                return Err(Error::invalid(format!(
+                    "snapshot destination {} is the database itself",
+                    dest.display()
+                )));
+            }
+        }
+        self.store_view()?.copy_to(dest, &mut progress)
+    }
+
+    /// Checksums of the logical contents at the current durable revision (SPEC D9): equal for
+    /// equal contents, stable across restarts and snapshots.
+    pub fn content_hash(&self) -> Result<ContentHash> {
+        self.store_view()?.hash()
+    }
+
+    /// The file's size and the bytes in use (SPEC D10).
+    pub fn storage_size(&self) -> Result<StorageSize> {
+        let s = self.file_backed()?;
+        let store = s.store.lock();
+        store.as_ref().ok_or_else(|| s.closed.clone())?.size()
+    }
+
+    /// Gives the file's free pages back to the filesystem (SPEC D10) and returns the new size.
+    /// Commits wait meanwhile (writes still apply in memory); `Storage` while a snapshot or
+    /// a hash is reading the file.
+    pub fn defragment(&self) -> Result<StorageSize> {
+        let s = self.file_backed()?;
+        let mut store = s.store.lock();
+        let store = store.as_mut().ok_or_else(|| s.closed.clone())?;
+        store.compact()?;
+        store.size()
+    }
+
+    fn file_backed(&self) -> Result<&Shared> {
+        let s = self.shared()?;
+        if !s.cfg.persist {
+            return Err(Error::invalid("an in-memory database has no file"));
+        }
+        if s.state.lock().closed {
+            return Err(s.closed.clone());
+        }
+        Ok(s)
+    }
+
+    /// The one way backups read the store: first brings the file up to date with everything
+    /// acknowledged and checkpoints every renewed lease (so each lease row holds its remaining
+    /// TTL as of now), then begins a redb read transaction, which sees that commit or a later
+    /// one and nothing that commits after it begins.
+    fn store_view(&self) -> Result<View> {
+        let s = self.file_backed()?;
+        let seq = {
+            let mut st = s.state.lock();
+            let st = &mut *st;
+            if st.closed {
+                return Err(s.closed.clone());
+            }
+            // After a failed commit (D6) the file holds the last good commit: read that.
+            if st.poisoned.is_some() {
+                None
+            } else {
+                if st.m.lessor.is_primary() && st.m.lessor.has_dirty() {
+                    let (now, wall) = (s.clock.now_ns(), s.clock.wall_ms());
+                    while st.m.lessor.has_dirty() {
+                        st.m.checkpoint_dirty(now, wall, usize::MAX, &mut st.pending);
+                    }
+                    enqueued(s, st);
+                }
+                Some(st.seq)
+            }
+        };
+        if let Some(seq) = seq {
+            wait_durable(s, seq)?;
+        }
+        let store = s.store.lock();
+        store.as_ref().ok_or_else(|| s.closed.clone())?.view()
+    }
+}
+
+/// Whether `a` and `b` name the same file (`b` may not exist yet).
+fn same_file(a: &Path, b: &Path) -> bool {
+    fn resolve(p: &Path) -> Option<PathBuf> {
+        if let Ok(c) = p.canonicalize() {
+            return Some(c);
+        }
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(dir.canonicalize().ok()?.join(p.file_name()?))
+    }
+    matches!((resolve(a), resolve(b)), (Some(x), Some(y)) if x == y)
+}

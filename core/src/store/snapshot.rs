@@ -1,0 +1,373 @@
+//! Reading the store at one revision: copying it to a new file (SPEC D8), hashing its logical
+//! contents (D9), and the file's size and compaction (D10).
+//!
+//! A [`View`] is one redb read transaction: it sees the last commit made before it began, and
+//! no later one, while the committer keeps committing. Nothing here blocks writers.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use redb::backends::FileBackend;
+use redb::{Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+
+use super::{
+    codec::decode, guarded, sibling_temp, FaultyBackend, StorageFaults, Store, KV, LEASES, META,
+};
+use crate::error::{Error, Result};
+use crate::types::{ContentHash, SnapshotInfo, SnapshotProgress, StorageSize};
+
+/// Rows per write transaction of the copy: bounds the memory a big snapshot holds dirty.
+const CHUNK: u64 = 1 << 16;
+/// Progress is reported every this many rows (and at the end).
+const PROGRESS_EVERY: u64 = 1 << 12;
+
+/// A consistent read of the store at one revision.
+pub(crate) struct View {
+    tx: redb::ReadTransaction,
+    /// The database file read (errors name it).
+    path: PathBuf,
+    /// The source's injected faults: the copy gets them too (tests of a full disk).
+    faults: StorageFaults,
+}
+
+/// An error reading the source: it names the source file.
+fn read_error(path: &Path, e: impl Into<redb::Error>) -> Error {
+    match e.into() {
+        redb::Error::Io(io) => Error::io("cannot read", path, &io),
+        e => Error::Storage {
+            message: format!("cannot read {}: {e}", path.display()),
+            errno: None,
+            path: Some(path.to_path_buf()),
+        },
+    }
+}
+
+/// An error writing the copy: it names the destination.
+fn write_error(dest: &Path, e: impl Into<redb::Error>) -> Error {
+    match e.into() {
+        redb::Error::Io(io) => Error::io("cannot write snapshot", dest, &io),
+        e => Error::Storage {
+            message: format!("cannot write snapshot {}: {e}", dest.display()),
+            errno: None,
+            path: Some(dest.to_path_buf()),
+        },
+    }
+}
+
+impl Store {
+    /// Begins a read transaction: the store as of its last commit.
+    pub(crate) fn view(&self) -> Result<View> {
+        let tx = self
+            .db
+            .begin_read()
+            .map_err(|e| read_error(&self.path, e))?;
+        Ok(View {
+            tx,
+            path: self.path.clone(),
+            faults: self.faults.clone(),
+        })
+    }
+
+    /// The file's length and the bytes its allocated pages hold.
+    pub(crate) fn size(&self) -> Result<StorageSize> {
+        let file_bytes = std::fs::metadata(&self.path)
+            .map_err(|e| Error::io("cannot stat", &self.path, &e))?
+            .len();
+        guarded(&self.path, || {
+            let tx = self
+                .db
+                .begin_write()
+                .map_err(|e| read_error(&self.path, e))?;
+            let stats = tx.stats().map_err(|e| read_error(&self.path, e))?;
+            tx.abort().map_err(|e| read_error(&self.path, e))?;
+            let in_use = stats.allocated_pages() * stats.page_size() as u64;
+            Ok(StorageSize {
+                file_bytes,
+                in_use_bytes: in_use.min(file_bytes),
+            })
+        })
+    }
+
+    /// Moves live pages to the front of the file and truncates it (redb's compaction). Fails
+    /// while a [`View`] is open.
+    pub(crate) fn compact(&mut self) -> Result<()> {
+        let path = self.path.clone();
+        guarded(&path, || loop {
+            match self.db.compact() {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                Err(redb::CompactionError::TransactionInProgress) => {
+                    return Err(Error::Storage {
+                        message: format!(
+                            "cannot defragment {} while a snapshot or hash reads it; retry",
+                            path.display()
+                        ),
+                        errno: None,
+                        path: Some(path.clone()),
+                    })
+                }
+                Err(e) => return Err(read_error(&path, e)),
+            }
+        })
+    }
+}
+
+impl View {
+    /// The store revision this view reads.
+    pub(crate) fn revision(&self) -> Result<i64> {
+        let meta = self
+            .tx
+            .open_table(META)
+            .map_err(|e| read_error(&self.path, e))?;
+        let rev = meta
+            .get("revision")
+            .map_err(|e| read_error(&self.path, e))?
+            .map(|v| v.value());
+        Ok(rev.unwrap_or(0))
+    }
+
+    /// Writes this view to a new tenure file at `dest`: built under a temporary name in
+    /// `dest`'s directory, fsynced, then renamed over `dest` (and the directory fsynced), so
+    /// `dest` is either untouched or the whole copy.
+    pub(crate) fn copy_to(
+        &self,
+        dest: &Path,
+        progress: &mut dyn FnMut(SnapshotProgress),
+    ) -> Result<SnapshotInfo> {
+        let (dir, tmp) = sibling_temp(dest, "snapshot")?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| Error::io("cannot write snapshot", dest, &e))?;
+        let copied = guarded(&self.path, || {
+            let backend = FaultyBackend {
+                file: FileBackend::new(file).map_err(|e| write_error(dest, e))?,
+                faults: self.faults.clone(),
+            };
+            let db = redb::Builder::new()
+                .create_with_backend(backend)
+                .map_err(|e| write_error(dest, e))?;
+            let info = self.copy_rows(&db, dest, progress)?;
+            drop(db);
+            File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| Error::io("cannot fsync snapshot", dest, &e))?;
+            Ok(info)
+        })
+        .and_then(|info| {
+            std::fs::rename(&tmp, dest)
+                .map_err(|e| Error::io("cannot rename the snapshot to", dest, &e))?;
+            File::open(&dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| Error::io("cannot fsync the directory of", dest, &e))?;
+            let bytes = std::fs::metadata(dest)
+                .map_err(|e| Error::io("cannot stat", dest, &e))?
+                .len();
+            Ok(SnapshotInfo { bytes, ..info })
+        });
+        if copied.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        copied
+    }
+
+    fn copy_rows(
+        &self,
+        db: &redb::Database,
+        dest: &Path,
+        progress: &mut dyn FnMut(SnapshotProgress),
+    ) -> Result<SnapshotInfo> {
+        let src = |e: redb::StorageError| read_error(&self.path, e);
+        let dst = |e: redb::StorageError| write_error(dest, e);
+        let open = |e: redb::TableError| read_error(&self.path, e);
+        let meta = self.tx.open_table(META).map_err(open)?;
+        let leases = self.tx.open_table(LEASES).map_err(open)?;
+        let kv = self.tx.open_table(KV).map_err(open)?;
+        let total = leases.len().map_err(src)? + kv.len().map_err(src)?;
+        let mut info = SnapshotInfo {
+            revision: self.revision()?,
+            bytes: 0,
+            keys: 0,
+            leases: 0,
+        };
+        let mut done = 0u64;
+        let begin = |durable: bool| -> Result<redb::WriteTransaction> {
+            let mut tx = db.begin_write().map_err(|e| write_error(dest, e))?;
+            let d = if durable {
+                Durability::Immediate
+            } else {
+                Durability::None
+            };
+            tx.set_durability(d).map_err(|e| write_error(dest, e))?;
+            Ok(tx)
+        };
+        let mut tx = begin(false)?;
+        {
+            let mut out = tx.open_table(META).map_err(|e| write_error(dest, e))?;
+            for row in meta.iter().map_err(src)? {
+                let (k, v) = row.map_err(src)?;
+                out.insert(k.value(), v.value()).map_err(dst)?;
+            }
+            let mut out = tx.open_table(LEASES).map_err(|e| write_error(dest, e))?;
+            for row in leases.iter().map_err(src)? {
+                let (k, v) = row.map_err(src)?;
+                out.insert(k.value(), v.value()).map_err(dst)?;
+                info.leases += 1;
+            }
+            tx.open_table(KV).map_err(|e| write_error(dest, e))?;
+        }
+        done += info.leases;
+        let mut in_chunk = 0u64;
+        for row in kv.iter().map_err(src)? {
+            let (k, v) = row.map_err(src)?;
+            if in_chunk == CHUNK {
+                tx.commit().map_err(|e| write_error(dest, e))?;
+                tx = begin(false)?;
+                in_chunk = 0;
+            }
+            if decode(v.value()).is_some_and(|e| e.data.is_some()) {
+                info.keys += 1;
+            }
+            tx.open_table(KV)
+                .map_err(|e| write_error(dest, e))?
+                .insert(k.value(), v.value())
+                .map_err(dst)?;
+            in_chunk += 1;
+            done += 1;
+            if done % PROGRESS_EVERY == 0 {
+                progress(SnapshotProgress { done, total });
+            }
+        }
+        tx.commit().map_err(|e| write_error(dest, e))?;
+        // One durable commit makes every earlier non-durable one durable.
+        begin(true)?.commit().map_err(|e| write_error(dest, e))?;
+        progress(SnapshotProgress { done, total });
+        Ok(info)
+    }
+
+    /// The checksums of SPEC D9, over this view in key (and lease ID) order.
+    pub(crate) fn hash(&self) -> Result<ContentHash> {
+        guarded(&self.path, || self.hash_inner())
+    }
+
+    fn hash_inner(&self) -> Result<ContentHash> {
+        let src = |e: redb::StorageError| read_error(&self.path, e);
+        let open = |e: redb::TableError| read_error(&self.path, e);
+        let revision = self.revision()?;
+        let next_id = self
+            .tx
+            .open_table(META)
+            .map_err(open)?
+            .get("next_lease_id")
+            .map_err(src)?
+            .map_or(1, |v| v.value());
+        let (mut kv, mut all) = (Crc::new(), Crc::new());
+        all.int(revision);
+        all.int(next_id);
+        for row in self
+            .tx
+            .open_table(LEASES)
+            .map_err(open)?
+            .iter()
+            .map_err(src)?
+        {
+            let (id, v) = row.map_err(src)?;
+            all.int(id.value());
+            all.int(v.value().0 as i64);
+        }
+        for row in self.tx.open_table(KV).map_err(open)?.iter().map_err(src)? {
+            let (k, v) = row.map_err(src)?;
+            let key = k.value();
+            let entry = decode(v.value()).ok_or_else(|| Error::Corrupt {
+                path: self.path.clone(),
+                detail: format!(
+                    "undecodable record for key {:?}",
+                    String::from_utf8_lossy(key)
+                ),
+            })?;
+            all.field(key);
+            match &entry.data {
+                Some(d) => {
+                    kv.field(key);
+                    for h in [&mut kv, &mut all] {
+                        h.field(&d.value);
+                        h.int(d.create);
+                        h.int(d.modr);
+                        h.int(d.version);
+                        h.int(entry.lease);
+                    }
+                }
+                None => all.int(entry.lease),
+            }
+        }
+        Ok(ContentHash {
+            revision,
+            kv: kv.finish(),
+            all: all.finish(),
+        })
+    }
+}
+
+/// CRC-32C (Castagnoli, the polynomial etcd's hashes use), table-driven.
+struct Crc(u32);
+
+const CRC_TABLE: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0x82F6_3B78
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
+impl Crc {
+    fn new() -> Crc {
+        Crc(!0)
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        for &x in b {
+            self.0 = CRC_TABLE[((self.0 ^ x as u32) & 0xff) as usize] ^ (self.0 >> 8);
+        }
+    }
+
+    /// A length-prefixed byte string, so that field boundaries are part of the hash.
+    fn field(&mut self, b: &[u8]) {
+        self.bytes(&(b.len() as u64).to_le_bytes());
+        self.bytes(b);
+    }
+
+    fn int(&mut self, v: i64) {
+        self.bytes(&v.to_le_bytes());
+    }
+
+    fn finish(self) -> u32 {
+        !self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Crc;
+
+    #[test]
+    fn crc32c_check_value() {
+        // The standard check value of CRC-32C.
+        let mut c = Crc::new();
+        c.bytes(b"123456789");
+        assert_eq!(c.finish(), 0xE306_9283);
+    }
+}
