@@ -12,8 +12,8 @@
  * - Every pointer argument must be NULL or point to a live object of the right type. A NULL
  *   object or out-parameter gives TENURE_ERR_NULL_POINTER, checked before anything is done.
  *   (Exceptions: tenure_open's path and options, and options.clock, where NULL means "in
- *   memory", "defaults" and "system clock"; *_free and tenure_close take NULL as a no-op;
- *   accessors answer NULL objects with an empty value.)
+ *   memory", "defaults" and "system clock"; tenure_snapshot's progress callback; *_free and
+ *   tenure_close take NULL as a no-op; accessors answer NULL objects with an empty value.)
  * - Keys, values and prefixes are (const uint8_t *, size_t) pairs of arbitrary bytes: the
  *   pointer must address that many readable bytes. A length of 0 is the empty string whatever
  *   the pointer (NULL is fine); a NULL pointer with a non-zero length is
@@ -287,6 +287,24 @@ typedef int32_t tenure_op_type;
 
 // What happened to a key (returned by `tenure_event_type`).
 typedef int32_t tenure_event_kind;
+
+// A snapshot's progress callback: `done` rows (keys and leases) of `total` copied. Called on
+// the thread that called `tenure_snapshot`, every few thousand rows and once at the end
+// (`done == total`), with the `user` pointer given to `tenure_snapshot`. It must not call
+// into the same engine's snapshot.
+typedef void (*tenure_snapshot_progress_fn)(void *user, uint64_t done, uint64_t total);
+
+// What `tenure_snapshot` wrote.
+typedef struct tenure_snapshot_info {
+    // The store revision the copy holds: every write up to it, none after.
+    int64_t revision;
+    // The copy's size in bytes.
+    uint64_t bytes;
+    // Keys in the copy.
+    uint64_t keys;
+    // Leases in the copy.
+    uint64_t leases;
+} tenure_snapshot_info;
 
 // Every write is on disk (fsync) when the call returns; concurrent writers share commits.
 #define TENURE_DURABILITY_IMMEDIATE 0
@@ -1216,6 +1234,23 @@ const struct tenure_kv *tenure_event_prev_kv(const struct tenure_event *ev);
 
 // Frees an event. NULL is a no-op.
 void tenure_event_free(struct tenure_event *ev);
+
+// Writes a consistent copy of the database, as of one revision, to `path` while other threads
+// keep writing (SPEC D8): built under a temporary name in `path`'s directory, fsynced and
+// renamed over `path`, so a crash or a full disk never leaves a partial file there; the
+// database itself is only read. The copy opens with `tenure_open` and holds exactly the keys
+// and leases as of `out->revision`, each lease's remaining TTL as of the snapshot.
+// `progress` may be NULL.
+//
+// Errors: `TENURE_ERR_NULL_POINTER` (`db`, `path`, `out`), `TENURE_ERR_INVALID_ARGUMENT` (an
+// in-memory engine, `path` empty or the database's own file), `TENURE_ERR_STORAGE` (`path`
+// cannot be written; the message names it), `TENURE_ERR_CLOSED`, `TENURE_ERR_UNSUPPORTED`
+// (a handle from `tenure_connect`).
+tenure_result tenure_snapshot(const struct tenure *db,
+                              const char *path,
+                              tenure_snapshot_progress_fn progress,
+                              void *user,
+                              struct tenure_snapshot_info *out);
 
 #ifdef __cplusplus
 }  // extern "C"

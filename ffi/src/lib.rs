@@ -41,6 +41,9 @@ pub use lease::*;
 pub use sync::*;
 pub use txn::*;
 pub use watch::*;
+// Last: its declarations are appended to the header.
+pub mod backup;
+pub use backup::*;
 
 /// Major version of the library this header belongs to (`tenure_version()` gives the library's).
 pub const TENURE_VERSION_MAJOR: u32 = 0;

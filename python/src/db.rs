@@ -17,7 +17,7 @@ use crate::lease::PyLease;
 use crate::lease::{lease_arg, opt_lease_arg};
 use crate::runtime::ForkSafe;
 use crate::txn::{PyCompare, PyOp};
-use crate::types::{PyKeyValue, PyLeaseInfo, PyTxnResponse};
+use crate::types::{PyKeyValue, PyLeaseInfo, PySnapshotInfo, PyTxnResponse};
 
 fn durability_arg(durability: &str, flush_interval: f64) -> PyResult<Durability> {
     match durability {
@@ -454,6 +454,36 @@ impl PyTenure {
         d.set_item("expired_dropped", s.expired_dropped)?;
         d.set_item("watchers", s.watchers)?;
         Ok(d)
+    }
+
+    /// Writes a consistent copy of the database as of one revision to `path` while other
+    /// threads keep writing: built under a temporary name beside `path`, fsynced and renamed
+    /// into place, so a crash or a full disk never leaves a partial file there. The copy opens
+    /// with `tenure.open` and holds exactly the keys and leases as of `SnapshotInfo.revision`,
+    /// each lease's remaining TTL as of the snapshot. `progress(done, total)` (rows copied) is
+    /// called every few thousand rows and at the end; an exception it raises stops further
+    /// calls and is raised once the snapshot is complete. Raises `InvalidArgument` in memory or
+    /// for the database's own file, `StorageError` naming `path` when it cannot be written.
+    #[pyo3(signature = (path, progress=None))]
+    fn snapshot(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<PySnapshotInfo> {
+        let e = self.engine()?;
+        let mut raised: Option<PyErr> = None;
+        let info = blocking(py, || {
+            e.snapshot_with_progress(&path, |p| {
+                if let (Some(f), None) = (&progress, &raised) {
+                    raised = Python::attach(|py| f.call1(py, (p.done, p.total)).err());
+                }
+            })
+        })?;
+        match raised {
+            Some(err) => Err(err),
+            None => Ok(PySnapshotInfo(info)),
+        }
     }
 
     /// Whether the handle is closed (always true in a process forked after it was opened).

@@ -63,7 +63,9 @@ mod _tenure {
     #[pymodule_export]
     use super::txn::{PyCompare, PyOp};
     #[pymodule_export]
-    use super::types::{PyEvent, PyExpiredLease, PyKeyValue, PyLeaseInfo, PyTxnResponse};
+    use super::types::{
+        PyEvent, PyExpiredLease, PyKeyValue, PyLeaseInfo, PySnapshotInfo, PyTxnResponse,
+    };
 
     use pyo3::prelude::*;
 

@@ -77,6 +77,46 @@ impl PyLeaseInfo {
     }
 }
 
+/// What `Tenure.snapshot` wrote: the revision the copy holds, its size in bytes, its keys and
+/// leases.
+#[pyclass(frozen, eq, module = "tenure", name = "SnapshotInfo")]
+#[derive(PartialEq)]
+pub(crate) struct PySnapshotInfo(pub(crate) tenure::SnapshotInfo);
+
+#[pymethods]
+impl PySnapshotInfo {
+    /// The store revision the copy holds: every write up to it, none after.
+    #[getter]
+    fn revision(&self) -> i64 {
+        self.0.revision
+    }
+
+    /// The copy's size in bytes.
+    #[getter]
+    fn size(&self) -> u64 {
+        self.0.bytes
+    }
+
+    /// Keys in the copy.
+    #[getter]
+    fn keys(&self) -> u64 {
+        self.0.keys
+    }
+
+    /// Leases in the copy.
+    #[getter]
+    fn leases(&self) -> u64 {
+        self.0.leases
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "SnapshotInfo(revision={}, size={}, keys={}, leases={})",
+            self.0.revision, self.0.bytes, self.0.keys, self.0.leases
+        )
+    }
+}
+
 /// A lease whose deadline passed, as delivered by `expired()`.
 #[pyclass(frozen, eq, module = "tenure", name = "ExpiredLease")]
 #[derive(PartialEq)]

@@ -29,6 +29,7 @@ __all__ = [
     "ExpiredLease",
     "KeyValue",
     "LeaseInfo",
+    "SnapshotInfo",
     "TxnResponse",
     "Session",
     "Mutex",
@@ -116,6 +117,11 @@ class Tenure:
     def observe_election(self, name: str, timeout: float | None = None) -> Observer: ...
     # engine
     def stats(self) -> dict[str, int]: ...
+    def snapshot(
+        self,
+        path: str | os.PathLike[str],
+        progress: Callable[[int, int], object] | None = None,
+    ) -> SnapshotInfo: ...
     @property
     def closed(self) -> bool: ...
     @property
@@ -175,6 +181,17 @@ class LeaseInfo:
     def remaining(self) -> float | None: ...
     @property
     def keys(self) -> list[bytes]: ...
+
+@final
+class SnapshotInfo:
+    @property
+    def revision(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def keys(self) -> int: ...
+    @property
+    def leases(self) -> int: ...
 
 @final
 class ExpiredLease:

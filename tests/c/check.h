@@ -101,5 +101,6 @@ void closed_tests(void);
 void sync_tests(void);
 void election_tests(void);
 void message_tests(void);
+void backup_tests(void);
 
 #endif

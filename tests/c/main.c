@@ -83,6 +83,7 @@ int main(void) {
     sync_tests();
     election_tests();
     message_tests();
+    backup_tests();
     remove_dir();
     printf("(%ld checks)\n", atomic_load(&check_count));
     printf("C tests: %d passed, %d failed\n", passed, failed);
