@@ -146,10 +146,12 @@ impl View {
                 file: FileBackend::new(file).map_err(|e| write_error(dest, e))?,
                 faults: self.faults.clone(),
             };
-            let db = redb::Builder::new()
+            let mut db = redb::Builder::new()
                 .create_with_backend(backend)
                 .map_err(|e| write_error(dest, e))?;
             let info = self.copy_rows(&db, dest, progress)?;
+            // Gives back what redb preallocated: the copy holds live pages only.
+            while db.compact().map_err(|e| write_error(dest, e))? {}
             drop(db);
             File::open(&tmp)
                 .and_then(|f| f.sync_all())
