@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use serde_json::json;
 use tenure::{KeyValue, LeaseInfo, RangeRequest, RequestOp, ResponseOp, Tenure};
 
-fn open(file: &Path) -> Result<Tenure, ExitCode> {
+pub(crate) fn open(file: &Path) -> Result<Tenure, ExitCode> {
     if !file.exists() {
         eprintln!("tenure: {}: no such file", file.display());
         return Err(ExitCode::from(1));
@@ -60,7 +60,7 @@ fn all_keys(db: &Tenure, key: &[u8], range_end: &[u8]) -> Result<Vec<KeyValue>, 
 }
 
 /// Writes lines to stdout; a closed pipe (`| head`) ends quietly.
-fn emit(lines: impl IntoIterator<Item = String>) {
+pub(crate) fn emit(lines: impl IntoIterator<Item = String>) {
     let out = std::io::stdout();
     let mut out = out.lock();
     for l in lines {

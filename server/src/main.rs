@@ -1,12 +1,15 @@
 //! `tenure`: serve a tenure database over etcd's v3 gRPC API, or inspect one that is not open.
 //!
 //! Exit codes: 0 success; 1 the database could not be opened or served (already open, corrupt,
-//! storage error, listener could not be bound); 2 bad command line (clap); 3 (`get`) no key
-//! matched.
+//! storage error, listener could not be bound), or a file could not be read or written; 2 bad
+//! command line (clap); 3 (`get`) no key matched; 4 (`snapshot restore|status`) the saved
+//! snapshot's checksum does not match.
 
+mod backup;
 mod convert;
 mod coordination;
 mod inspect;
+mod maintenance;
 mod serve;
 mod service;
 mod watch;
@@ -25,8 +28,9 @@ pub const ETCD_API_VERSION: &str = "3.5.0";
     name = "tenure",
     version,
     about = "Serve a tenure database over etcd's v3 gRPC API, or inspect one offline",
-    after_help = "Exit codes: 0 ok, 1 the database could not be opened or served, \
-                  2 bad usage, 3 `get` found no key."
+    after_help = "Exit codes: 0 ok, 1 the database could not be opened or served (or a file \
+                  could not be read or written), 2 bad usage, 3 `get` found no key, \
+                  4 a saved snapshot's checksum does not match."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -71,6 +75,53 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Back up a database that is not open (FILE OUT), or restore or inspect a saved snapshot
+    Snapshot(SnapshotCmd),
+}
+
+/// `tenure snapshot FILE OUT`, `tenure snapshot restore SAVED OUT`, `tenure snapshot status SAVED`.
+#[derive(clap::Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = "FILE OUT writes a consistent copy of FILE (a database no process has open; \
+                  for a served one use `etcdctl snapshot save`) to OUT, atomically.\n\
+                  A saved snapshot is a tenure file or a file written by `etcdctl snapshot save` \
+                  from `tenure serve` (its trailing SHA-256 is checked and stripped).\n\
+                  Exit codes: 0 ok, 1 a file could not be read or written (or is not a tenure \
+                  snapshot), 2 bad usage, 4 checksum mismatch."
+)]
+struct SnapshotCmd {
+    #[command(subcommand)]
+    action: Option<SnapshotAction>,
+    /// The database file (no process may have it open)
+    #[arg(required = true)]
+    file: Option<PathBuf>,
+    /// Where to write the copy (replaced atomically if it exists)
+    #[arg(required = true)]
+    out: Option<PathBuf>,
+    /// One JSON object
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum SnapshotAction {
+    /// Turn a saved snapshot into a database file OUT (which must not exist)
+    Restore {
+        /// The saved snapshot
+        saved: PathBuf,
+        /// The database file to create
+        out: PathBuf,
+    },
+    /// Revision, keys, leases and size of a saved snapshot (its checksum is checked)
+    Status {
+        /// The saved snapshot
+        saved: PathBuf,
+        /// One JSON object
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -86,5 +137,12 @@ fn main() -> ExitCode {
         } => inspect::get(&file, &key, prefix, json),
         Cmd::Dump { file } => inspect::dump(&file),
         Cmd::Stats { file, json } => inspect::stats(&file, json),
+        Cmd::Snapshot(s) => match (s.action, s.file, s.out) {
+            (Some(SnapshotAction::Restore { saved, out }), _, _) => backup::restore(&saved, &out),
+            (Some(SnapshotAction::Status { saved, json }), _, _) => backup::status(&saved, json),
+            (None, Some(file), Some(out)) => backup::snapshot(&file, &out, s.json),
+            // clap requires FILE and OUT without a subcommand.
+            (None, _, _) => ExitCode::from(2),
+        },
     }
 }

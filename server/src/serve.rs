@@ -25,7 +25,8 @@ use crate::convert::Ids;
 use crate::coordination::electionpb::election_server::ElectionServer;
 use crate::coordination::lockpb::lock_server::LockServer;
 use crate::coordination::{Elections, Lock};
-use crate::service::{Cluster, Ctx, Kv, Lease, Maintenance};
+use crate::maintenance::Maintenance;
+use crate::service::{Cluster, Ctx, Kv, Lease};
 use crate::watch::Watch;
 
 /// gRPC framing overhead allowed on top of `--max-request-bytes` (as etcd does).

@@ -1,4 +1,5 @@
-//! etcd's KV, Lease, Maintenance and Cluster services over one `Tenure` (SPEC E2, E3, E6).
+//! etcd's KV, Lease and Cluster services over one `Tenure` (SPEC E2, E3, E6); Maintenance is in
+//! `maintenance.rs`.
 //!
 //! Engine calls that may wait for a commit run on tokio's blocking pool; a panic there becomes
 //! an `Internal` status, never a dead connection. Renew never touches the disk and runs inline.
@@ -325,87 +326,6 @@ impl PbLeaseService for Lease {
             header: self.0.ids.header(rev),
             leases: ids.into_iter().map(|id| PbLeaseStatus { id }).collect(),
         }))
-    }
-}
-
-#[derive(Clone)]
-pub(crate) struct Maintenance(pub Arc<Ctx>);
-
-#[tonic::async_trait]
-impl PbMaintenanceService for Maintenance {
-    /// No alarm is ever raised (no space quota, no corruption check across members).
-    async fn alarm(
-        &self,
-        _req: Request<PbAlarmRequest>,
-    ) -> Result<Response<PbAlarmResponse>, Status> {
-        Ok(Response::new(PbAlarmResponse {
-            header: self.0.ids.header(self.0.db.revision()),
-            alarms: Vec::new(),
-        }))
-    }
-
-    async fn status(
-        &self,
-        _req: Request<PbStatusRequest>,
-    ) -> Result<Response<PbStatusResponse>, Status> {
-        let rev = self.0.db.revision();
-        let db_size = std::fs::metadata(&self.0.path).map_or(0, |m| m.len() as i64);
-        Ok(Response::new(PbStatusResponse {
-            header: self.0.ids.header(rev),
-            version: crate::ETCD_API_VERSION.into(),
-            db_size,
-            leader: self.0.ids.member,
-            raft_index: rev as u64,
-            raft_term: 1,
-            raft_applied_index: rev as u64,
-            errors: Vec::new(),
-            db_size_in_use: db_size,
-            is_learner: false,
-            storage_version: String::new(),
-            db_size_quota: 0,
-            downgrade_info: None,
-        }))
-    }
-
-    async fn defragment(
-        &self,
-        _req: Request<PbDefragmentRequest>,
-    ) -> Result<Response<PbDefragmentResponse>, Status> {
-        Err(unimplemented("Maintenance.Defragment"))
-    }
-
-    async fn hash(&self, _req: Request<PbHashRequest>) -> Result<Response<PbHashResponse>, Status> {
-        Err(unimplemented("Maintenance.Hash"))
-    }
-
-    async fn hash_kv(
-        &self,
-        _req: Request<PbHashKvRequest>,
-    ) -> Result<Response<PbHashKvResponse>, Status> {
-        Err(unimplemented("Maintenance.HashKV"))
-    }
-
-    type SnapshotStream = BoxStream<PbSnapshotResponse>;
-
-    async fn snapshot(
-        &self,
-        _req: Request<PbSnapshotRequest>,
-    ) -> Result<Response<Self::SnapshotStream>, Status> {
-        Err(unimplemented("Maintenance.Snapshot"))
-    }
-
-    async fn move_leader(
-        &self,
-        _req: Request<PbMoveLeaderRequest>,
-    ) -> Result<Response<PbMoveLeaderResponse>, Status> {
-        Err(unimplemented("Maintenance.MoveLeader"))
-    }
-
-    async fn downgrade(
-        &self,
-        _req: Request<PbDowngradeRequest>,
-    ) -> Result<Response<PbDowngradeResponse>, Status> {
-        Err(unimplemented("Maintenance.Downgrade"))
     }
 }
 

@@ -256,9 +256,9 @@ fn e6_endpoint_status_health_and_member_list() {
         members.contains("started, tenure") && members.contains(&s.url()),
         "{members}"
     );
-    let unsupported = s.etcdctl(&["defrag"]);
+    let unsupported = s.etcdctl(&["member", "add", "second", "--peer-urls=http://127.0.0.1:1"]);
     assert!(String::from_utf8_lossy(&unsupported.stderr)
-        .contains("tenure serve does not implement Maintenance.Defragment"));
+        .contains("tenure serve does not implement Cluster.MemberAdd"));
 }
 
 #[test]

@@ -1,0 +1,216 @@
+//! etcd's Maintenance service (SPEC E6, E11): Status and Alarm, Snapshot (the stream
+//! `etcdctl snapshot save` expects), Hash and HashKV (SPEC D9's checksums), Defragment.
+//!
+//! Snapshot stream, as etcd sends it: the database file in chunks, each with the bytes still to
+//! come in `remaining_bytes`, then one last message whose blob is the SHA-256 of everything
+//! before it. `etcdctl snapshot save` appends every blob to its file and refuses a file whose
+//! length is not a multiple of 512 plus 32, so the file streamed is whole pages.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use etcd_client::proto::*;
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use crate::convert::{self, msg};
+use crate::service::{blocking, BoxStream, Ctx};
+
+/// Bytes per snapshot message, as etcd.
+const CHUNK: usize = 32 * 1024;
+
+#[derive(Clone)]
+pub(crate) struct Maintenance(pub Arc<Ctx>);
+
+/// Where a streamed snapshot is built: a hidden name beside the database (same filesystem, so
+/// the space check is the database's), removed once opened.
+fn stream_file(db: &Path) -> PathBuf {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let name = db
+        .file_name()
+        .map_or("tenure".into(), |n| n.to_string_lossy());
+    db.with_file_name(format!(
+        ".{name}.serve-snapshot-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+impl Maintenance {
+    /// Takes the snapshot and sends it down `tx`; returns the error to end the stream with.
+    fn send_snapshot(
+        ctx: &Ctx,
+        tx: &mpsc::Sender<Result<PbSnapshotResponse, Status>>,
+    ) -> Result<(), Status> {
+        let path = stream_file(&ctx.path);
+        let info = ctx.db.snapshot(&path).map_err(convert::status)?;
+        let file = std::fs::File::open(&path);
+        let _ = std::fs::remove_file(&path); // the open file keeps its data
+        let mut file = file.map_err(|e| Status::internal(format!("etcdserver: {e}")))?;
+        let total = info.bytes;
+        if total % 512 != 0 {
+            return Err(Status::internal(format!(
+                "etcdserver: snapshot of {total} bytes is not whole 512-byte sectors"
+            )));
+        }
+        tracing::info!(revision = info.revision, bytes = total, "sending snapshot");
+        let mut sha = Sha256::new();
+        let mut sent = 0u64;
+        while sent < total {
+            let mut buf = vec![0u8; CHUNK.min((total - sent) as usize)];
+            file.read_exact(&mut buf)
+                .map_err(|e| Status::internal(format!("etcdserver: {e}")))?;
+            sha.update(&buf);
+            sent += buf.len() as u64;
+            let resp = PbSnapshotResponse {
+                header: ctx.ids.header(info.revision),
+                remaining_bytes: total - sent,
+                blob: buf,
+                version: crate::ETCD_API_VERSION.into(),
+            };
+            if tx.blocking_send(Ok(resp)).is_err() {
+                return Ok(()); // the client went away
+            }
+        }
+        let _ = tx.blocking_send(Ok(PbSnapshotResponse {
+            header: ctx.ids.header(info.revision),
+            remaining_bytes: 0,
+            blob: sha.finalize().to_vec(),
+            version: crate::ETCD_API_VERSION.into(),
+        }));
+        Ok(())
+    }
+}
+
+/// etcd's reply to a Maintenance call that a single member has no use for: the text of the
+/// Go stub of a method that is not implemented.
+fn unimplemented(method: &str) -> Status {
+    Status::unimplemented(format!("method {method} not implemented"))
+}
+
+#[tonic::async_trait]
+impl PbMaintenanceService for Maintenance {
+    /// No alarm is ever raised (no space quota, no corruption check across members).
+    async fn alarm(
+        &self,
+        _req: Request<PbAlarmRequest>,
+    ) -> Result<Response<PbAlarmResponse>, Status> {
+        Ok(Response::new(PbAlarmResponse {
+            header: self.0.ids.header(self.0.db.revision()),
+            alarms: Vec::new(),
+        }))
+    }
+
+    /// `db_size` is the file's length, `db_size_in_use` the bytes of its pages in use (D10).
+    async fn status(
+        &self,
+        _req: Request<PbStatusRequest>,
+    ) -> Result<Response<PbStatusResponse>, Status> {
+        let ctx = self.0.clone();
+        let size = blocking(move || ctx.db.storage_size().map_err(convert::status)).await?;
+        let rev = self.0.db.revision();
+        Ok(Response::new(PbStatusResponse {
+            header: self.0.ids.header(rev),
+            version: crate::ETCD_API_VERSION.into(),
+            db_size: size.file_bytes as i64,
+            leader: self.0.ids.member,
+            raft_index: rev as u64,
+            raft_term: 1,
+            raft_applied_index: rev as u64,
+            errors: Vec::new(),
+            db_size_in_use: size.in_use_bytes as i64,
+            is_learner: false,
+            storage_version: String::new(),
+            db_size_quota: 0,
+            downgrade_info: None,
+        }))
+    }
+
+    async fn defragment(
+        &self,
+        _req: Request<PbDefragmentRequest>,
+    ) -> Result<Response<PbDefragmentResponse>, Status> {
+        let ctx = self.0.clone();
+        let size = blocking(move || ctx.db.defragment().map_err(convert::status)).await?;
+        tracing::info!(bytes = size.file_bytes, "defragmented");
+        Ok(Response::new(PbDefragmentResponse {
+            header: self.0.ids.header(self.0.db.revision()),
+        }))
+    }
+
+    /// SPEC D9's `all` checksum at the durable revision.
+    async fn hash(&self, _req: Request<PbHashRequest>) -> Result<Response<PbHashResponse>, Status> {
+        let ctx = self.0.clone();
+        let h = blocking(move || ctx.db.content_hash().map_err(convert::status)).await?;
+        Ok(Response::new(PbHashResponse {
+            header: self.0.ids.header(h.revision.max(1)),
+            hash: h.all,
+        }))
+    }
+
+    /// SPEC D9's `kv` checksum. Only the current state is kept: revision 0 or the current one
+    /// is hashed, an older one is compacted and a later one is in the future (as Range, E2).
+    async fn hash_kv(
+        &self,
+        req: Request<PbHashKvRequest>,
+    ) -> Result<Response<PbHashKvResponse>, Status> {
+        let want = req.into_inner().revision;
+        let ctx = self.0.clone();
+        let h = blocking(move || ctx.db.content_hash().map_err(convert::status)).await?;
+        // The server starts at revision 1 (DESIGN); an empty file still says 0.
+        let rev = h.revision.max(1);
+        if want > rev {
+            return Err(Status::out_of_range(msg::FUTURE_REV));
+        }
+        if want != 0 && want < rev {
+            return Err(Status::out_of_range(msg::COMPACTED));
+        }
+        Ok(Response::new(PbHashKvResponse {
+            header: self.0.ids.header(rev),
+            hash: h.kv,
+            compact_revision: rev,
+            hash_revision: rev,
+        }))
+    }
+
+    type SnapshotStream = BoxStream<PbSnapshotResponse>;
+
+    async fn snapshot(
+        &self,
+        _req: Request<PbSnapshotRequest>,
+    ) -> Result<Response<Self::SnapshotStream>, Status> {
+        let (tx, rx) = mpsc::channel(4);
+        let ctx = self.0.clone();
+        tokio::task::spawn_blocking(move || {
+            let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                Maintenance::send_snapshot(&ctx, &tx)
+            }));
+            let err = match sent {
+                Ok(Ok(())) => return,
+                Ok(Err(status)) => status,
+                Err(_) => Status::internal("etcdserver: internal error in tenure serve"),
+            };
+            tracing::warn!("snapshot failed: {}", err.message());
+            let _ = tx.blocking_send(Err(err));
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn move_leader(
+        &self,
+        _req: Request<PbMoveLeaderRequest>,
+    ) -> Result<Response<PbMoveLeaderResponse>, Status> {
+        Err(unimplemented("MoveLeader"))
+    }
+
+    async fn downgrade(
+        &self,
+        _req: Request<PbDowngradeRequest>,
+    ) -> Result<Response<PbDowngradeResponse>, Status> {
+        Err(unimplemented("Downgrade"))
+    }
+}

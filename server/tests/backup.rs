@@ -1,0 +1,370 @@
+//! SPEC E11 (Maintenance: Snapshot, Hash, HashKV, Defragment, Status sizes) with etcdctl
+//! against `tenure serve`, and E12 (`tenure snapshot FILE OUT | restore | status`).
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use common::{temp_db, Server};
+use tenure::Tenure;
+
+fn tenure_cli(args: &[&str]) -> Output {
+    Command::new(common::bin()).args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("{e}: {s}"))
+}
+
+/// `etcdctl endpoint status -w json` → (dbSize, dbSizeInUse).
+fn db_sizes(s: &Server) -> (i64, i64) {
+    let v = json(&s.ok(&["endpoint", "status", "-w", "json"]));
+    let st = &v[0]["Status"];
+    (
+        st["dbSize"].as_i64().unwrap(),
+        st["dbSizeInUse"].as_i64().unwrap(),
+    )
+}
+
+/// `etcdctl endpoint hashkv -w json` → (hash, revision).
+fn hashkv(s: &Server) -> (u64, i64) {
+    let v = json(&s.ok(&["endpoint", "hashkv", "-w", "json"]));
+    let h = &v[0]["HashKV"];
+    (
+        h["hash"].as_u64().unwrap(),
+        h["header"]["revision"].as_i64().unwrap(),
+    )
+}
+
+/// Runs `f` while a client writes keys `w/NNNNNN` as fast as the server acknowledges them;
+/// returns what `f` returned and every acknowledged (key, revision).
+fn with_writer<T>(s: &Server, f: impl FnOnce() -> T) -> (T, Vec<(String, i64)>) {
+    let client = Tenure::connect(&s.url()).unwrap();
+    let acked = Mutex::new(Vec::new());
+    let count = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let out = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            let mut n = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                let key = format!("w/{n:06}");
+                let rev = client.put(&key, "v", None).unwrap();
+                acked.lock().unwrap().push((key, rev));
+                count.fetch_add(1, Ordering::SeqCst);
+                n += 1;
+            }
+        });
+        while count.load(Ordering::SeqCst) < 20 {
+            std::thread::yield_now();
+        }
+        let out = f();
+        let from = count.load(Ordering::SeqCst);
+        // The writer still gets writes through afterwards.
+        while count.load(Ordering::SeqCst) < from + 5 {
+            std::thread::yield_now();
+        }
+        stop.store(true, Ordering::SeqCst);
+        out
+    });
+    (out, acked.into_inner().unwrap())
+}
+
+fn open_standby(path: &Path) -> Tenure {
+    Tenure::builder().path(path).primary(false).open().unwrap()
+}
+
+#[test]
+fn e11_etcdctl_snapshot_save_under_a_writer_restores_every_write_up_to_its_revision_and_none_after()
+{
+    let (dir, db) = temp_db();
+    let s = Server::start(&db, &[]);
+    let saved = dir.path().join("saved.db");
+    let (out, acked) = with_writer(&s, || {
+        s.etcdctl(&["snapshot", "save", saved.to_str().unwrap()])
+    });
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("Snapshot saved"));
+    // etcdctl's own check: whole sectors plus the 32-byte SHA-256.
+    assert_eq!(std::fs::metadata(&saved).unwrap().len() % 512, 32);
+
+    let restored = dir.path().join("restored.tenure");
+    let o = tenure_cli(&[
+        "snapshot",
+        "restore",
+        saved.to_str().unwrap(),
+        restored.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("checksum ok"),
+        "{}",
+        text(&o.stdout)
+    );
+    let copy = open_standby(&restored);
+    let rev = copy.revision();
+    let last = acked.last().unwrap().1;
+    assert!(
+        rev >= acked[19].1 && rev < last,
+        "snapshot at {rev}, writes up to {last}"
+    );
+    let mut before = 0;
+    for (key, r) in &acked {
+        let got = copy.get(key).unwrap();
+        if *r <= rev {
+            before += 1;
+            assert_eq!(got.map(|kv| kv.mod_revision), Some(*r), "{key} missing");
+        } else {
+            assert!(
+                got.is_none(),
+                "{key} (revision {r}) is after the snapshot at {rev}"
+            );
+        }
+    }
+    assert_eq!(copy.stats().keys, before);
+    drop(copy);
+    // No temporary file is left beside the database.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}
+
+#[test]
+fn e11_endpoint_hashkv_is_equal_before_and_after_a_restart_and_follows_the_contents() {
+    let (_dir, db) = temp_db();
+    let s = Server::start(&db, &[]);
+    for i in 0..20 {
+        s.ok(&["put", &format!("k{i:02}"), &format!("value {i}")]);
+    }
+    let (h1, rev) = hashkv(&s);
+    assert_eq!(hashkv(&s), (h1, rev));
+    assert_eq!(s.terminate().code(), Some(0));
+    let s = Server::start(&db, &[]);
+    assert_eq!(hashkv(&s), (h1, rev));
+    // An older revision is not kept (E2): compacted; a later one is in the future.
+    let old = s.etcdctl(&["endpoint", "hashkv", "--rev", &(rev - 1).to_string()]);
+    assert!(
+        text(&old.stderr).contains("compacted"),
+        "{}",
+        text(&old.stderr)
+    );
+    let future = s.etcdctl(&["endpoint", "hashkv", "--rev", &(rev + 1).to_string()]);
+    assert!(
+        text(&future.stderr).contains("future"),
+        "{}",
+        text(&future.stderr)
+    );
+    s.ok(&["put", "k00", "changed"]);
+    let (h2, rev2) = hashkv(&s);
+    assert_ne!(h2, h1);
+    assert_eq!(rev2, rev + 1);
+}
+
+#[test]
+fn e11_defrag_under_a_writer_loses_no_acknowledged_write_and_shrinks_a_file_of_deleted_keys() {
+    let (_dir, db) = temp_db();
+    let s = Server::start(&db, &[]);
+    let client = Tenure::connect(&s.url()).unwrap();
+    let value = "x".repeat(4000);
+    std::thread::scope(|sc| {
+        for t in 0..4 {
+            let (client, value) = (&client, &value);
+            sc.spawn(move || {
+                for i in 0..300 {
+                    client.put(format!("big/{t}/{i:04}"), value, None).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(client.delete_prefix("big/").unwrap(), 1200);
+    let (size, in_use) = db_sizes(&s);
+    assert!(size > 4_000_000, "{size}");
+    assert!(in_use < size / 2, "in use {in_use} of {size}");
+    let (out, acked) = with_writer(&s, || s.etcdctl(&["defrag"]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (after, in_use_after) = db_sizes(&s);
+    assert!(after < size / 2, "{size} -> {after}");
+    assert!(in_use_after <= after);
+    assert_eq!(std::fs::metadata(&db).unwrap().len() as i64, after);
+    for (key, _) in &acked {
+        assert!(client.get(key).unwrap().is_some(), "{key} lost");
+    }
+    drop(client);
+    assert_eq!(s.terminate().code(), Some(0));
+    let reopened = open_standby(&db);
+    assert_eq!(reopened.stats().keys, acked.len() as u64);
+}
+
+#[test]
+fn e11_move_leader_and_downgrade_are_unimplemented_with_etcds_message() {
+    let (_dir, db) = temp_db();
+    let s = Server::start(&db, &[]);
+    let out = s.etcdctl(&["move-leader", "1234"]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("code = Unimplemented desc = method MoveLeader not implemented"),
+        "{err}"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let e = rt.block_on(async {
+        let c = etcd_client::Client::connect([s.url()], None).await.unwrap();
+        c.maintenance_client()
+            .downgrade(etcd_client::DowngradeOptions::Validate("3.4.0".into()))
+            .await
+            .unwrap_err()
+    });
+    match e {
+        etcd_client::Error::GRpcStatus(st) => {
+            assert_eq!(st.code(), tonic::Code::Unimplemented);
+            assert_eq!(st.message(), "method Downgrade not implemented");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn e12_snapshot_cli_copies_a_closed_file_restores_and_reports_with_documented_exit_codes() {
+    let (dir, db) = temp_db();
+    let s = Server::start(&db, &[]);
+    s.ok(&["put", "a", "1"]);
+    let lease = s.ok(&["lease", "grant", "600"]);
+    let hex = lease.split_whitespace().nth(1).unwrap().to_string();
+    s.ok(&["put", "b", "2", "--lease", &hex]);
+    let f = db.to_str().unwrap();
+    let copy = dir.path().join("copy.tenure");
+    let c = copy.to_str().unwrap();
+    // The file is open by the server: refused, naming the file and the cause.
+    let o = tenure_cli(&["snapshot", f, c]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("already open") && text(&o.stderr).contains(f));
+    assert!(!copy.exists());
+    let saved = dir.path().join("saved.db");
+    s.ok(&["snapshot", "save", saved.to_str().unwrap()]);
+    assert_eq!(s.terminate().code(), Some(0));
+
+    let o = tenure_cli(&["snapshot", f, c, "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v = json(&text(&o.stdout));
+    assert_eq!(
+        (v["keys"].as_u64(), v["leases"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(
+        v["bytes"].as_u64(),
+        Some(std::fs::metadata(&copy).unwrap().len())
+    );
+
+    for (file, checksum) in [(saved.to_str().unwrap(), true), (c, false)] {
+        let o = tenure_cli(&["snapshot", "status", file, "--json"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let v = json(&text(&o.stdout));
+        assert_eq!(
+            (
+                v["keys"].as_u64(),
+                v["leases"].as_u64(),
+                v["checksum"].as_bool()
+            ),
+            (Some(2), Some(1), Some(checksum))
+        );
+        assert_eq!(
+            v["revision"].as_i64(),
+            v["revision"].as_i64().filter(|r| *r >= 3)
+        );
+    }
+    let o = tenure_cli(&["snapshot", "status", saved.to_str().unwrap()]);
+    assert!(
+        text(&o.stdout).contains("checksum: SHA-256 ok"),
+        "{}",
+        text(&o.stdout)
+    );
+
+    // Restore refuses an existing file, a damaged snapshot (4) and a file that is no snapshot.
+    let o = tenure_cli(&["snapshot", "restore", saved.to_str().unwrap(), c]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("already exists"),
+        "{}",
+        text(&o.stderr)
+    );
+    let mut bytes = std::fs::read(&saved).unwrap();
+    bytes[4096] ^= 0xff;
+    let damaged = dir.path().join("damaged.db");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let out = dir.path().join("out.tenure");
+    let o = tenure_cli(&[
+        "snapshot",
+        "restore",
+        damaged.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("checksum mismatch") && text(&o.stderr).contains("damaged.db")
+    );
+    assert!(!out.exists());
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, b"not a database").unwrap();
+    let o = tenure_cli(&[
+        "snapshot",
+        "restore",
+        junk.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("not a tenure snapshot"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!out.exists());
+    let o = tenure_cli(&[
+        "snapshot",
+        "status",
+        dir.path().join("missing").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("missing"));
+
+    let o = tenure_cli(&[
+        "snapshot",
+        "restore",
+        saved.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let db2 = open_standby(&out);
+    assert_eq!(db2.get("a").unwrap().unwrap().value, b"1");
+    assert_eq!(
+        db2.lease_of("b").unwrap().get(),
+        i64::from_str_radix(&hex, 16).unwrap()
+    );
+    drop(db2);
+    let leftovers: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    for args in [
+        &["snapshot", "--help"][..],
+        &["snapshot", "restore", "--help"],
+        &["snapshot", "status", "--help"],
+    ] {
+        assert!(tenure_cli(args).status.success());
+    }
+    assert_eq!(tenure_cli(&["snapshot", f]).status.code(), Some(2));
+}
