@@ -20,7 +20,7 @@ use tenure::{Error, ExpiredLease, Interest, Next, Pollable, Source};
 use crate::convert::{bytes_arg, opt_secs_arg, timeout};
 use crate::errors::{err, panic_to_py, to_py};
 use crate::iter::{PyExpiredIter, PyWatcher};
-use crate::runtime::{lock, pool, ForkSafe};
+use crate::runtime::{attach, lock, pool, ForkSafe};
 use crate::sync::{PyElection, PyLeadership, PyLockGuard, PyMutex, PyObserver, PySession};
 use crate::types::{PyEvent, PyExpiredLease, PyKeyValue};
 
@@ -58,7 +58,7 @@ where
     let wait = make(Wait::from(timeout).with_stop(&stop));
     pool()?.submit(wait, move |r| {
         let mut result = Some(r);
-        Python::try_attach(|py| {
+        attach(|py| {
             let Some(r) = result.take() else { return };
             let (ok, value) = match r {
                 Ok(Ok(v)) => match convert(py, v) {

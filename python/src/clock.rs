@@ -8,6 +8,7 @@ use tenure::{Clock, ManualClock};
 
 use crate::convert::{seconds, secs_arg, secs_f64};
 use crate::errors::blocking;
+use crate::repr::Repr;
 
 /// A clock that moves only when told to; pass it to `tenure.open(clock=...)`.
 ///
@@ -73,7 +74,9 @@ impl PyManualClock {
         secs_f64(self.inner.now())
     }
 
-    fn __repr__(&self) -> String {
-        format!("tenure.ManualClock(now={:?})", secs_f64(self.inner.now()))
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "ManualClock")
+            .field("now", secs_f64(self.inner.now()))
+            .finish()
     }
 }

@@ -15,6 +15,7 @@ use crate::handle::PyTenure;
 use crate::iter::{PyExpiredIter, PyWatcher};
 use crate::lease::PyLease;
 use crate::lease::{lease_arg, opt_lease_arg};
+use crate::repr::Repr;
 use crate::runtime::ForkSafe;
 use crate::txn::{PyCompare, PyOp};
 use crate::types::{PyKeyValue, PyLeaseInfo, PySnapshotInfo, PyTxnResponse};
@@ -50,6 +51,10 @@ fn recovery_arg(recovery: &str, extend: f64) -> PyResult<Recovery> {
 /// lease restarts from its checkpointed remaining TTL plus `extend` seconds); `min_ttl`,
 /// `checkpoint_interval`, `expired_retry_interval` in seconds; `primary`; `auto_revoke`;
 /// `clock`, a `tenure.ManualClock` for tests.
+///
+/// Raises `tenure.AlreadyOpen` if this process has the file open already, `tenure.Corrupt` for
+/// a damaged file (never written), `tenure.StorageError` (an `OSError`) if it cannot be read or
+/// created, `tenure.InvalidArgument` for a bad option.
 #[pyfunction]
 #[pyo3(signature = (
     path=None, *, durability="immediate", flush_interval=0.01, recovery="wall", extend=0.0,
@@ -193,7 +198,8 @@ impl PyTenure {
         blocking(py, || e.attach(id, &keys))
     }
 
-    /// Detaches one key or an iterable of keys from a lease.
+    /// Detaches one key or an iterable of keys from a lease (they then live on). Raises
+    /// `tenure.LeaseNotFound` if there is no such lease. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
     fn detach(
         &self,
         py: Python<'_>,
@@ -213,7 +219,8 @@ impl PyTenure {
         blocking(py, || Ok(e.lease_of(&key).map(LeaseId::get)))
     }
 
-    /// Records a remaining TTL (seconds) used by the next promote or reopen, durably.
+    /// Records a remaining TTL (seconds) used by the next promote or reopen, durably. Raises
+    /// `tenure.LeaseNotFound` if there is no such lease. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
     fn checkpoint(
         &self,
         py: Python<'_>,
@@ -226,7 +233,8 @@ impl PyTenure {
         blocking(py, || e.checkpoint(id, remaining))
     }
 
-    /// Becomes primary: every deadline = now + extend + (checkpointed remaining, else TTL).
+    /// Becomes primary: every deadline = now + `extend` seconds + (checkpointed remaining, else
+    /// TTL). Raises `tenure.InvalidArgument` for a negative `extend`. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
     #[pyo3(signature = (extend=0.0))]
     fn promote(
         &self,
@@ -315,7 +323,7 @@ impl PyTenure {
         blocking(py, || e.delete(&key))
     }
 
-    /// Deletes every key starting with `prefix`; returns how many.
+    /// Deletes every key starting with `prefix`; returns how many. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
     fn delete_prefix(&self, py: Python<'_>, prefix: &Bound<'_, PyAny>) -> PyResult<u64> {
         let prefix = bytes_arg(prefix, "prefix")?;
         let e = self.engine()?;
@@ -330,7 +338,9 @@ impl PyTenure {
     }
 
     /// Runs a transaction: if every `compare` holds, the `success` operations, else the
-    /// `failure` ones; atomically, at one revision. Build the parts with `tenure.txn`.
+    /// `failure` ones; atomically, at one revision. Build the parts with `tenure.txn`. Raises
+    /// `tenure.LeaseNotFound` if a put names a lease that does not exist (nothing is applied).
+    /// Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
     #[pyo3(signature = (compare=None, success=None, failure=None))]
     fn txn(
         &self,
@@ -399,6 +409,7 @@ impl PyTenure {
 
     /// A session (SPEC S1): a lease of `ttl` seconds renewed by a native thread every
     /// `keepalive_interval` seconds (default TTL/3). A context manager whose exit revokes it.
+    /// Raises `tenure.InvalidArgument` for a TTL or interval that is not positive. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
     #[pyo3(signature = (ttl=10.0, keepalive_interval=None))]
     fn session(
         slf: &Bound<'_, Self>,
@@ -408,7 +419,9 @@ impl PyTenure {
         crate::sync::PySession::open(slf, ttl, keepalive_interval)
     }
 
-    /// Resumes a session on an existing lease (a `Lease` or an int ID) and renews it again.
+    /// Resumes a session on an existing lease (a `Lease` or an int ID) and renews it again,
+    /// every `keepalive_interval` seconds (default TTL/3). Raises `tenure.LeaseNotFound` if the
+    /// lease is gone, `tenure.Closed` after close.
     #[pyo3(signature = (lease, keepalive_interval=None))]
     fn resume_session(
         slf: &Bound<'_, Self>,
@@ -521,14 +534,9 @@ impl PyTenure {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        let state = if self.closed(py).unwrap_or(true) {
-            "closed"
-        } else {
-            "open"
-        };
-        match &self.path {
-            Some(p) => format!("<tenure.Tenure {:?} {state}>", p.display().to_string()),
-            None => format!("<tenure.Tenure in memory {state}>"),
-        }
+        Repr::new(py, "Tenure")
+            .field("path", self.path.as_ref().map(|p| p.display().to_string()))
+            .field("closed", self.closed(py).unwrap_or(true))
+            .finish()
     }
 }

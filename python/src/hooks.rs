@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
 use crate::handle::PyTenure;
+use crate::runtime;
 
 static LIVE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
@@ -35,20 +36,25 @@ fn handles<'py>(py: Python<'py>) -> PyResult<Vec<Bound<'py, PyTenure>>> {
     Ok(out)
 }
 
-/// `atexit`: closes every handle still open. Errors are not raised at exit.
+/// `atexit`: closes every handle still open. Errors are not raised at exit. Engine threads stop
+/// entering the interpreter first (what closing ends is not delivered to Python), and those
+/// inside it are waited for, so none runs Python code while the interpreter finalizes.
 #[pyfunction]
 pub(crate) fn _close_all(py: Python<'_>) {
+    runtime::stop_attaching();
     if let Ok(hs) = handles(py) {
         for h in hs {
             let _ = h.call_method0("close");
         }
     }
+    runtime::wait_detached(py, std::time::Duration::from_secs(2));
 }
 
 /// `os.register_at_fork(after_in_child=...)`: closes the child's copies of the descriptors of
 /// every database file open in the parent. Nothing of the engines is run.
 #[pyfunction]
 pub(crate) fn _after_fork_in_child(py: Python<'_>) {
+    runtime::reset_attached_after_fork();
     let Ok(hs) = handles(py) else { return };
     let files: Vec<std::path::PathBuf> = hs.iter().filter_map(|h| h.get().file.clone()).collect();
     if !files.is_empty() {

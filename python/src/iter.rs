@@ -13,6 +13,7 @@ use tenure::{Error, ExpiredLease, Watcher};
 use crate::convert::{opt_secs_arg, timeout};
 use crate::errors::{blocking, err};
 use crate::handle::PyTenure;
+use crate::repr::Repr;
 use crate::runtime::{deadline, drop_detached, lock, sliced, ForkSafe};
 use crate::types::{PyEvent, PyExpiredLease};
 
@@ -73,6 +74,12 @@ impl PyExpiredIter {
 impl PyExpiredIter {
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "ExpiredIterator")
+            .field("timeout", self.timeout.map(|t| t.as_secs_f64()))
+            .finish()
     }
 
     /// The next batch; waits at most the iterator's timeout, then raises `tenure.Timeout`.
@@ -202,5 +209,12 @@ impl PyWatcher {
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
         self.cancel(py)?;
         Ok(false)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "Watcher")
+            .field("timeout", self.timeout.map(|t| t.as_secs_f64()))
+            .field("cancelled", self.cancelled(py).unwrap_or(true))
+            .finish()
     }
 }

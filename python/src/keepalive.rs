@@ -10,6 +10,7 @@ use tenure::KeepAlive;
 use crate::convert::seconds;
 use crate::errors::{blocking, to_py};
 use crate::handle::PyTenure;
+use crate::repr::Repr;
 use crate::runtime::{drop_detached, lock, ForkSafe};
 
 /// Renews a lease on a native thread (every `interval`, default TTL/3) until `stop()`, the end
@@ -79,7 +80,8 @@ impl PyKeepAlive {
         Ok(e.map(|e| to_py(py, e).into_value(py).into_any()))
     }
 
-    /// Stops renewing and waits for the thread to end; the lease is left as it is. Idempotent.
+    /// Stops renewing and waits for the thread to end; the lease is left as it is. Idempotent;
+    /// never raises (a failed renew is in `error`).
     fn stop(&self, py: Python<'_>) -> PyResult<()> {
         let Ok(inner) = self.inner.get() else {
             return Ok(());
@@ -104,11 +106,9 @@ impl PyKeepAlive {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        let alive = self.is_alive(py).unwrap_or(false);
-        format!(
-            "<tenure.KeepAlive lease={} {}>",
-            self.lease_id,
-            if alive { "alive" } else { "stopped" }
-        )
+        Repr::new(py, "KeepAlive")
+            .field("lease_id", self.lease_id)
+            .field("alive", self.is_alive(py).unwrap_or(false))
+            .finish()
     }
 }

@@ -10,6 +10,7 @@ use crate::convert::{opt_secs_arg, secs_f64, type_name};
 use crate::errors::invalid;
 use crate::handle::PyTenure;
 use crate::keepalive::PyKeepAlive;
+use crate::repr::Repr;
 use crate::types::PyLeaseInfo;
 
 /// A lease returned by `Tenure.grant()`. It is also accepted wherever a lease ID (`int`) is,
@@ -41,23 +42,29 @@ impl PyLease {
         self.db.clone_ref(py)
     }
 
-    /// Renews the lease (deadline = now + TTL); returns the TTL in seconds.
+    /// Renews the lease (deadline = now + TTL); returns the TTL in seconds. Raises
+    /// `tenure.LeaseNotFound` once the lease is gone, `tenure.NotPrimary` on a standby,
+    /// `tenure.Closed` after close.
     fn renew(&self, py: Python<'_>) -> PyResult<f64> {
         self.db.get().renew_id(py, self.id)
     }
 
-    /// Revokes the lease, deleting its keys.
+    /// Revokes the lease, deleting its keys. Raises `tenure.LeaseNotFound` if it is gone.
+    /// Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
     fn revoke(&self, py: Python<'_>) -> PyResult<()> {
         self.db.get().revoke_id(py, self.id)
     }
 
-    /// The lease's TTL, remaining time and keys.
+    /// The lease's TTL, remaining time (seconds) and keys. Raises `tenure.LeaseNotFound` once
+    /// the lease is gone, `tenure.Closed` after close.
     fn time_to_live(&self, py: Python<'_>) -> PyResult<PyLeaseInfo> {
         self.db.get().time_to_live_id(py, self.id)
     }
 
     /// A context manager whose native thread renews the lease every `interval` seconds
-    /// (default TTL/3) until the block exits, the engine closes or the lease is lost.
+    /// (default TTL/3) until the block exits, the engine closes or the lease is lost. Raises
+    /// `tenure.LeaseNotFound` if the lease is already gone, `tenure.InvalidArgument` for an
+    /// interval that is not positive.
     #[pyo3(signature = (interval=None))]
     fn keep_alive(
         &self,
@@ -95,8 +102,11 @@ impl PyLease {
         self.id as isize
     }
 
-    fn __repr__(&self) -> String {
-        format!("tenure.Lease(id={}, ttl={:?})", self.id, secs_f64(self.ttl))
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "Lease")
+            .field("id", self.id)
+            .field("ttl", secs_f64(self.ttl))
+            .finish()
     }
 }
 

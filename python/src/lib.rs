@@ -23,6 +23,7 @@ mod iter;
 mod keepalive;
 mod lease;
 mod log;
+mod repr;
 mod runtime;
 mod sync;
 // Always compiled (so always checked); added to the module only with the feature.

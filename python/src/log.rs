@@ -10,6 +10,8 @@
 
 use pyo3::prelude::*;
 
+use crate::runtime::attach;
+
 /// The `logging` levels used.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Level {
@@ -22,7 +24,7 @@ pub(crate) enum Level {
 /// Logs `message` on the `tenure` logger from any thread (takes the GIL; nothing while the
 /// interpreter shuts down). A failing handler is reported through `sys.unraisablehook`.
 pub(crate) fn log(level: Level, message: impl FnOnce() -> String) {
-    Python::try_attach(|py| {
+    attach(|py| {
         let method = match level {
             Level::Debug => "debug",
             Level::Info => "info",

@@ -3,6 +3,7 @@
 //! binding loops, retries or keeps a timer of its own.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -85,6 +86,47 @@ pub(crate) fn drop_detached<T: Send>(v: T) {
     let mut slot = Some(v);
     Python::try_attach(|py| py.detach(|| drop(slot.take())));
     drop(slot);
+}
+
+/// Set by the `atexit` hook: from then on no engine thread enters the interpreter (results
+/// and log records are dropped), so nothing native runs Python code while it finalizes.
+static EXITING: AtomicBool = AtomicBool::new(false);
+/// How many engine threads are inside [`attach`] now.
+static ATTACHED: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs `f` with the GIL on an engine thread (a wait's delivery, a log record, an elector
+/// callback); `None` once the interpreter is exiting or gone.
+pub(crate) fn attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+    // Counted before the flag is read: `stop_attaching` waits for whoever read it unset.
+    ATTACHED.fetch_add(1, Ordering::SeqCst);
+    let r = if EXITING.load(Ordering::SeqCst) {
+        None
+    } else {
+        Python::try_attach(f)
+    };
+    ATTACHED.fetch_sub(1, Ordering::SeqCst);
+    r
+}
+
+/// At interpreter exit, before the engines close: engine threads stop entering the
+/// interpreter. [`wait_detached`] then waits for those already inside.
+pub(crate) fn stop_attaching() {
+    EXITING.store(true, Ordering::SeqCst);
+}
+
+/// Waits (GIL released, at most `limit`) until no engine thread is inside [`attach`].
+pub(crate) fn wait_detached(py: Python<'_>, limit: Duration) {
+    let until = Instant::now() + limit;
+    py.detach(|| {
+        while ATTACHED.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+            thread::sleep(Duration::from_millis(1));
+        }
+    });
+}
+
+/// In a child made by `fork()`: the threads counted in [`attach`] are the parent's.
+pub(crate) fn reset_attached_after_fork() {
+    ATTACHED.store(0, Ordering::SeqCst);
 }
 
 /// The deadline of a wait of `t` (`None`: no limit); saturating.

@@ -7,7 +7,7 @@ use tenure::{CompareOp, CompareTarget};
 use crate::convert::{bytes_arg, int_arg, limit_arg, opt_int_arg};
 use crate::errors::invalid;
 use crate::lease::{lease_arg, opt_lease_arg};
-use crate::types::bytes_repr;
+use crate::repr::Repr;
 
 /// One condition of a transaction, e.g. `tenure.txn.version(b"k") == 0`.
 #[pyclass(frozen, eq, module = "tenure.txn", name = "Compare")]
@@ -48,21 +48,22 @@ impl PyCompare {
         Ok(PyCompare(tenure::Compare { key, op, target }))
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> String {
         let op = match self.0.op {
             CompareOp::Equal => "==",
             CompareOp::NotEqual => "!=",
             CompareOp::Less => "<",
             CompareOp::Greater => ">",
         };
-        let (field, value) = match &self.0.target {
-            CompareTarget::Value(v) => ("value", bytes_repr(v)),
-            CompareTarget::Version(v) => ("version", v.to_string()),
-            CompareTarget::CreateRevision(v) => ("create_revision", v.to_string()),
-            CompareTarget::ModRevision(v) => ("mod_revision", v.to_string()),
-            CompareTarget::Lease(v) => ("lease", v.to_string()),
-        };
-        format!("{field}({}) {op} {value}", bytes_repr(&self.0.key))
+        let r = Repr::new(py, "txn.Compare").arg(self.0.key.as_slice());
+        match &self.0.target {
+            CompareTarget::Value(v) => r.arg("value").arg(op).arg(v.as_slice()),
+            CompareTarget::Version(v) => r.arg("version").arg(op).arg(*v),
+            CompareTarget::CreateRevision(v) => r.arg("create_revision").arg(op).arg(*v),
+            CompareTarget::ModRevision(v) => r.arg("mod_revision").arg(op).arg(*v),
+            CompareTarget::Lease(v) => r.arg("lease").arg(op).arg(*v),
+        }
+        .finish()
     }
 }
 
@@ -73,7 +74,8 @@ pub(crate) struct PyOp(pub(crate) tenure::Op);
 
 #[pymethods]
 impl PyOp {
-    /// Put `key = value`, attached to `lease` (None: detached).
+    /// Put `key = value`, attached to `lease` (None: detached). Raises `tenure.InvalidArgument`
+    /// for a key or value that is not `str` or `bytes`.
     #[staticmethod]
     #[pyo3(signature = (key, value, lease=None))]
     fn put(
@@ -94,13 +96,14 @@ impl PyOp {
         Ok(PyOp(tenure::Op::get(bytes_arg(key, "key")?)))
     }
 
-    /// Delete one key.
+    /// Delete one key. Raises `tenure.InvalidArgument` for a key that is not `str` or `bytes`.
     #[staticmethod]
     fn delete(key: &Bound<'_, PyAny>) -> PyResult<Self> {
         Ok(PyOp(tenure::Op::delete(bytes_arg(key, "key")?)))
     }
 
-    /// Delete every key starting with `prefix`.
+    /// Delete every key starting with `prefix`. Raises `tenure.InvalidArgument` for a prefix
+    /// that is not `str` or `bytes`.
     #[staticmethod]
     fn delete_prefix(prefix: &Bound<'_, PyAny>) -> PyResult<Self> {
         Ok(PyOp(tenure::Op::delete_prefix(bytes_arg(
@@ -121,22 +124,21 @@ impl PyOp {
         )))
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> String {
         match &self.0 {
-            tenure::Op::Put { key, value, lease } => format!(
-                "put({}, {}, lease={})",
-                bytes_repr(key),
-                bytes_repr(value),
-                lease.map_or("None".into(), |l| l.to_string())
-            ),
-            tenure::Op::Get { key } => format!("get({})", bytes_repr(key)),
-            tenure::Op::Delete { key } => format!("delete({})", bytes_repr(key)),
-            tenure::Op::DeletePrefix { prefix } => format!("delete_prefix({})", bytes_repr(prefix)),
-            tenure::Op::Range { prefix, limit } => format!(
-                "range({}, limit={})",
-                bytes_repr(prefix),
-                limit.map_or("None".into(), |l| l.to_string())
-            ),
+            tenure::Op::Put { key, value, lease } => Repr::new(py, "txn.Op.put")
+                .arg(key.as_slice())
+                .arg(value.as_slice())
+                .field("lease", lease.map(|l| l.get())),
+            tenure::Op::Get { key } => Repr::new(py, "txn.Op.get").arg(key.as_slice()),
+            tenure::Op::Delete { key } => Repr::new(py, "txn.Op.delete").arg(key.as_slice()),
+            tenure::Op::DeletePrefix { prefix } => {
+                Repr::new(py, "txn.Op.delete_prefix").arg(prefix.as_slice())
+            }
+            tenure::Op::Range { prefix, limit } => Repr::new(py, "txn.Op.range")
+                .arg(prefix.as_slice())
+                .field("limit", *limit),
         }
+        .finish()
     }
 }

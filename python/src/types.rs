@@ -5,32 +5,15 @@ use pyo3::types::{PyBytes, PyList};
 use tenure::{EventKind, OpResponse};
 
 use crate::convert::secs_f64;
+use crate::repr::Repr;
 
 fn bytes_list<'py>(py: Python<'py>, keys: &[Vec<u8>]) -> PyResult<Bound<'py, PyList>> {
     PyList::new(py, keys.iter().map(|k| PyBytes::new(py, k)))
 }
 
-fn keys_repr(keys: &[Vec<u8>]) -> String {
-    let parts: Vec<String> = keys.iter().map(|k| bytes_repr(k)).collect();
-    format!("[{}]", parts.join(", "))
-}
-
-/// Python's `repr(bytes)`.
-pub(crate) fn bytes_repr(b: &[u8]) -> String {
-    let mut s = String::from("b'");
-    for &c in b {
-        match c {
-            b'\\' => s.push_str("\\\\"),
-            b'\'' => s.push_str("\\'"),
-            b'\n' => s.push_str("\\n"),
-            b'\r' => s.push_str("\\r"),
-            b'\t' => s.push_str("\\t"),
-            0x20..=0x7e => s.push(c as char),
-            _ => s.push_str(&format!("\\x{c:02x}")),
-        }
-    }
-    s.push('\'');
-    s
+/// Keys as a list of `bytes` (for a `repr()`).
+fn key_slices(keys: &[Vec<u8>]) -> Vec<&[u8]> {
+    keys.iter().map(Vec::as_slice).collect()
 }
 
 /// A lease's TTL, remaining time and keys (`time_to_live`, `leases`).
@@ -64,16 +47,13 @@ impl PyLeaseInfo {
         bytes_list(py, &self.0.keys)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "LeaseInfo(id={}, ttl={:?}, remaining={}, keys={})",
-            self.0.id,
-            secs_f64(self.0.ttl),
-            self.0
-                .remaining
-                .map_or("None".into(), |r| format!("{:?}", secs_f64(r))),
-            keys_repr(&self.0.keys)
-        )
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "LeaseInfo")
+            .field("id", self.0.id.get())
+            .field("ttl", secs_f64(self.0.ttl))
+            .field("remaining", self.0.remaining.map(secs_f64))
+            .field("keys", key_slices(&self.0.keys))
+            .finish()
     }
 }
 
@@ -143,13 +123,12 @@ impl PyExpiredLease {
         bytes_list(py, &self.0.keys)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "ExpiredLease(id={}, ttl={:?}, keys={})",
-            self.0.id,
-            secs_f64(self.0.ttl),
-            keys_repr(&self.0.keys)
-        )
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "ExpiredLease")
+            .field("id", self.0.id.get())
+            .field("ttl", secs_f64(self.0.ttl))
+            .field("keys", key_slices(&self.0.keys))
+            .finish()
     }
 }
 
@@ -196,16 +175,15 @@ impl PyKeyValue {
         self.0.lease.map(|l| l.get())
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "KeyValue(key={}, value={}, create_revision={}, mod_revision={}, version={}, lease={})",
-            bytes_repr(&self.0.key),
-            bytes_repr(&self.0.value),
-            self.0.create_revision,
-            self.0.mod_revision,
-            self.0.version,
-            self.0.lease.map_or("None".into(), |l| l.to_string())
-        )
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "KeyValue")
+            .field("key", self.0.key.as_slice())
+            .field("value", self.0.value.as_slice())
+            .field("create_revision", self.0.create_revision)
+            .field("mod_revision", self.0.mod_revision)
+            .field("version", self.0.version)
+            .field("lease", self.lease())
+            .finish()
     }
 }
 
@@ -244,13 +222,12 @@ impl PyEvent {
         self.0.revision()
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "Event(type={:?}, key={}, revision={})",
-            self.r#type(),
-            bytes_repr(&self.0.kv.key),
-            self.0.revision()
-        )
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "Event")
+            .field("type", self.r#type())
+            .field("key", self.0.kv.key.as_slice())
+            .field("revision", self.0.revision())
+            .finish()
     }
 }
 
@@ -319,12 +296,11 @@ impl PyTxnResponse {
         self.succeeded
     }
 
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "TxnResponse(succeeded={}, revision={}, responses={})",
-            if self.succeeded { "True" } else { "False" },
-            self.revision,
-            self.responses.bind(py).repr()?
-        ))
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "TxnResponse")
+            .field("succeeded", self.succeeded)
+            .field("revision", self.revision)
+            .field("responses", self.responses.bind(py))
+            .finish()
     }
 }

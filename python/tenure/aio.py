@@ -125,6 +125,12 @@ class _Opening(Generic[_T]):
             await self._close(self._value)
 
 
+def _repr(sync: object) -> str:
+    """The repr of a ``tenure.aio`` object: its ``tenure`` object's, under ``tenure.aio``
+    (``tenure.aio.Lease(id=1, ttl=2.0)``)."""
+    return "tenure.aio." + repr(sync).removeprefix("tenure.")
+
+
 def _lease_id(lease: Lease | _tenure.Lease | int) -> int:
     return int(lease)
 
@@ -191,10 +197,14 @@ class _Stream(Generic[_T]):
         if self._pending is not None:
             self._pending.cancel()
 
+    def __repr__(self) -> str:
+        return _repr(self._sync)
+
 
 @final
 class ExpiredIterator(_Stream[list[ExpiredLease]]):
-    """Batches of expired leases, as ``Tenure.expired()``; an async iterator."""
+    """Batches of expired leases, as ``Tenure.expired()``; an async iterator (``timeout``:
+    seconds per batch)."""
 
 
 class _Cancellable(_Stream[_T], _Scope):
@@ -211,8 +221,8 @@ class _Cancellable(_Stream[_T], _Scope):
 
 @final
 class Watcher(_Cancellable[Event]):
-    """A watch on a key or prefix: an async iterator of ``Event``s and an async context manager
-    that cancels the watch on exit."""
+    """A watch on a key or prefix: an async iterator of ``Event``s (``timeout``: seconds per
+    event) and an async context manager that cancels the watch on exit."""
 
     @property
     def cancelled(self) -> bool:
@@ -223,7 +233,8 @@ class Watcher(_Cancellable[Event]):
 @final
 class Observer(_Cancellable[KeyValue | None]):
     """Follows an election's leadership: the current leader first (a ``KeyValue`` or ``None``),
-    then one item per change; an async iterator and an async context manager."""
+    then one item per change; an async iterator (``timeout``: seconds per change) and an async
+    context manager."""
 
 
 @final
@@ -252,12 +263,14 @@ class Lease:
         await _run(self.sync.revoke)
 
     async def time_to_live(self) -> LeaseInfo:
-        """The lease's TTL, remaining time and keys."""
+        """The lease's TTL, remaining time (seconds) and keys; ``tenure.LeaseNotFound`` once it
+        is gone."""
         return self.sync.time_to_live()
 
     def keep_alive(self, interval: float | None = None) -> _tenure.KeepAlive:
         """Renews the lease every ``interval`` seconds (default TTL/3) on a native thread until
-        stopped; a (sync) context manager."""
+        stopped; a (sync) context manager. Raises ``tenure.LeaseNotFound`` if the lease is gone,
+        ``tenure.InvalidArgument`` for an interval that is not positive."""
         return self.sync.keep_alive(interval)
 
     def __int__(self) -> int:
@@ -273,7 +286,7 @@ class Lease:
         return hash(self.sync)
 
     def __repr__(self) -> str:
-        return f"<tenure.aio.Lease id={self.sync.id} ttl={self.sync.ttl}>"
+        return _repr(self.sync)
 
 
 @final
@@ -291,20 +304,25 @@ class Tenure:
 
     # leases
     async def grant(self, ttl: float = 10.0, id: Lease | int | None = None) -> Lease:
-        """Grants a lease of ``ttl`` seconds (``id``: a chosen ID); see ``tenure.Tenure.grant``."""
+        """Grants a lease of ``ttl`` seconds (``id``: a chosen ID); see ``tenure.Tenure.grant``.
+        Raises ``tenure.InvalidArgument`` for a TTL that is not positive, ``tenure.LeaseExists``
+        for a taken ID. Writes raise ``tenure.StorageError`` if the file cannot be written, ``tenure.Closed`` after close."""
         lid = None if id is None else _lease_id(id)
         return Lease(await _run(lambda: self.sync.grant(ttl, lid)))
 
     async def revoke(self, lease: Lease | int) -> None:
-        """Revokes a lease and deletes its keys."""
+        """Revokes a lease and deletes its keys; ``tenure.LeaseNotFound`` if it is gone.
+        Writes raise ``tenure.StorageError`` if the file cannot be written, ``tenure.Closed`` after close."""
         await _run(lambda: self.sync.revoke(_lease_id(lease)))
 
     async def renew(self, lease: Lease | int) -> float:
-        """Renews a lease; returns its TTL in seconds."""
+        """Renews a lease; returns its TTL in seconds. Raises ``tenure.LeaseNotFound`` once it is
+        gone, ``tenure.NotPrimary`` on a standby."""
         return await _run(lambda: self.sync.renew(_lease_id(lease)))
 
     async def time_to_live(self, lease: Lease | int) -> LeaseInfo:
-        """A lease's TTL, remaining time and keys."""
+        """A lease's TTL, remaining time (seconds) and keys; ``tenure.LeaseNotFound`` once it is
+        gone."""
         return await self._read(lambda: self.sync.time_to_live(_lease_id(lease)))
 
     async def leases(self) -> list[LeaseInfo]:
@@ -312,11 +330,13 @@ class Tenure:
         return await self._read(self.sync.leases)
 
     async def attach(self, lease: Lease | int, keys: _Key | Iterable[_Key]) -> None:
-        """Attaches existing keys to a lease."""
+        """Attaches existing keys to a lease; ``tenure.LeaseNotFound`` if there is no such lease.
+        Writes raise ``tenure.StorageError`` if the file cannot be written, ``tenure.Closed`` after close."""
         await _run(lambda: self.sync.attach(_lease_id(lease), keys))
 
     async def detach(self, lease: Lease | int, keys: _Key | Iterable[_Key]) -> None:
-        """Detaches keys from a lease (they then live on)."""
+        """Detaches keys from a lease (they then live on); ``tenure.LeaseNotFound`` if there is
+        no such lease. Writes raise ``tenure.StorageError`` if the file cannot be written, ``tenure.Closed`` after close."""
         await _run(lambda: self.sync.detach(_lease_id(lease), keys))
 
     async def lease_of(self, key: _Key) -> int | None:
@@ -324,11 +344,13 @@ class Tenure:
         return await self._read(lambda: self.sync.lease_of(key))
 
     async def checkpoint(self, lease: Lease | int, remaining: float) -> None:
-        """Persists a lease's remaining time (seconds)."""
+        """Persists a lease's remaining time (seconds); ``tenure.LeaseNotFound`` if there is no
+        such lease. Writes raise ``tenure.StorageError`` if the file cannot be written, ``tenure.Closed`` after close."""
         await _run(lambda: self.sync.checkpoint(_lease_id(lease), remaining))
 
     async def promote(self, extend: float = 0.0) -> None:
-        """Makes this engine primary, extending every lease by ``extend`` seconds."""
+        """Makes this engine primary, extending every lease by ``extend`` seconds. Raises
+        ``tenure.InvalidArgument`` for a negative ``extend``. Writes raise ``tenure.StorageError`` if the file cannot be written, ``tenure.Closed`` after close."""
         await _run(lambda: self.sync.promote(extend))
 
     async def demote(self) -> None:
@@ -347,7 +369,8 @@ class Tenure:
 
     # keys
     async def put(self, key: _Key, value: _Key, lease: Lease | int | None = None) -> int:
-        """Stores ``value`` at ``key`` (attached to ``lease``); returns the new revision."""
+        """Stores ``value`` at ``key`` (attached to ``lease``); returns the new revision. Raises
+        ``tenure.LeaseNotFound`` if the lease is gone. Writes raise ``tenure.StorageError`` if the file cannot be written, ``tenure.Closed`` after close."""
         lid = None if lease is None else _lease_id(lease)
         return await _run(lambda: self.sync.put(key, value, lid))
 
@@ -360,11 +383,11 @@ class Tenure:
         return await self._read(lambda: self.sync.range(prefix, limit))
 
     async def delete(self, key: _Key) -> bool:
-        """Deletes a key; whether it existed."""
+        """Deletes a key; whether it existed. Writes raise ``tenure.StorageError`` if the file cannot be written, ``tenure.Closed`` after close."""
         return await _run(lambda: self.sync.delete(key))
 
     async def delete_prefix(self, prefix: _Key) -> int:
-        """Deletes every key under ``prefix``; how many."""
+        """Deletes every key under ``prefix``; how many. Writes raise ``tenure.StorageError`` if the file cannot be written, ``tenure.Closed`` after close."""
         return await _run(lambda: self.sync.delete_prefix(prefix))
 
     @property
@@ -378,7 +401,9 @@ class Tenure:
         success: Iterable[Op] | None = None,
         failure: Iterable[Op] | None = None,
     ) -> TxnResponse:
-        """An atomic compare-then-ops transaction; see ``tenure.Tenure.txn``."""
+        """An atomic compare-then-ops transaction; see ``tenure.Tenure.txn``. Raises
+        ``tenure.LeaseNotFound`` if a put names a lease that is gone (nothing applied).
+        Writes raise ``tenure.StorageError`` if the file cannot be written, ``tenure.Closed`` after close."""
         return await _run(lambda: self.sync.txn(compare, success, failure))
 
     def watch(
@@ -396,8 +421,9 @@ class Tenure:
 
     # coordination
     def session(self, ttl: float = 10.0, keepalive_interval: float | None = None) -> _Opening[Session]:
-        """A session (a lease renewed natively): ``await`` it, or ``async with`` it to revoke
-        the lease on exit."""
+        """A session (a lease of ``ttl`` seconds renewed natively every ``keepalive_interval``
+        seconds, default TTL/3): ``await`` it, or ``async with`` it to revoke the lease on exit.
+        Raises ``tenure.InvalidArgument`` for a TTL or interval that is not positive."""
 
         async def make() -> Session:
             return Session(await _run(lambda: self.sync.session(ttl, keepalive_interval)))
@@ -407,7 +433,8 @@ class Tenure:
     async def resume_session(
         self, lease: Lease | int, keepalive_interval: float | None = None
     ) -> Session:
-        """A session over an existing lease."""
+        """A session over an existing lease, renewed every ``keepalive_interval`` seconds
+        (default TTL/3); ``tenure.LeaseNotFound`` if the lease is gone."""
         lid = _lease_id(lease)
         return Session(await _run(lambda: self.sync.resume_session(lid, keepalive_interval)))
 
@@ -416,7 +443,8 @@ class Tenure:
         return await self._read(lambda: self.sync.election_leader(name))
 
     def observe_election(self, name: str, timeout: float | None = None) -> Observer:
-        """Follows election ``name`` (subscribed at the call); an async iterator."""
+        """Follows election ``name`` (subscribed at the call); an async iterator whose
+        ``async for`` waits at most ``timeout`` seconds per change (then ``tenure.Timeout``)."""
         o = self.sync.observe_election(name)
         return Observer(o, _tenure._observe_recv_async, timeout)
 
@@ -451,7 +479,7 @@ class Tenure:
         await self.close()
 
     def __repr__(self) -> str:
-        return f"<tenure.aio.Tenure {self.sync!r}>"
+        return _repr(self.sync)
 
 
 def open(
@@ -468,8 +496,10 @@ def open(
     expired_retry_interval: float = 3.0,
     clock: _tenure.ManualClock | None = None,
 ) -> Tenure:
-    """Opens an engine for asyncio with the options of ``tenure.open``; ``async with`` closes
-    it. Opening reads the file once (no wait)."""
+    """Opens an engine for asyncio with the options of ``tenure.open`` (times in seconds);
+    ``async with`` closes it. Opening reads the file once (no wait). Raises as ``tenure.open``:
+    ``tenure.AlreadyOpen``, ``tenure.Corrupt``, ``tenure.StorageError``,
+    ``tenure.InvalidArgument``."""
     return Tenure(
         _tenure.open(
             path,
@@ -488,9 +518,10 @@ def open(
 
 
 def connect(url: str, *, timeout: float = 5.0) -> _Opening[Tenure]:
-    """Connects to an etcd v3 server (or ``tenure serve``) at ``url``, as ``tenure.connect``:
-    ``await`` it, or ``async with`` it to close on exit. Every call, reads included, then runs
-    on the loop's default executor (each is a network round trip)."""
+    """Connects to an etcd v3 server (or ``tenure serve``) at ``url``, as ``tenure.connect``
+    (``timeout``: the deadline of every call, in seconds; network failures raise
+    ``tenure.Unavailable``): ``await`` it, or ``async with`` it to close on exit. Every call, reads included, then runs on the loop's
+    default executor (each is a network round trip)."""
 
     async def make() -> Tenure:
         return Tenure(await _run(lambda: _tenure.connect(url, timeout=timeout)), remote=True)
@@ -552,7 +583,7 @@ class Session(_Scope):
         await self.close()
 
     def __repr__(self) -> str:
-        return f"<tenure.aio.Session {self.sync!r}>"
+        return _repr(self.sync)
 
 
 @final
@@ -582,6 +613,9 @@ class Mutex:
         """Takes the lock if free, else ``tenure.Locked``."""
         return LockGuard(await _run(self.sync.try_lock))
 
+    def __repr__(self) -> str:
+        return _repr(self.sync)
+
 
 class _Held(_Scope):
     """What a wait won (a lock, a leadership): its name and key; exit releases it."""
@@ -599,7 +633,7 @@ class _Held(_Scope):
         return self.sync.key
 
     def __repr__(self) -> str:
-        return f"<tenure.aio.{type(self).__name__} {self.sync!r}>"
+        return _repr(self.sync)
 
 
 @final
@@ -619,7 +653,7 @@ class LockGuard(_Held):
         return self.sync.is_held()
 
     async def unlock(self) -> None:
-        """Releases the lock. Idempotent."""
+        """Releases the lock. Idempotent; ``tenure.NotLeader`` if the lock had been lost."""
         await _run(self.sync.unlock)
 
     async def _end(self) -> None:
@@ -646,6 +680,9 @@ class Election:
         )
         return Leadership(leadership)
 
+    def __repr__(self) -> str:
+        return _repr(self.sync)
+
 
 @final
 class Leadership(_Held):
@@ -664,7 +701,7 @@ class Leadership(_Held):
         return self.sync.is_leader()
 
     async def proclaim(self, value: _Key) -> None:
-        """Publishes a new value as the leader."""
+        """Publishes a new value as the leader; ``tenure.NotLeader`` if leadership was lost."""
         await _run(lambda: self.sync.proclaim(value))
 
     async def resign(self) -> None:
@@ -791,7 +828,7 @@ class LeaderElector:
 
     async def stop(self) -> None:
         """Stops the elector and awaits its callback tasks (a cancelled leading task ends
-        quietly); raises the error that ended the run, if any."""
+        quietly); raises the error that ended the run, if any (e.g. ``tenure.Closed``)."""
         await _run(self.sync.stop)
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
@@ -802,3 +839,6 @@ class LeaderElector:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    def __repr__(self) -> str:
+        return _repr(self.sync)

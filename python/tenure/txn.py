@@ -44,7 +44,13 @@ LeaseLike = Union[Lease, int]
 class Field:
     """One field of one key, to compare: ``version("k") == 0``."""
 
-    __slots__ = ("key", "target")
+    # A dict of slots documents each attribute (``help(Field)``).
+    __slots__ = {
+        "key": "The key compared.",
+        "target": 'What of it: "value", "version", "create_revision", "mod_revision" or "lease".',
+    }
+    key: Key
+    target: str
 
     def __init__(self, key: Key, target: str) -> None:
         self.key = key
@@ -65,7 +71,7 @@ class Field:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"tenure.txn.{self.target}({self.key!r})"
+        return f"tenure.txn.Field({self.key!r}, {self.target!r})"
 
 
 def value(key: Key) -> Field:
@@ -94,7 +100,8 @@ def lease(key: Key) -> Field:
 
 
 def put(key: Key, value: Key, lease: LeaseLike | None = None) -> Op:
-    """Put ``key = value``, attached to ``lease`` (``None``: detached)."""
+    """Put ``key = value``, attached to ``lease`` (``None``: detached). Raises
+    ``tenure.InvalidArgument`` for a key or value that is not ``str`` or ``bytes``."""
     return Op.put(key, value, lease)
 
 
@@ -104,12 +111,14 @@ def get(key: Key) -> Op:
 
 
 def delete(key: Key) -> Op:
-    """Delete one key (the response says whether it existed)."""
+    """Delete one key (the response says whether it existed). Raises
+    ``tenure.InvalidArgument`` for a key that is not ``str`` or ``bytes``."""
     return Op.delete(key)
 
 
 def delete_prefix(prefix: Key) -> Op:
-    """Delete every key under ``prefix`` (the response is how many)."""
+    """Delete every key under ``prefix`` (the response is how many). Raises
+    ``tenure.InvalidArgument`` for a prefix that is not ``str`` or ``bytes``."""
     return Op.delete_prefix(prefix)
 
 

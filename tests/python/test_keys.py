@@ -151,7 +151,8 @@ def test_keyvalue_is_a_comparable_snapshot(db: tenure.Tenure) -> None:
     db.put("k", "w")
     assert db.get("k") != a
     assert repr(a) == (
-        "KeyValue(key=b'k', value=b'v', create_revision=1, mod_revision=1, version=1, lease=None)"
+        "tenure.KeyValue(key=b'k', value=b'v', create_revision=1, mod_revision=1, version=1,"
+        " lease=None)"
     )
 
 

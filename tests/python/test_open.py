@@ -220,11 +220,11 @@ def test_open_as_standby_is_not_primary(clock: tenure.ManualClock) -> None:
 
 def test_repr_says_where_and_whether_open(path: Path) -> None:
     db = tenure.open(path)
-    assert "test.tenure" in repr(db) and "open" in repr(db)
+    assert repr(db) == f"tenure.Tenure(path={str(path)!r}, closed=False)"
     db.close()
-    assert "closed" in repr(db)
+    assert repr(db) == f"tenure.Tenure(path={str(path)!r}, closed=True)"
     with tenure.open() as mem:
-        assert "in memory" in repr(mem)
+        assert repr(mem) == "tenure.Tenure(path=None, closed=False)"
 
 
 def test_version_is_a_string() -> None:

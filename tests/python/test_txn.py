@@ -133,10 +133,10 @@ def test_compare_arguments_are_checked(db: tenure.Tenure) -> None:
 def test_fields_are_not_hashable_and_render_readably() -> None:
     with pytest.raises(TypeError):
         hash(txn.version("k"))
-    assert repr(txn.version("k")) == "tenure.txn.version('k')"
-    assert repr(txn.version("k") == 0) == "version(b'k') == 0"
-    assert repr(txn.put("k", "v", lease=3)) == "put(b'k', b'v', lease=3)"
-    assert repr(txn.range("p")) == "range(b'p', limit=None)"
+    assert repr(txn.version("k")) == "tenure.txn.Field('k', 'version')"
+    assert repr(txn.version("k") == 0) == "tenure.txn.Compare(b'k', 'version', '==', 0)"
+    assert repr(txn.put("k", "v", lease=3)) == "tenure.txn.Op.put(b'k', b'v', lease=3)"
+    assert repr(txn.range("p")) == "tenure.txn.Op.range(b'p', limit=None)"
 
 
 def test_ops_and_compares_compare_by_value() -> None:

@@ -11,6 +11,7 @@ use tenure::Error;
 use crate::convert::{bytes_arg, opt_secs_arg, timeout};
 use crate::errors::{blocking, closed, err};
 use crate::handle::PyTenure;
+use crate::repr::Repr;
 use crate::runtime::{deadline, drop_detached, in_pool, interruptible, lock, sliced, ForkSafe};
 use crate::types::PyKeyValue;
 
@@ -123,8 +124,11 @@ impl PyElection {
         observe_election(db, name, timeout)
     }
 
-    fn __repr__(&self) -> String {
-        format!("<tenure.Election {:?} lease={}>", self.name, self.lease)
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "Election")
+            .field("name", &self.name)
+            .field("lease_id", self.lease)
+            .finish()
     }
 }
 
@@ -206,8 +210,12 @@ impl PyLeadership {
         Ok(false)
     }
 
-    fn __repr__(&self) -> String {
-        format!("<tenure.Leadership {:?} token={}>", self.name, self.token)
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "Leadership")
+            .field("name", &self.name)
+            .field("key", self.key.as_slice())
+            .field("token", self.token)
+            .finish()
     }
 }
 
@@ -319,5 +327,12 @@ impl PyObserver {
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
         self.cancel(py)?;
         Ok(false)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "Observer")
+            .field("name", &self.name)
+            .field("timeout", self.timeout.map(|t| t.as_secs_f64()))
+            .finish()
     }
 }

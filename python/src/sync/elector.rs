@@ -14,7 +14,10 @@ use crate::convert::{opt_secs_arg, seconds, secs_arg, timeout};
 use crate::errors::{blocking, invalid, to_py};
 use crate::handle::PyTenure;
 use crate::log::{log, Level};
-use crate::runtime::{deadline, drop_detached, interruptible, lock, on_thread, sliced, ForkSafe};
+use crate::repr::Repr;
+use crate::runtime::{
+    attach, deadline, drop_detached, interruptible, lock, on_thread, sliced, ForkSafe,
+};
 
 /// A stop flag (like `threading.Event`) shared with native threads: the `stop` argument of
 /// `LeaderElector.run()`, and the second argument of `on_started_leading`, raised when that
@@ -63,11 +66,10 @@ impl PyStop {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        match self.is_set(py) {
-            Ok(true) => "<tenure.Stop set>".into(),
-            Ok(false) => "<tenure.Stop unset>".into(),
-            Err(_) => "<tenure.Stop (forked)>".into(),
-        }
+        // `None`: inherited through fork(), unusable here.
+        Repr::new(py, "Stop")
+            .field("set", self.is_set(py).ok())
+            .finish()
     }
 }
 
@@ -84,7 +86,7 @@ fn invoke(
     call: impl for<'py> FnOnce(Python<'py>, &Bound<'py, PyAny>) -> PyResult<()>,
 ) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        Python::try_attach(|py| {
+        attach(|py| {
             IN_CALLBACK.with(|c| c.set(true));
             let cb = cb.bind(py);
             if let Err(e) = call(py, cb) {
@@ -262,7 +264,8 @@ impl PyLeaderElector {
     /// Campaigns, leads and renews in the calling thread until `stop` (a `tenure.Stop`; default:
     /// the one `stop()` raises) is raised, then returns once every callback has run. The GIL is
     /// released; Ctrl-C stops the elector (releasing leadership if `release_on_cancel`) and
-    /// raises `KeyboardInterrupt`. May be called once (with `start()`, once in all).
+    /// raises `KeyboardInterrupt`. May be called once (with `start()`, once in all). Raises the
+    /// error that ended the run (e.g. `tenure.Closed` when the engine closes).
     #[pyo3(signature = (stop=None))]
     fn run(&self, py: Python<'_>, stop: Option<Py<PyStop>>) -> PyResult<()> {
         let e = self.inner.get()?.clone();
@@ -295,7 +298,8 @@ impl PyLeaderElector {
     /// Stops the elector (releasing leadership at once if `release_on_cancel`). After `start()`,
     /// also waits (GIL released, Ctrl-C interrupts) until the run and its callbacks are over and
     /// raises the error that ended it, if any — except when called from inside an elector
-    /// callback, where it only signals (waiting there would wait for itself).
+    /// callback, where it only signals (waiting there would wait for itself). Raises e.g.
+    /// `tenure.Closed` if the engine closed under the run.
     fn stop(&self, py: Python<'_>) -> PyResult<()> {
         let flag = self.current_stop(py)?;
         blocking(py, || {
@@ -335,14 +339,10 @@ impl PyLeaderElector {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        let leading = if self.is_leader(py).unwrap_or(false) {
-            " leading"
-        } else {
-            ""
-        };
-        format!(
-            "<tenure.LeaderElector {:?} identity={:?}{leading}>",
-            self.name, self.identity
-        )
+        Repr::new(py, "LeaderElector")
+            .field("name", &self.name)
+            .field("identity", &self.identity)
+            .field("is_leader", self.is_leader(py).unwrap_or(false))
+            .finish()
     }
 }

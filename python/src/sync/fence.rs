@@ -5,6 +5,7 @@ use tenure::sync::FenceGate;
 
 use crate::convert::int_arg;
 use crate::errors::to_py;
+use crate::repr::Repr;
 
 /// Admits fencing tokens in non-decreasing order (SPEC S3): the guarded resource rejects a
 /// writer whose token is lower than the highest it has seen. Plain process memory: it also
@@ -30,7 +31,9 @@ impl PyFenceGate {
         self.0.highest()
     }
 
-    fn __repr__(&self) -> String {
-        format!("<tenure.FenceGate highest={}>", self.0.highest())
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "FenceGate")
+            .field("highest", self.0.highest())
+            .finish()
     }
 }

@@ -9,8 +9,8 @@ use tenure::Error;
 
 use crate::convert::{opt_secs_arg, timeout};
 use crate::errors::{blocking, err};
+use crate::repr::Repr;
 use crate::runtime::{drop_detached, in_pool, interruptible, lock, ForkSafe};
-use crate::types::bytes_repr;
 
 /// A fair mutex (SPEC S2) for one session, made by `Session.mutex(name)`: FIFO by arrival, each
 /// waiter waiting only on its predecessor. It excludes other sessions; within one session it is
@@ -79,6 +79,8 @@ impl PyMutex {
     }
 
     /// Waits until held, at most `timeout` seconds (`None`: no limit); see `Session.lock`.
+    /// Raises `tenure.Timeout` when the time runs out, `tenure.SessionExpired` as soon as the
+    /// session's lease is lost, `tenure.InvalidArgument` if this session already holds it.
     #[pyo3(signature = (timeout=None))]
     fn lock(
         &self,
@@ -95,12 +97,11 @@ impl PyMutex {
         Ok(self.guard(py, g))
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "<tenure.Mutex {:?} key={}>",
-            self.name,
-            bytes_repr(&self.key)
-        )
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "Mutex")
+            .field("name", &self.name)
+            .field("key", self.key.as_slice())
+            .finish()
     }
 }
 
@@ -201,10 +202,11 @@ impl PyLockGuard {
         Ok(false)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "<tenure.LockGuard {:?} fencing_token={}>",
-            self.name, self.token
-        )
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "LockGuard")
+            .field("name", &self.name)
+            .field("key", self.key.as_slice())
+            .field("fencing_token", self.token)
+            .finish()
     }
 }

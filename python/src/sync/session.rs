@@ -14,6 +14,7 @@ use crate::convert::{opt_secs_arg, seconds, timeout};
 use crate::errors::{blocking, invalid};
 use crate::handle::PyTenure;
 use crate::lease::lease_arg;
+use crate::repr::Repr;
 use crate::runtime::{deadline, drop_detached, sliced, ForkSafe};
 
 /// A lease kept alive by a native renewing thread (SPEC S1); made by `Tenure.session()`.
@@ -99,7 +100,9 @@ impl PySession {
 
 #[pymethods]
 impl PySession {
-    /// Resumes a session on an existing lease (e.g. after a restart) and renews it again.
+    /// Resumes a session on an existing lease (e.g. after a restart) and renews it again, every
+    /// `keepalive_interval` seconds (default TTL/3). Raises `tenure.LeaseNotFound` if the lease
+    /// is gone, `tenure.Closed` after close.
     #[staticmethod]
     #[pyo3(signature = (db, lease, keepalive_interval=None))]
     fn resume(
@@ -217,10 +220,9 @@ impl PySession {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        let state = match self.done(py) {
-            Ok(false) => "alive",
-            _ => "done",
-        };
-        format!("<tenure.Session lease={} {state}>", self.id)
+        Repr::new(py, "Session")
+            .field("lease_id", self.id)
+            .field("done", self.done(py).unwrap_or(true))
+            .finish()
     }
 }
