@@ -89,11 +89,13 @@ impl PySnapshotInfo {
         self.0.leases
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "SnapshotInfo(revision={}, size={}, keys={}, leases={})",
-            self.0.revision, self.0.bytes, self.0.keys, self.0.leases
-        )
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "SnapshotInfo")
+            .field("revision", self.0.revision)
+            .field("size", self.0.bytes)
+            .field("keys", self.0.keys)
+            .field("leases", self.0.leases)
+            .finish()
     }
 }
 

@@ -83,7 +83,7 @@ def test_d8_snapshot_keeps_leases_and_reports_what_it_wrote(tmp_path: Path) -> N
         db.put("b", "2")
         info = db.snapshot(str(tmp_path / "copy.tenure"))
     assert (info.revision, info.keys, info.leases) == (2, 2, 1)
-    assert repr(info).startswith("SnapshotInfo(revision=2,")
+    assert repr(info).startswith("tenure.SnapshotInfo(revision=2,")
     with tenure.open(tmp_path / "copy.tenure") as copy:
         assert copy.lease_of("a") == lease.id
         ttl = copy.time_to_live(lease.id)
