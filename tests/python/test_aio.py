@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -319,17 +320,20 @@ async def test_L5_no_loop_stall_while_10k_leases_expire(clock: tenure.ManualCloc
             adb.sync.grant(1.0)
         it = adb.expired(timeout=WAIT)
         loop = asyncio.get_running_loop()
-        worst = 0.0
+        worst = busy = 0.0
         stop = asyncio.Event()
 
         async def ticker() -> None:
-            nonlocal worst
-            last = loop.time()
+            # Lateness of each 1 ms tick (wall time: the loop, the GIL and the machine's noise)
+            # and the loop thread's own CPU time between two ticks (what the loop ran).
+            nonlocal worst, busy
+            last, cpu = loop.time(), time.thread_time()
             while not stop.is_set():
                 await asyncio.sleep(0.001)
-                now = loop.time()
+                now, cpu_now = loop.time(), time.thread_time()
                 worst = max(worst, now - last - 0.001)
-                last = now
+                busy = max(busy, cpu_now - cpu)
+                last, cpu = now, cpu_now
 
         t = asyncio.create_task(ticker())
         await asyncio.sleep(0.01)
@@ -342,7 +346,9 @@ async def test_L5_no_loop_stall_while_10k_leases_expire(clock: tenure.ManualCloc
         stop.set()
         await t
         assert count == 10_000
-        # Generous bound (shared CI machines); the measured figure is in BENCHMARKS.md.
+        # Generous bounds for shared CI machines (measured: lateness within the machine's own
+        # noise, the loop busy under 1 ms; the figures and their command are in BENCHMARKS.md).
+        assert busy < 0.02, f"the event loop ran {busy * 1000:.1f} ms without a tick"
         assert worst < 0.25, f"event loop stalled {worst * 1000:.1f} ms"
 
 
