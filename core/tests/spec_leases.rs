@@ -3,19 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+mod support;
+
+use support::{manual, mem, secs, WAIT};
 use tenure::{Builder, Durability, Error, ExpiredLease, LeaseId, ManualClock, Recovery, Tenure};
-
-const WAIT: Duration = Duration::from_secs(10);
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
-fn manual() -> (Arc<ManualClock>, Tenure) {
-    let clock = ManualClock::new();
-    let db = Tenure::builder().clock(clock.clone()).open().unwrap();
-    (clock, db)
-}
 
 fn file_builder(dir: &tempfile::TempDir, clock: &Arc<ManualClock>) -> Builder {
     Tenure::builder()
@@ -39,28 +30,8 @@ fn recv_expired(
 }
 
 #[test]
-fn l1_auto_ids_are_positive_and_never_reused_across_revokes_and_reopens() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new();
-    let db = file_builder(&dir, &clock).open().unwrap();
-    let a = db.grant(secs(10)).unwrap();
-    let b = db.grant(secs(10)).unwrap();
-    assert!(a.get() > 0 && b.get() > a.get());
-    db.revoke(b).unwrap();
-    db.grant_with_id(100, secs(10)).unwrap();
-    db.revoke(100).unwrap();
-    db.close().unwrap();
-    let db = file_builder(&dir, &clock).open().unwrap();
-    let c = db.grant(secs(10)).unwrap();
-    assert!(
-        c.get() > 100,
-        "an ID used before (even explicitly, even revoked) is never reallocated: {c}"
-    );
-}
-
-#[test]
 fn l1_grant_with_id_uses_it_and_refuses_existing_or_non_positive_ids() {
-    let (_c, db) = manual();
+    let db = mem();
     assert_eq!(db.grant_with_id(42, secs(5)).unwrap(), LeaseId::new(42));
     assert!(matches!(db.grant_with_id(42, secs(5)), Err(Error::LeaseExists(id)) if id.get() == 42));
     assert!(matches!(
@@ -75,68 +46,8 @@ fn l1_grant_with_id_uses_it_and_refuses_existing_or_non_positive_ids() {
 }
 
 #[test]
-fn l2_zero_ttl_is_invalid_huge_ttl_is_too_large_and_min_ttl_raises() {
-    let clock = ManualClock::new();
-    let db = Tenure::builder()
-        .clock(clock.clone())
-        .min_ttl(secs(5))
-        .open()
-        .unwrap();
-    assert!(matches!(
-        db.grant(Duration::ZERO),
-        Err(Error::InvalidArgument(_))
-    ));
-    assert!(matches!(
-        db.grant(Duration::from_secs(9_000_000_001)),
-        Err(Error::LeaseTtlTooLarge(_))
-    ));
-    assert!(
-        db.grant(Duration::from_secs(9_000_000_000)).is_ok(),
-        "the maximum itself is allowed"
-    );
-    let l = db.grant(Duration::from_millis(1)).unwrap();
-    assert_eq!(db.time_to_live(l).unwrap().ttl, secs(5));
-    assert_eq!(db.renew(l).unwrap(), secs(5));
-}
-
-#[test]
-fn l3_grant_on_a_primary_sets_the_deadline_to_now_plus_ttl() {
-    let (clock, db) = manual();
-    clock.advance(secs(100));
-    let l = db.grant(secs(10)).unwrap();
-    assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(10)));
-    clock.advance(secs(4));
-    assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(6)));
-    let rx = db.expired();
-    clock.advance(secs(6));
-    assert_eq!(recv_expired(&rx, 1)[0].id, l);
-}
-
-#[test]
-fn l3_grant_on_a_standby_has_no_deadline_until_promote() {
-    let clock = ManualClock::new();
-    let db = Tenure::builder()
-        .clock(clock.clone())
-        .primary(false)
-        .open()
-        .unwrap();
-    let l = db.grant(secs(10)).unwrap();
-    assert_eq!(db.time_to_live(l).unwrap().remaining, None);
-    let rx = db.expired();
-    clock.advance(secs(1000));
-    assert!(
-        db.time_to_live(l).is_ok(),
-        "a standby never expires a lease"
-    );
-    db.promote(Duration::ZERO).unwrap();
-    assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(10)));
-    clock.advance(secs(10));
-    assert_eq!(recv_expired(&rx, 1)[0].id, l);
-}
-
-#[test]
 fn l4_revoke_deletes_keys_and_lease_in_one_revision_and_unknown_is_not_found() {
-    let (_c, db) = manual();
+    let db = mem();
     let l = db.grant(secs(60)).unwrap();
     db.put("b", "2", Some(l)).unwrap();
     db.put("a", "1", Some(l)).unwrap();
@@ -166,126 +77,8 @@ fn l4_revoke_deletes_keys_and_lease_in_one_revision_and_unknown_is_not_found() {
 }
 
 #[test]
-fn l4_revoke_works_on_a_standby() {
-    let clock = ManualClock::new();
-    let db = Tenure::builder()
-        .clock(clock)
-        .primary(false)
-        .open()
-        .unwrap();
-    let l = db.grant(secs(5)).unwrap();
-    db.revoke(l).unwrap();
-    assert!(db.leases().is_empty());
-}
-
-#[test]
-fn l5_renew_resets_the_deadline_returns_the_ttl_and_writes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new();
-    let db = file_builder(&dir, &clock).open().unwrap();
-    let l = db.grant(secs(10)).unwrap();
-    clock.advance(secs(7));
-    let commits = db.stats().commits;
-    assert_eq!(db.renew(l).unwrap(), secs(10));
-    assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(10)));
-    assert_eq!(db.stats().commits, commits, "renew must not write");
-    assert_eq!(db.stats().renewed, 1);
-}
-
-#[test]
-fn l5_renew_on_a_standby_is_not_primary_and_unknown_is_not_found() {
-    let clock = ManualClock::new();
-    let db = Tenure::builder()
-        .clock(clock)
-        .primary(false)
-        .open()
-        .unwrap();
-    let l = db.grant(secs(10)).unwrap();
-    assert!(matches!(db.renew(l), Err(Error::NotPrimary)));
-    db.promote(Duration::ZERO).unwrap();
-    assert!(matches!(db.renew(12345), Err(Error::LeaseNotFound(_))));
-    db.revoke(l).unwrap();
-    assert!(matches!(db.renew(l), Err(Error::LeaseNotFound(_))));
-}
-
-#[test]
-fn l5_renew_never_revives_an_expired_lease() {
-    // Auto revoke: past its deadline the lease is gone for renew, even before the expiry
-    // thread has revoked it.
-    let (clock, db) = manual();
-    let l = db.grant(secs(10)).unwrap();
-    clock.advance(secs(10));
-    assert!(matches!(db.renew(l), Err(Error::LeaseNotFound(id)) if id == l));
-    // Manual revoke: held for the application, renew says LeaseExpired (etcd#14758).
-    let clock = ManualClock::new();
-    let db = Tenure::builder()
-        .clock(clock.clone())
-        .auto_revoke(false)
-        .open()
-        .unwrap();
-    let l = db.grant(secs(10)).unwrap();
-    let rx = db.expired();
-    clock.advance(secs(11));
-    assert!(matches!(db.renew(l), Err(Error::LeaseExpired(id)) if id == l));
-    recv_expired(&rx, 1);
-    assert!(matches!(db.renew(l), Err(Error::LeaseExpired(_))));
-    assert!(
-        db.time_to_live(l).is_ok(),
-        "still held until the application revokes it"
-    );
-}
-
-#[test]
-fn l5_renew_clears_the_checkpointed_remaining_ttl() {
-    let clock = ManualClock::new();
-    let db = Tenure::builder().clock(clock.clone()).open().unwrap();
-    let l = db.grant(secs(100)).unwrap();
-    db.checkpoint(l, secs(5)).unwrap();
-    db.renew(l).unwrap();
-    db.demote().unwrap();
-    db.promote(Duration::ZERO).unwrap();
-    assert_eq!(
-        db.time_to_live(l).unwrap().remaining,
-        Some(secs(100)),
-        "promote used the TTL, not the stale checkpoint"
-    );
-}
-
-#[test]
-fn l6_attach_detach_move_and_lease_of() {
-    let (_c, db) = manual();
-    let a = db.grant(secs(60)).unwrap();
-    let b = db.grant(secs(60)).unwrap();
-    db.attach(a, &["k1", "k2"]).unwrap();
-    assert_eq!(db.lease_of("k1"), Some(a));
-    assert_eq!(
-        db.time_to_live(a).unwrap().keys,
-        vec![b"k1".to_vec(), b"k2".to_vec()]
-    );
-    db.attach(b, &["k1"]).unwrap();
-    assert_eq!(
-        db.lease_of("k1"),
-        Some(b),
-        "attaching a key owned by another lease moves it"
-    );
-    assert_eq!(db.time_to_live(a).unwrap().keys, vec![b"k2".to_vec()]);
-    db.detach(a, &["k2"]).unwrap();
-    assert_eq!(db.lease_of("k2"), None);
-    assert!(matches!(
-        db.attach(777, &["k3"]),
-        Err(Error::LeaseNotFound(_))
-    ));
-    assert_eq!(db.lease_of("k3"), None, "a failed attach changes nothing");
-    assert!(matches!(
-        db.detach(777, &["k1"]),
-        Err(Error::LeaseNotFound(_))
-    ));
-    assert_eq!(db.lease_of("k1"), Some(b));
-}
-
-#[test]
 fn l6_put_attaches_put_without_lease_detaches_and_delete_detaches() {
-    let (_c, db) = manual();
+    let db = mem();
     let l = db.grant(secs(60)).unwrap();
     db.put("k", "v", Some(l)).unwrap();
     assert_eq!(db.lease_of("k"), Some(l));
@@ -298,400 +91,604 @@ fn l6_put_attaches_put_without_lease_detaches_and_delete_detaches() {
     assert!(db.time_to_live(l).unwrap().keys.is_empty());
 }
 
-#[test]
-fn l7_time_to_live_and_leases_in_ascending_order_of_remaining_time() {
-    let (clock, db) = manual();
-    let long = db.grant(secs(30)).unwrap();
-    let short = db.grant(secs(10)).unwrap();
-    let mid = db.grant(secs(20)).unwrap();
-    clock.advance(secs(2));
-    let info = db.time_to_live(mid).unwrap();
-    assert_eq!((info.ttl, info.remaining), (secs(20), Some(secs(18))));
-    let order: Vec<_> = db.leases().iter().map(|i| i.id).collect();
-    assert_eq!(order, vec![short, mid, long]);
-    assert!(matches!(
-        db.time_to_live(4242),
-        Err(Error::LeaseNotFound(_))
-    ));
-}
+/// Tests of the embedded engine itself (a `ManualClock`, files, checkpoints, promote,
+/// the engine's counters): not run against `tenure serve` or etcd.
+mod embedded_only {
+    use super::*;
 
-#[test]
-fn l8_checkpoint_is_persisted_does_not_move_the_deadline_and_is_used_by_promote() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new();
-    let db = file_builder(&dir, &clock).open().unwrap();
-    let l = db.grant(secs(100)).unwrap();
-    db.checkpoint(l, secs(30)).unwrap();
-    assert_eq!(
-        db.time_to_live(l).unwrap().remaining,
-        Some(secs(100)),
-        "deadline unchanged"
-    );
-    db.demote().unwrap();
-    db.promote(Duration::ZERO).unwrap();
-    assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(30)));
-    db.close().unwrap();
-    let db = file_builder(&dir, &clock)
-        .recovery(Recovery::Extend(Duration::ZERO))
-        .open()
-        .unwrap();
-    assert_eq!(
-        db.time_to_live(l).unwrap().remaining,
-        Some(secs(30)),
-        "the checkpoint was persisted"
-    );
-    assert!(matches!(
-        db.checkpoint(999, secs(1)),
-        Err(Error::LeaseNotFound(_))
-    ));
-}
-
-#[test]
-fn l8_renewed_leases_are_checkpointed_in_one_write_every_interval_and_on_close() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new();
-    let db = file_builder(&dir, &clock)
-        .checkpoint_interval(secs(5))
-        .open()
-        .unwrap();
-    let a = db.grant(secs(100)).unwrap();
-    let b = db.grant(secs(100)).unwrap();
-    clock.advance(secs(50));
-    db.renew(a).unwrap();
-    db.renew(b).unwrap();
-    let commits = db.stats().commits;
-    clock.advance(secs(5)); // checkpoint tick: a and b have 95 s left
-    let deadline = std::time::Instant::now() + WAIT;
-    while db.stats().commits == commits {
+    #[test]
+    fn l1_auto_ids_are_positive_and_never_reused_across_revokes_and_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new();
+        let db = file_builder(&dir, &clock).open().unwrap();
+        let a = db.grant(secs(10)).unwrap();
+        let b = db.grant(secs(10)).unwrap();
+        assert!(a.get() > 0 && b.get() > a.get());
+        db.revoke(b).unwrap();
+        db.grant_with_id(100, secs(10)).unwrap();
+        db.revoke(100).unwrap();
+        db.close().unwrap();
+        let db = file_builder(&dir, &clock).open().unwrap();
+        let c = db.grant(secs(10)).unwrap();
         assert!(
-            std::time::Instant::now() < deadline,
-            "no checkpoint commit happened"
+            c.get() > 100,
+            "an ID used before (even explicitly, even revoked) is never reallocated: {c}"
         );
-        std::thread::yield_now();
     }
-    assert_eq!(
-        db.stats().commits,
-        commits + 1,
-        "both leases in one batched write"
-    );
-    clock.advance(secs(10)); // a and b: 85 s left
-    db.renew(a).unwrap(); // a: 100 s left; only persisted by the close checkpoint
-    db.close().unwrap();
-    // Reopen in extend(0) mode: each lease restarts from its persisted remaining TTL.
-    let db = file_builder(&dir, &clock)
-        .recovery(Recovery::Extend(Duration::ZERO))
-        .open()
-        .unwrap();
-    assert_eq!(db.time_to_live(a).unwrap().remaining, Some(secs(100)));
-    assert_eq!(db.time_to_live(b).unwrap().remaining, Some(secs(95)));
-}
 
-#[test]
-fn l9_promote_sets_deadlines_to_now_plus_extend_plus_ttl() {
-    let clock = ManualClock::new();
-    let db = Tenure::builder()
-        .clock(clock.clone())
-        .primary(false)
-        .open()
-        .unwrap();
-    let a = db.grant(secs(10)).unwrap();
-    let b = db.grant(secs(20)).unwrap();
-    db.checkpoint(b, secs(3)).unwrap();
-    assert!(!db.is_primary());
-    clock.advance(secs(500));
-    db.promote(secs(7)).unwrap();
-    assert!(db.is_primary());
-    assert_eq!(db.time_to_live(a).unwrap().remaining, Some(secs(17)));
-    assert_eq!(db.time_to_live(b).unwrap().remaining, Some(secs(10)));
-}
+    #[test]
+    fn l2_zero_ttl_is_invalid_huge_ttl_is_too_large_and_min_ttl_raises() {
+        let clock = ManualClock::new();
+        let db = Tenure::builder()
+            .clock(clock.clone())
+            .min_ttl(secs(5))
+            .open()
+            .unwrap();
+        assert!(matches!(
+            db.grant(Duration::ZERO),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            db.grant(Duration::from_secs(9_000_000_001)),
+            Err(Error::LeaseTtlTooLarge(_))
+        ));
+        assert!(
+            db.grant(Duration::from_secs(9_000_000_000)).is_ok(),
+            "the maximum itself is allowed"
+        );
+        let l = db.grant(Duration::from_millis(1)).unwrap();
+        assert_eq!(db.time_to_live(l).unwrap().ttl, secs(5));
+        assert_eq!(db.renew(l).unwrap(), secs(5));
+    }
 
-#[test]
-fn l9_demote_stops_expiry_and_renew() {
-    let (clock, db) = manual();
-    let l = db.grant(secs(10)).unwrap();
-    db.demote().unwrap();
-    assert!(!db.is_primary());
-    assert!(matches!(db.renew(l), Err(Error::NotPrimary)));
-    clock.advance(secs(100));
-    let rx = db.expired();
-    assert!(rx.try_recv().is_err());
-    assert!(db.time_to_live(l).is_ok(), "no lease expires on a standby");
-    assert_eq!(db.time_to_live(l).unwrap().remaining, None);
-}
+    #[test]
+    fn l3_grant_on_a_primary_sets_the_deadline_to_now_plus_ttl() {
+        let (clock, db) = manual();
+        clock.advance(secs(100));
+        let l = db.grant(secs(10)).unwrap();
+        assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(10)));
+        clock.advance(secs(4));
+        assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(6)));
+        let rx = db.expired();
+        clock.advance(secs(6));
+        assert_eq!(recv_expired(&rx, 1)[0].id, l);
+    }
 
-#[test]
-fn l10_only_a_primary_expires_and_the_earliest_deadline_goes_first() {
-    let (clock, db) = manual();
-    let rx = db.expired();
-    let late = db.grant(secs(30)).unwrap();
-    let early = db.grant(secs(10)).unwrap();
-    clock.advance(secs(10));
-    let got = recv_expired(&rx, 1);
-    assert_eq!(got[0].id, early);
-    assert!(db.time_to_live(late).is_ok());
-    clock.advance(secs(20));
-    assert_eq!(recv_expired(&rx, 1)[0].id, late);
-}
+    #[test]
+    fn l3_grant_on_a_standby_has_no_deadline_until_promote() {
+        let clock = ManualClock::new();
+        let db = Tenure::builder()
+            .clock(clock.clone())
+            .primary(false)
+            .open()
+            .unwrap();
+        let l = db.grant(secs(10)).unwrap();
+        assert_eq!(db.time_to_live(l).unwrap().remaining, None);
+        let rx = db.expired();
+        clock.advance(secs(1000));
+        assert!(
+            db.time_to_live(l).is_ok(),
+            "a standby never expires a lease"
+        );
+        db.promote(Duration::ZERO).unwrap();
+        assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(10)));
+        clock.advance(secs(10));
+        assert_eq!(recv_expired(&rx, 1)[0].id, l);
+    }
 
-#[test]
-fn l10_the_expiry_thread_wakes_for_an_earlier_deadline_in_real_time() {
-    // Real clock, generous bound: the thread sleeps until the 1 h deadline; a new 50 ms lease
-    // must wake it (a polling or unwoken sleeper would miss the bound).
-    let db = Tenure::in_memory().unwrap();
-    let rx = db.expired();
-    db.grant(Duration::from_secs(3600)).unwrap();
-    std::thread::yield_now();
-    let start = std::time::Instant::now();
-    let short = db.grant(Duration::from_millis(50)).unwrap();
-    let got = recv_expired(&rx, 1);
-    assert_eq!(got[0].id, short);
-    let took = start.elapsed();
-    assert!(took >= Duration::from_millis(50), "expired early: {took:?}");
-    assert!(took < Duration::from_secs(5), "expired late: {took:?}");
-}
+    #[test]
+    fn l4_revoke_works_on_a_standby() {
+        let clock = ManualClock::new();
+        let db = Tenure::builder()
+            .clock(clock)
+            .primary(false)
+            .open()
+            .unwrap();
+        let l = db.grant(secs(5)).unwrap();
+        db.revoke(l).unwrap();
+        assert!(db.leases().is_empty());
+    }
 
-#[test]
-fn l11_auto_revoke_delivers_each_expired_lease_with_ttl_and_deleted_keys() {
-    let (clock, db) = manual();
-    let rx = db.expired();
-    let l = db.grant(secs(5)).unwrap();
-    db.put("x/1", "a", Some(l)).unwrap();
-    db.put("x/2", "b", Some(l)).unwrap();
-    let other = db.grant(secs(5)).unwrap();
-    let rev = db.revision();
-    clock.advance(secs(5));
-    let mut got = recv_expired(&rx, 2);
-    got.sort_by_key(|e| e.id);
-    assert_eq!(
-        got[0],
-        ExpiredLease {
-            id: l,
-            ttl: secs(5),
-            keys: vec![b"x/1".to_vec(), b"x/2".to_vec()]
-        }
-    );
-    assert_eq!(got[1].id, other);
-    assert!(db.get("x/1").unwrap().is_none() && db.get("x/2").unwrap().is_none());
-    assert!(db.leases().is_empty());
-    assert_eq!(db.revision(), rev + 1, "one batch of expiries is one write");
-    assert_eq!(db.stats().expired, 2);
-}
+    #[test]
+    fn l5_renew_resets_the_deadline_returns_the_ttl_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new();
+        let db = file_builder(&dir, &clock).open().unwrap();
+        let l = db.grant(secs(10)).unwrap();
+        clock.advance(secs(7));
+        let commits = db.stats().commits;
+        assert_eq!(db.renew(l).unwrap(), secs(10));
+        assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(10)));
+        assert_eq!(db.stats().commits, commits, "renew must not write");
+        assert_eq!(db.stats().renewed, 1);
+    }
 
-#[test]
-fn l12_manual_revoke_redelivers_until_revoked_even_with_no_listener() {
-    let clock = ManualClock::new();
-    let db = Tenure::builder()
-        .clock(clock.clone())
-        .auto_revoke(false)
-        .expired_retry_interval(secs(3))
-        .open()
-        .unwrap();
-    let l = db.grant(secs(5)).unwrap();
-    db.put("k", "v", Some(l)).unwrap();
-    clock.advance(secs(5));
-    // Nobody listened to the first delivery; drain it (it may have been queued) and look for
-    // the redelivery, which proves the lease was not forgotten.
-    let rx = db.expired();
-    let first = recv_expired(&rx, 1);
-    assert_eq!(first[0].keys, vec![b"k".to_vec()]);
-    assert!(
-        db.get("k").unwrap().is_some(),
-        "manual mode deletes nothing by itself"
-    );
-    clock.advance(secs(3));
-    assert_eq!(
-        recv_expired(&rx, 1)[0].id,
-        l,
-        "redelivered after the retry interval"
-    );
-    db.revoke(l).unwrap();
-    assert!(db.get("k").unwrap().is_none());
-    clock.advance(secs(10));
-    assert!(
-        rx.recv_timeout(Duration::from_millis(200)).is_err(),
-        "a revoked lease is not redelivered"
-    );
-    assert_eq!(db.stats().expired, 1, "a redelivery is not counted twice");
-}
+    #[test]
+    fn l5_renew_on_a_standby_is_not_primary_and_unknown_is_not_found() {
+        let clock = ManualClock::new();
+        let db = Tenure::builder()
+            .clock(clock)
+            .primary(false)
+            .open()
+            .unwrap();
+        let l = db.grant(secs(10)).unwrap();
+        assert!(matches!(db.renew(l), Err(Error::NotPrimary)));
+        db.promote(Duration::ZERO).unwrap();
+        assert!(matches!(db.renew(12345), Err(Error::LeaseNotFound(_))));
+        db.revoke(l).unwrap();
+        assert!(matches!(db.renew(l), Err(Error::LeaseNotFound(_))));
+    }
 
-#[test]
-fn l13_wall_recovery_subtracts_wall_time_since_persisted() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new();
-    let db = file_builder(&dir, &clock).open().unwrap();
-    let l = db.grant(secs(100)).unwrap();
-    let k = db.grant(secs(10)).unwrap();
-    db.put("gone", "x", Some(k)).unwrap();
-    db.close().unwrap();
-    clock.advance(secs(30)); // the process is "down" for 30 s of wall time
-    let db = file_builder(&dir, &clock).open().unwrap();
-    let rx = db.expired();
-    assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(70)));
-    let got = recv_expired(&rx, 1);
-    assert_eq!(
-        got[0].id, k,
-        "a lease already past its deadline expires right after open"
-    );
-    assert_eq!(got[0].keys, vec![b"gone".to_vec()]);
-    assert!(db.get("gone").unwrap().is_none());
-}
+    #[test]
+    fn l5_renew_never_revives_an_expired_lease() {
+        // Auto revoke: past its deadline the lease is gone for renew, even before the expiry
+        // thread has revoked it.
+        let (clock, db) = manual();
+        let l = db.grant(secs(10)).unwrap();
+        clock.advance(secs(10));
+        assert!(matches!(db.renew(l), Err(Error::LeaseNotFound(id)) if id == l));
+        // Manual revoke: held for the application, renew says LeaseExpired (etcd#14758).
+        let clock = ManualClock::new();
+        let db = Tenure::builder()
+            .clock(clock.clone())
+            .auto_revoke(false)
+            .open()
+            .unwrap();
+        let l = db.grant(secs(10)).unwrap();
+        let rx = db.expired();
+        clock.advance(secs(11));
+        assert!(matches!(db.renew(l), Err(Error::LeaseExpired(id)) if id == l));
+        recv_expired(&rx, 1);
+        assert!(matches!(db.renew(l), Err(Error::LeaseExpired(_))));
+        assert!(
+            db.time_to_live(l).is_ok(),
+            "still held until the application revokes it"
+        );
+    }
 
-#[test]
-fn l13_wall_recovery_counts_a_backward_clock_step_as_zero() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new();
-    let db = file_builder(&dir, &clock).open().unwrap();
-    let l = db.grant(secs(100)).unwrap();
-    db.close().unwrap();
-    clock.step_wall(-3_600_000);
-    let db = file_builder(&dir, &clock).open().unwrap();
-    assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(100)));
-}
+    #[test]
+    fn l5_renew_clears_the_checkpointed_remaining_ttl() {
+        let clock = ManualClock::new();
+        let db = Tenure::builder().clock(clock.clone()).open().unwrap();
+        let l = db.grant(secs(100)).unwrap();
+        db.checkpoint(l, secs(5)).unwrap();
+        db.renew(l).unwrap();
+        db.demote().unwrap();
+        db.promote(Duration::ZERO).unwrap();
+        assert_eq!(
+            db.time_to_live(l).unwrap().remaining,
+            Some(secs(100)),
+            "promote used the TTL, not the stale checkpoint"
+        );
+    }
 
-#[test]
-fn l13_extend_recovery_restarts_from_checkpoint_else_ttl_plus_extend() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new();
-    let db = file_builder(&dir, &clock).open().unwrap();
-    let a = db.grant(secs(100)).unwrap();
-    let b = db.grant(secs(100)).unwrap();
-    db.checkpoint(b, secs(40)).unwrap();
-    db.put("k", "v", Some(a)).unwrap();
-    db.close().unwrap();
-    clock.advance(secs(1000));
-    let db = file_builder(&dir, &clock)
-        .recovery(Recovery::Extend(secs(2)))
-        .open()
-        .unwrap();
-    assert_eq!(db.time_to_live(a).unwrap().remaining, Some(secs(102)));
-    assert_eq!(db.time_to_live(b).unwrap().remaining, Some(secs(42)));
-    assert_eq!(db.lease_of("k"), Some(a), "keys come back attached");
-}
+    #[test]
+    fn l6_attach_detach_move_and_lease_of() {
+        let (_c, db) = manual();
+        let a = db.grant(secs(60)).unwrap();
+        let b = db.grant(secs(60)).unwrap();
+        db.attach(a, &["k1", "k2"]).unwrap();
+        assert_eq!(db.lease_of("k1"), Some(a));
+        assert_eq!(
+            db.time_to_live(a).unwrap().keys,
+            vec![b"k1".to_vec(), b"k2".to_vec()]
+        );
+        db.attach(b, &["k1"]).unwrap();
+        assert_eq!(
+            db.lease_of("k1"),
+            Some(b),
+            "attaching a key owned by another lease moves it"
+        );
+        assert_eq!(db.time_to_live(a).unwrap().keys, vec![b"k2".to_vec()]);
+        db.detach(a, &["k2"]).unwrap();
+        assert_eq!(db.lease_of("k2"), None);
+        assert!(matches!(
+            db.attach(777, &["k3"]),
+            Err(Error::LeaseNotFound(_))
+        ));
+        assert_eq!(db.lease_of("k3"), None, "a failed attach changes nothing");
+        assert!(matches!(
+            db.detach(777, &["k1"]),
+            Err(Error::LeaseNotFound(_))
+        ));
+        assert_eq!(db.lease_of("k1"), Some(b));
+    }
 
-#[test]
-fn l14_a_wall_clock_jump_moves_no_deadline() {
-    let (clock, db) = manual();
-    let rx = db.expired();
-    let l = db.grant(secs(10)).unwrap();
-    clock.step_wall(3_600_000);
-    clock.step_wall(-7_200_000);
-    assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(10)));
-    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
-    clock.advance(secs(10));
-    assert_eq!(recv_expired(&rx, 1)[0].id, l);
-}
+    #[test]
+    fn l7_time_to_live_and_leases_in_ascending_order_of_remaining_time() {
+        let (clock, db) = manual();
+        let long = db.grant(secs(30)).unwrap();
+        let short = db.grant(secs(10)).unwrap();
+        let mid = db.grant(secs(20)).unwrap();
+        clock.advance(secs(2));
+        let info = db.time_to_live(mid).unwrap();
+        assert_eq!((info.ttl, info.remaining), (secs(20), Some(secs(18))));
+        let order: Vec<_> = db.leases().iter().map(|i| i.id).collect();
+        assert_eq!(order, vec![short, mid, long]);
+        assert!(matches!(
+            db.time_to_live(4242),
+            Err(Error::LeaseNotFound(_))
+        ));
+    }
 
-#[test]
-fn l14_a_keep_alive_is_driven_by_the_manual_clock() {
-    let (clock, db) = manual();
-    let l = db.grant(secs(9)).unwrap();
-    let ka = db.keep_alive(l, None).unwrap();
-    for _ in 0..10 {
-        let renewed = db.stats().renewed;
-        clock.advance(secs(3));
+    #[test]
+    fn l8_checkpoint_is_persisted_does_not_move_the_deadline_and_is_used_by_promote() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new();
+        let db = file_builder(&dir, &clock).open().unwrap();
+        let l = db.grant(secs(100)).unwrap();
+        db.checkpoint(l, secs(30)).unwrap();
+        assert_eq!(
+            db.time_to_live(l).unwrap().remaining,
+            Some(secs(100)),
+            "deadline unchanged"
+        );
+        db.demote().unwrap();
+        db.promote(Duration::ZERO).unwrap();
+        assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(30)));
+        db.close().unwrap();
+        let db = file_builder(&dir, &clock)
+            .recovery(Recovery::Extend(Duration::ZERO))
+            .open()
+            .unwrap();
+        assert_eq!(
+            db.time_to_live(l).unwrap().remaining,
+            Some(secs(30)),
+            "the checkpoint was persisted"
+        );
+        assert!(matches!(
+            db.checkpoint(999, secs(1)),
+            Err(Error::LeaseNotFound(_))
+        ));
+    }
+
+    #[test]
+    fn l8_renewed_leases_are_checkpointed_in_one_write_every_interval_and_on_close() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new();
+        let db = file_builder(&dir, &clock)
+            .checkpoint_interval(secs(5))
+            .open()
+            .unwrap();
+        let a = db.grant(secs(100)).unwrap();
+        let b = db.grant(secs(100)).unwrap();
+        clock.advance(secs(50));
+        db.renew(a).unwrap();
+        db.renew(b).unwrap();
+        let commits = db.stats().commits;
+        clock.advance(secs(5)); // checkpoint tick: a and b have 95 s left
         let deadline = std::time::Instant::now() + WAIT;
-        while db.stats().renewed == renewed {
+        while db.stats().commits == commits {
             assert!(
                 std::time::Instant::now() < deadline,
-                "keep-alive did not renew"
+                "no checkpoint commit happened"
             );
             std::thread::yield_now();
         }
+        assert_eq!(
+            db.stats().commits,
+            commits + 1,
+            "both leases in one batched write"
+        );
+        clock.advance(secs(10)); // a and b: 85 s left
+        db.renew(a).unwrap(); // a: 100 s left; only persisted by the close checkpoint
+        db.close().unwrap();
+        // Reopen in extend(0) mode: each lease restarts from its persisted remaining TTL.
+        let db = file_builder(&dir, &clock)
+            .recovery(Recovery::Extend(Duration::ZERO))
+            .open()
+            .unwrap();
+        assert_eq!(db.time_to_live(a).unwrap().remaining, Some(secs(100)));
+        assert_eq!(db.time_to_live(b).unwrap().remaining, Some(secs(95)));
     }
-    assert!(ka.is_alive());
-    assert!(
-        db.time_to_live(l).is_ok(),
-        "30 s on a 9 s lease: kept alive"
-    );
-    ka.stop();
-    let rx = db.expired();
-    clock.advance(secs(9));
-    assert_eq!(recv_expired(&rx, 1)[0].id, l);
-}
 
-#[test]
-fn l15_stats_count_grants_revokes_renews_expiries_and_gauges() {
-    let (clock, db) = manual();
-    let rx = db.expired();
-    let a = db.grant(secs(5)).unwrap();
-    let b = db.grant(secs(50)).unwrap();
-    let c = db.grant(secs(50)).unwrap();
-    db.put("k", "v", Some(b)).unwrap();
-    db.renew(b).unwrap();
-    db.renew(b).unwrap();
-    db.revoke(c).unwrap();
-    clock.advance(secs(5));
-    recv_expired(&rx, 1);
-    let s = db.stats();
-    assert_eq!((s.granted, s.revoked, s.renewed, s.expired), (3, 1, 2, 1));
-    assert_eq!((s.leases, s.keys), (1, 1));
-    assert_eq!(s.revision, db.revision());
-    assert_eq!(s.commits, 0, "in memory nothing is committed");
-    let _ = a;
-}
+    #[test]
+    fn l9_promote_sets_deadlines_to_now_plus_extend_plus_ttl() {
+        let clock = ManualClock::new();
+        let db = Tenure::builder()
+            .clock(clock.clone())
+            .primary(false)
+            .open()
+            .unwrap();
+        let a = db.grant(secs(10)).unwrap();
+        let b = db.grant(secs(20)).unwrap();
+        db.checkpoint(b, secs(3)).unwrap();
+        assert!(!db.is_primary());
+        clock.advance(secs(500));
+        db.promote(secs(7)).unwrap();
+        assert!(db.is_primary());
+        assert_eq!(db.time_to_live(a).unwrap().remaining, Some(secs(17)));
+        assert_eq!(db.time_to_live(b).unwrap().remaining, Some(secs(10)));
+    }
 
-#[test]
-fn l15_stats_count_commits_and_fsyncs_on_a_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new();
-    let db = file_builder(&dir, &clock)
-        .durability(Durability::Immediate)
-        .open()
-        .unwrap();
-    db.grant(secs(5)).unwrap();
-    db.put("k", "v", None).unwrap();
-    let s = db.stats();
-    assert_eq!(s.commits, 2, "two immediate writes, two commits");
-    assert_eq!(s.fsyncs, 2);
-}
+    #[test]
+    fn l9_demote_stops_expiry_and_renew() {
+        let (clock, db) = manual();
+        let l = db.grant(secs(10)).unwrap();
+        db.demote().unwrap();
+        assert!(!db.is_primary());
+        assert!(matches!(db.renew(l), Err(Error::NotPrimary)));
+        clock.advance(secs(100));
+        let rx = db.expired();
+        assert!(rx.try_recv().is_err());
+        assert!(db.time_to_live(l).is_ok(), "no lease expires on a standby");
+        assert_eq!(db.time_to_live(l).unwrap().remaining, None);
+    }
 
-#[test]
-fn l9_demote_wakes_everything_blocked_waiting_on_a_lease() {
-    use tenure::sync::{Election, Mutex, Session, SessionOptions};
-    let (_clock, db) = manual();
-    let opts = || SessionOptions {
-        ttl: secs(60),
-        keepalive_interval: None,
-    };
-    let (a, b, c) = (
-        Session::new(&db, opts()).unwrap(),
-        Session::new(&db, opts()).unwrap(),
-        Session::new(&db, opts()).unwrap(),
-    );
-    let _held = Mutex::new(&a, "m").lock(None).unwrap();
-    let _leader = Election::new(&a, "e").campaign("a", None).unwrap();
-    let locker = std::thread::spawn(move || Mutex::new(&b, "m").lock(None).map(drop));
-    let campaigner =
-        std::thread::spawn(move || Election::new(&c, "e").campaign("c", None).map(drop));
-    let deadline = std::time::Instant::now() + WAIT;
-    while db.range("m/", None).unwrap().len() < 2 || db.range("e/", None).unwrap().len() < 2 {
-        assert!(std::time::Instant::now() < deadline, "waiters never queued");
+    #[test]
+    fn l10_only_a_primary_expires_and_the_earliest_deadline_goes_first() {
+        let (clock, db) = manual();
+        let rx = db.expired();
+        let late = db.grant(secs(30)).unwrap();
+        let early = db.grant(secs(10)).unwrap();
+        clock.advance(secs(10));
+        let got = recv_expired(&rx, 1);
+        assert_eq!(got[0].id, early);
+        assert!(db.time_to_live(late).is_ok());
+        clock.advance(secs(20));
+        assert_eq!(recv_expired(&rx, 1)[0].id, late);
+    }
+
+    #[test]
+    fn l10_the_expiry_thread_wakes_for_an_earlier_deadline_in_real_time() {
+        // Real clock, generous bound: the thread sleeps until the 1 h deadline; a new 50 ms lease
+        // must wake it (a polling or unwoken sleeper would miss the bound).
+        let db = Tenure::in_memory().unwrap();
+        let rx = db.expired();
+        db.grant(Duration::from_secs(3600)).unwrap();
         std::thread::yield_now();
+        let start = std::time::Instant::now();
+        let short = db.grant(Duration::from_millis(50)).unwrap();
+        let got = recv_expired(&rx, 1);
+        assert_eq!(got[0].id, short);
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(50), "expired early: {took:?}");
+        assert!(took < Duration::from_secs(5), "expired late: {took:?}");
     }
-    db.demote().unwrap();
-    assert!(matches!(locker.join().unwrap(), Err(Error::NotPrimary)));
-    assert!(matches!(campaigner.join().unwrap(), Err(Error::NotPrimary)));
-    assert_eq!(
-        db.range("m/", None).unwrap().len(),
-        1,
-        "the woken waiter withdrew"
-    );
-}
 
-#[test]
-fn l11_next_expired_waits_with_the_wait_vocabulary() {
-    let (clock, db) = manual();
-    assert!(matches!(
-        db.next_expired(Duration::from_millis(10)),
-        Err(Error::Timeout { .. })
-    ));
-    let stop = tenure::Stop::new();
-    stop.stop();
-    assert!(matches!(db.next_expired(&stop), Err(Error::Timeout { .. })));
-    let l = db.grant(secs(5)).unwrap();
-    clock.advance(secs(5));
-    let batch = db.next_expired(Duration::from_secs(10)).unwrap();
-    assert_eq!(batch[0].id, l);
-    db.close().unwrap();
-    assert!(matches!(db.next_expired(None), Err(Error::Closed(_))));
+    #[test]
+    fn l11_auto_revoke_delivers_each_expired_lease_with_ttl_and_deleted_keys() {
+        let (clock, db) = manual();
+        let rx = db.expired();
+        let l = db.grant(secs(5)).unwrap();
+        db.put("x/1", "a", Some(l)).unwrap();
+        db.put("x/2", "b", Some(l)).unwrap();
+        let other = db.grant(secs(5)).unwrap();
+        let rev = db.revision();
+        clock.advance(secs(5));
+        let mut got = recv_expired(&rx, 2);
+        got.sort_by_key(|e| e.id);
+        assert_eq!(
+            got[0],
+            ExpiredLease {
+                id: l,
+                ttl: secs(5),
+                keys: vec![b"x/1".to_vec(), b"x/2".to_vec()]
+            }
+        );
+        assert_eq!(got[1].id, other);
+        assert!(db.get("x/1").unwrap().is_none() && db.get("x/2").unwrap().is_none());
+        assert!(db.leases().is_empty());
+        assert_eq!(db.revision(), rev + 1, "one batch of expiries is one write");
+        assert_eq!(db.stats().expired, 2);
+    }
+
+    #[test]
+    fn l12_manual_revoke_redelivers_until_revoked_even_with_no_listener() {
+        let clock = ManualClock::new();
+        let db = Tenure::builder()
+            .clock(clock.clone())
+            .auto_revoke(false)
+            .expired_retry_interval(secs(3))
+            .open()
+            .unwrap();
+        let l = db.grant(secs(5)).unwrap();
+        db.put("k", "v", Some(l)).unwrap();
+        clock.advance(secs(5));
+        // Nobody listened to the first delivery; drain it (it may have been queued) and look for
+        // the redelivery, which proves the lease was not forgotten.
+        let rx = db.expired();
+        let first = recv_expired(&rx, 1);
+        assert_eq!(first[0].keys, vec![b"k".to_vec()]);
+        assert!(
+            db.get("k").unwrap().is_some(),
+            "manual mode deletes nothing by itself"
+        );
+        clock.advance(secs(3));
+        assert_eq!(
+            recv_expired(&rx, 1)[0].id,
+            l,
+            "redelivered after the retry interval"
+        );
+        db.revoke(l).unwrap();
+        assert!(db.get("k").unwrap().is_none());
+        clock.advance(secs(10));
+        assert!(
+            rx.recv_timeout(Duration::from_millis(200)).is_err(),
+            "a revoked lease is not redelivered"
+        );
+        assert_eq!(db.stats().expired, 1, "a redelivery is not counted twice");
+    }
+
+    #[test]
+    fn l13_wall_recovery_subtracts_wall_time_since_persisted() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new();
+        let db = file_builder(&dir, &clock).open().unwrap();
+        let l = db.grant(secs(100)).unwrap();
+        let k = db.grant(secs(10)).unwrap();
+        db.put("gone", "x", Some(k)).unwrap();
+        db.close().unwrap();
+        clock.advance(secs(30)); // the process is "down" for 30 s of wall time
+        let db = file_builder(&dir, &clock).open().unwrap();
+        let rx = db.expired();
+        assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(70)));
+        let got = recv_expired(&rx, 1);
+        assert_eq!(
+            got[0].id, k,
+            "a lease already past its deadline expires right after open"
+        );
+        assert_eq!(got[0].keys, vec![b"gone".to_vec()]);
+        assert!(db.get("gone").unwrap().is_none());
+    }
+
+    #[test]
+    fn l13_wall_recovery_counts_a_backward_clock_step_as_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new();
+        let db = file_builder(&dir, &clock).open().unwrap();
+        let l = db.grant(secs(100)).unwrap();
+        db.close().unwrap();
+        clock.step_wall(-3_600_000);
+        let db = file_builder(&dir, &clock).open().unwrap();
+        assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(100)));
+    }
+
+    #[test]
+    fn l13_extend_recovery_restarts_from_checkpoint_else_ttl_plus_extend() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new();
+        let db = file_builder(&dir, &clock).open().unwrap();
+        let a = db.grant(secs(100)).unwrap();
+        let b = db.grant(secs(100)).unwrap();
+        db.checkpoint(b, secs(40)).unwrap();
+        db.put("k", "v", Some(a)).unwrap();
+        db.close().unwrap();
+        clock.advance(secs(1000));
+        let db = file_builder(&dir, &clock)
+            .recovery(Recovery::Extend(secs(2)))
+            .open()
+            .unwrap();
+        assert_eq!(db.time_to_live(a).unwrap().remaining, Some(secs(102)));
+        assert_eq!(db.time_to_live(b).unwrap().remaining, Some(secs(42)));
+        assert_eq!(db.lease_of("k"), Some(a), "keys come back attached");
+    }
+
+    #[test]
+    fn l14_a_wall_clock_jump_moves_no_deadline() {
+        let (clock, db) = manual();
+        let rx = db.expired();
+        let l = db.grant(secs(10)).unwrap();
+        clock.step_wall(3_600_000);
+        clock.step_wall(-7_200_000);
+        assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(10)));
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+        clock.advance(secs(10));
+        assert_eq!(recv_expired(&rx, 1)[0].id, l);
+    }
+
+    #[test]
+    fn l14_a_keep_alive_is_driven_by_the_manual_clock() {
+        let (clock, db) = manual();
+        let l = db.grant(secs(9)).unwrap();
+        let ka = db.keep_alive(l, None).unwrap();
+        for _ in 0..10 {
+            let renewed = db.stats().renewed;
+            clock.advance(secs(3));
+            let deadline = std::time::Instant::now() + WAIT;
+            while db.stats().renewed == renewed {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "keep-alive did not renew"
+                );
+                std::thread::yield_now();
+            }
+        }
+        assert!(ka.is_alive());
+        assert!(
+            db.time_to_live(l).is_ok(),
+            "30 s on a 9 s lease: kept alive"
+        );
+        ka.stop();
+        let rx = db.expired();
+        clock.advance(secs(9));
+        assert_eq!(recv_expired(&rx, 1)[0].id, l);
+    }
+
+    #[test]
+    fn l15_stats_count_grants_revokes_renews_expiries_and_gauges() {
+        let (clock, db) = manual();
+        let rx = db.expired();
+        let a = db.grant(secs(5)).unwrap();
+        let b = db.grant(secs(50)).unwrap();
+        let c = db.grant(secs(50)).unwrap();
+        db.put("k", "v", Some(b)).unwrap();
+        db.renew(b).unwrap();
+        db.renew(b).unwrap();
+        db.revoke(c).unwrap();
+        clock.advance(secs(5));
+        recv_expired(&rx, 1);
+        let s = db.stats();
+        assert_eq!((s.granted, s.revoked, s.renewed, s.expired), (3, 1, 2, 1));
+        assert_eq!((s.leases, s.keys), (1, 1));
+        assert_eq!(s.revision, db.revision());
+        assert_eq!(s.commits, 0, "in memory nothing is committed");
+        let _ = a;
+    }
+
+    #[test]
+    fn l15_stats_count_commits_and_fsyncs_on_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new();
+        let db = file_builder(&dir, &clock)
+            .durability(Durability::Immediate)
+            .open()
+            .unwrap();
+        db.grant(secs(5)).unwrap();
+        db.put("k", "v", None).unwrap();
+        let s = db.stats();
+        assert_eq!(s.commits, 2, "two immediate writes, two commits");
+        assert_eq!(s.fsyncs, 2);
+    }
+
+    #[test]
+    fn l9_demote_wakes_everything_blocked_waiting_on_a_lease() {
+        use tenure::sync::{Election, Mutex, Session, SessionOptions};
+        let (_clock, db) = manual();
+        let opts = || SessionOptions {
+            ttl: secs(60),
+            keepalive_interval: None,
+        };
+        let (a, b, c) = (
+            Session::new(&db, opts()).unwrap(),
+            Session::new(&db, opts()).unwrap(),
+            Session::new(&db, opts()).unwrap(),
+        );
+        let _held = Mutex::new(&a, "m").lock(None).unwrap();
+        let _leader = Election::new(&a, "e").campaign("a", None).unwrap();
+        let locker = std::thread::spawn(move || Mutex::new(&b, "m").lock(None).map(drop));
+        let campaigner =
+            std::thread::spawn(move || Election::new(&c, "e").campaign("c", None).map(drop));
+        let deadline = std::time::Instant::now() + WAIT;
+        while db.range("m/", None).unwrap().len() < 2 || db.range("e/", None).unwrap().len() < 2 {
+            assert!(std::time::Instant::now() < deadline, "waiters never queued");
+            std::thread::yield_now();
+        }
+        db.demote().unwrap();
+        assert!(matches!(locker.join().unwrap(), Err(Error::NotPrimary)));
+        assert!(matches!(campaigner.join().unwrap(), Err(Error::NotPrimary)));
+        assert_eq!(
+            db.range("m/", None).unwrap().len(),
+            1,
+            "the woken waiter withdrew"
+        );
+    }
+
+    #[test]
+    fn l11_next_expired_waits_with_the_wait_vocabulary() {
+        let (clock, db) = manual();
+        assert!(matches!(
+            db.next_expired(Duration::from_millis(10)),
+            Err(Error::Timeout { .. })
+        ));
+        let stop = tenure::Stop::new();
+        stop.stop();
+        assert!(matches!(db.next_expired(&stop), Err(Error::Timeout { .. })));
+        let l = db.grant(secs(5)).unwrap();
+        clock.advance(secs(5));
+        let batch = db.next_expired(Duration::from_secs(10)).unwrap();
+        assert_eq!(batch[0].id, l);
+        db.close().unwrap();
+        assert!(matches!(db.next_expired(None), Err(Error::Closed(_))));
+    }
 }

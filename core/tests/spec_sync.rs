@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{eventually, manual, secs, WAIT};
+use support::{eventually, manual, mem, secs, WAIT};
 use tenure::sync::{RecordLock, Session, SessionOptions};
 use tenure::{Error, Tenure};
 
@@ -19,124 +19,130 @@ fn session(db: &Tenure) -> Session {
     support::session_on(&backend(db))
 }
 
-#[test]
-fn s1_a_session_keeps_its_lease_alive_and_done_fires_when_it_is_lost() {
-    let (clock, db) = manual();
-    let s = Session::new(
-        &db,
-        SessionOptions {
-            ttl: secs(9),
-            keepalive_interval: None,
-        },
-    )
-    .unwrap();
-    for _ in 0..5 {
+/// Driven by the engine's `ManualClock` or its counters: not run against `tenure serve` or
+/// etcd.
+mod embedded_only {
+    use super::*;
+
+    #[test]
+    fn s1_a_session_keeps_its_lease_alive_and_done_fires_when_it_is_lost() {
+        let (clock, db) = manual();
+        let s = Session::new(
+            &db,
+            SessionOptions {
+                ttl: secs(9),
+                keepalive_interval: None,
+            },
+        )
+        .unwrap();
+        for _ in 0..5 {
+            let renewed = db.stats().renewed;
+            clock.advance(secs(3));
+            eventually("a keep-alive renew", || db.stats().renewed > renewed);
+        }
+        assert!(db.time_to_live(s.lease_id()).is_ok());
+        assert!(!s.is_done());
+        let done = s.done();
+        db.revoke(s.lease_id()).unwrap();
+        assert!(
+            done.recv_timeout(WAIT).is_err(),
+            "done disconnects when the lease is revoked"
+        );
+        assert!(s.is_done());
+    }
+
+    #[test]
+    fn s1_orphan_keeps_the_lease_close_revokes_and_resume_continues() {
+        let (clock, db) = manual();
+        let s = Session::new(
+            &db,
+            SessionOptions {
+                ttl: secs(9),
+                keepalive_interval: None,
+            },
+        )
+        .unwrap();
+        let id = s.lease_id();
+        s.orphan();
+        assert!(db.time_to_live(id).is_ok(), "orphan keeps the lease");
+        let resumed = Session::resume(
+            &db,
+            id,
+            SessionOptions {
+                ttl: secs(9),
+                keepalive_interval: None,
+            },
+        )
+        .unwrap();
         let renewed = db.stats().renewed;
         clock.advance(secs(3));
-        eventually("a keep-alive renew", || db.stats().renewed > renewed);
+        eventually("the resumed session renews", || {
+            db.stats().renewed > renewed
+        });
+        resumed.close().unwrap();
+        assert!(matches!(db.time_to_live(id), Err(Error::LeaseNotFound(_))));
+        assert!(matches!(
+            Session::resume(&db, id, SessionOptions::default()),
+            Err(Error::LeaseNotFound(_))
+        ));
     }
-    assert!(db.time_to_live(s.lease_id()).is_ok());
-    assert!(!s.is_done());
-    let done = s.done();
-    db.revoke(s.lease_id()).unwrap();
-    assert!(
-        done.recv_timeout(WAIT).is_err(),
-        "done disconnects when the lease is revoked"
-    );
-    assert!(s.is_done());
-}
 
-#[test]
-fn s1_orphan_keeps_the_lease_close_revokes_and_resume_continues() {
-    let (clock, db) = manual();
-    let s = Session::new(
-        &db,
-        SessionOptions {
-            ttl: secs(9),
-            keepalive_interval: None,
-        },
-    )
-    .unwrap();
-    let id = s.lease_id();
-    s.orphan();
-    assert!(db.time_to_live(id).is_ok(), "orphan keeps the lease");
-    let resumed = Session::resume(
-        &db,
-        id,
-        SessionOptions {
-            ttl: secs(9),
-            keepalive_interval: None,
-        },
-    )
-    .unwrap();
-    let renewed = db.stats().renewed;
-    clock.advance(secs(3));
-    eventually("the resumed session renews", || {
-        db.stats().renewed > renewed
-    });
-    resumed.close().unwrap();
-    assert!(matches!(db.time_to_live(id), Err(Error::LeaseNotFound(_))));
-    assert!(matches!(
-        Session::resume(&db, id, SessionOptions::default()),
-        Err(Error::LeaseNotFound(_))
-    ));
-}
+    #[test]
+    fn s1_done_fires_when_the_engine_closes_or_the_lease_expires() {
+        let (clock, db) = manual();
+        let s = session(&db);
+        s.orphan();
+        let done = s.done();
+        clock.advance(secs(30));
+        assert!(
+            done.recv_timeout(WAIT).is_err(),
+            "expired lease: done fires"
+        );
+        let s2 = session(&db);
+        let done2 = s2.done();
+        db.close().unwrap();
+        assert!(
+            done2.recv_timeout(WAIT).is_err(),
+            "closed engine: done fires"
+        );
+    }
 
-#[test]
-fn s1_done_fires_when_the_engine_closes_or_the_lease_expires() {
-    let (clock, db) = manual();
-    let s = session(&db);
-    s.orphan();
-    let done = s.done();
-    clock.advance(secs(30));
-    assert!(
-        done.recv_timeout(WAIT).is_err(),
-        "expired lease: done fires"
-    );
-    let s2 = session(&db);
-    let done2 = s2.done();
-    db.close().unwrap();
-    assert!(
-        done2.recv_timeout(WAIT).is_err(),
-        "closed engine: done fires"
-    );
-}
-
-#[test]
-fn s6_record_lock_succeeds_only_for_the_current_owner() {
-    let (clock, db) = manual();
-    let t1 = RecordLock::try_acquire(&db, "lock/x", "alice", secs(10)).unwrap();
-    assert!(matches!(
-        RecordLock::try_acquire(&db, "lock/x", "bob", secs(10)),
-        Err(Error::Locked { .. })
-    ));
-    assert!(matches!(
-        RecordLock::refresh(&db, "lock/x", "bob"),
-        Err(Error::NotLeader)
-    ));
-    assert!(matches!(
-        RecordLock::release(&db, "lock/x", "bob"),
-        Err(Error::NotLeader)
-    ));
-    clock.advance(secs(8));
-    RecordLock::refresh(&db, "lock/x", "alice").unwrap();
-    clock.advance(secs(8));
-    assert!(
-        db.get("lock/x").unwrap().is_some(),
-        "refresh extended the hold"
-    );
-    RecordLock::release(&db, "lock/x", "alice").unwrap();
-    assert!(db.get("lock/x").unwrap().is_none());
-    assert_eq!(db.stats().leases, 0, "release revoked the lease");
-    let t2 = RecordLock::try_acquire(&db, "lock/x", "bob", secs(10)).unwrap();
-    assert!(t2 > t1);
-    let rx = db.expired();
-    clock.advance(secs(10));
-    rx.recv_timeout(WAIT).unwrap();
-    assert!(
-        RecordLock::try_acquire(&db, "lock/x", "carol", secs(10)).is_ok(),
-        "an expired hold frees the record"
-    );
+    #[test]
+    fn s6_record_lock_succeeds_only_for_the_current_owner() {
+        let (clock, db) = manual();
+        let t1 = RecordLock::try_acquire(&db, "lock/x", "alice", secs(10)).unwrap();
+        assert!(matches!(
+            RecordLock::try_acquire(&db, "lock/x", "bob", secs(10)),
+            Err(Error::Locked { .. })
+        ));
+        assert!(matches!(
+            RecordLock::refresh(&db, "lock/x", "bob"),
+            Err(Error::NotLeader)
+        ));
+        assert!(matches!(
+            RecordLock::release(&db, "lock/x", "bob"),
+            Err(Error::NotLeader)
+        ));
+        clock.advance(secs(8));
+        RecordLock::refresh(&db, "lock/x", "alice").unwrap();
+        clock.advance(secs(8));
+        assert!(
+            db.get("lock/x").unwrap().is_some(),
+            "refresh extended the hold"
+        );
+        RecordLock::release(&db, "lock/x", "alice").unwrap();
+        assert!(db.get("lock/x").unwrap().is_none());
+        assert_eq!(db.stats().leases, 0, "release revoked the lease");
+        let t2 = RecordLock::try_acquire(&db, "lock/x", "bob", secs(10)).unwrap();
+        assert!(t2 > t1);
+        let rx = db.expired();
+        clock.advance(secs(10));
+        rx.recv_timeout(WAIT).unwrap();
+        assert!(
+            RecordLock::try_acquire(&db, "lock/x", "carol", secs(10)).is_ok(),
+            "an expired hold frees the record"
+        );
+    }
 }
 
 mod elector {
@@ -200,7 +206,7 @@ mod elector {
 
     #[test]
     fn s5_spawn_leads_until_stopped_and_join_reports_the_end() {
-        let (_c, db) = manual();
+        let db = mem();
         let (cbs, rx) = reporting();
         let e = Arc::new(LeaderElector::new(&db, cfg("a", true), cbs).unwrap());
         let run = e.spawn(None).unwrap();
@@ -226,7 +232,7 @@ mod elector {
 
     #[test]
     fn s5_inconsistent_configs_are_invalid_arguments() {
-        let (_c, db) = manual();
+        let db = mem();
         let ok = cfg("a", true);
         assert!(ok.validate().is_ok());
         let bad = [
@@ -263,86 +269,91 @@ mod elector {
         }
     }
 
-    #[test]
-    fn s5_one_leader_and_failover_only_after_the_engine_expires_its_lease() {
-        let (clock, db) = manual();
-        let (a, stop_a, ha, rx_a) = start(&db, cfg("a", false));
-        assert_eq!(rx_a.recv_timeout(WAIT).unwrap(), "new:a");
-        let token_a: i64 = rx_a.recv_timeout(WAIT).unwrap()["started:".len()..]
-            .parse()
-            .unwrap();
-        assert!(a.is_leader());
-        let (b, stop_b, hb, rx_b) = start(&db, cfg("b", false));
-        assert_eq!(rx_b.recv_timeout(WAIT).unwrap(), "new:a");
-        for _ in 0..5 {
-            let (rev, _) = record(&db);
-            clock.advance(secs(2));
-            eventually("a renews", || record(&db).0 > rev);
-            assert!(!b.is_leader(), "b must not lead while a renews");
-        }
-        assert_eq!(b.leader().as_deref(), Some("a"));
-        let (_, rec) = record(&db);
-        let last_renew = field(&rec, 2);
-        stop_a.stop();
-        ha.join().unwrap().unwrap();
-        assert_eq!(rx_a.recv_timeout(WAIT).unwrap(), "returned");
-        assert_eq!(rx_a.recv_timeout(WAIT).unwrap(), "stopped");
-        let mut started = None;
-        for _ in 0..40 {
-            clock.advance(secs(1));
-            if let Ok(m) = rx_b.recv_timeout(Duration::from_millis(100)) {
-                started = Some(m);
-                break;
-            }
-        }
-        let m = started.expect("b never took over");
-        assert_eq!(m, "new:b");
-        let token_b: i64 = rx_b.recv_timeout(WAIT).unwrap()["started:".len()..]
-            .parse()
-            .unwrap();
-        assert!(token_b > token_a);
-        let (_, rec) = record(&db);
-        assert!(rec.ends_with(" b"), "{rec}");
-        assert!(
-            field(&rec, 1) - last_renew >= 10_000,
-            "took over before a's lease expired: {rec}"
-        );
-        assert_eq!(field(&rec, 3), 1, "one leader transition");
-        stop_b.stop();
-        hb.join().unwrap().unwrap();
-    }
+    /// Driven by the engine's `ManualClock`: not run against `tenure serve` or etcd.
+    mod embedded_only {
+        use super::*;
 
-    #[test]
-    fn s5_release_on_cancel_frees_leadership_at_once_and_callbacks_are_ordered() {
-        let (clock, db) = manual();
-        let (_a, stop_a, ha, rx_a) = start(&db, cfg("a", true));
-        assert_eq!(rx_a.recv_timeout(WAIT).unwrap(), "new:a");
-        assert!(rx_a.recv_timeout(WAIT).unwrap().starts_with("started:"));
-        let (b, stop_b, hb, rx_b) = start(&db, cfg("b", true));
-        assert_eq!(rx_b.recv_timeout(WAIT).unwrap(), "new:a");
-        let released_at = field(&record(&db).1, 2);
-        stop_a.stop();
-        ha.join().unwrap().unwrap();
-        let order: Vec<String> = rx_a.try_iter().collect();
-        assert_eq!(
-            order,
-            vec!["returned", "stopped"],
-            "stopped only after started returned"
-        );
-        for _ in 0..10 {
-            clock.advance(secs(1));
-            if b.is_leader() {
-                break;
+        #[test]
+        fn s5_one_leader_and_failover_only_after_the_engine_expires_its_lease() {
+            let (clock, db) = manual();
+            let (a, stop_a, ha, rx_a) = start(&db, cfg("a", false));
+            assert_eq!(rx_a.recv_timeout(WAIT).unwrap(), "new:a");
+            let token_a: i64 = rx_a.recv_timeout(WAIT).unwrap()["started:".len()..]
+                .parse()
+                .unwrap();
+            assert!(a.is_leader());
+            let (b, stop_b, hb, rx_b) = start(&db, cfg("b", false));
+            assert_eq!(rx_b.recv_timeout(WAIT).unwrap(), "new:a");
+            for _ in 0..5 {
+                let (rev, _) = record(&db);
+                clock.advance(secs(2));
+                eventually("a renews", || record(&db).0 > rev);
+                assert!(!b.is_leader(), "b must not lead while a renews");
             }
-            let _ = rx_b.recv_timeout(Duration::from_millis(100));
+            assert_eq!(b.leader().as_deref(), Some("a"));
+            let (_, rec) = record(&db);
+            let last_renew = field(&rec, 2);
+            stop_a.stop();
+            ha.join().unwrap().unwrap();
+            assert_eq!(rx_a.recv_timeout(WAIT).unwrap(), "returned");
+            assert_eq!(rx_a.recv_timeout(WAIT).unwrap(), "stopped");
+            let mut started = None;
+            for _ in 0..40 {
+                clock.advance(secs(1));
+                if let Ok(m) = rx_b.recv_timeout(Duration::from_millis(100)) {
+                    started = Some(m);
+                    break;
+                }
+            }
+            let m = started.expect("b never took over");
+            assert_eq!(m, "new:b");
+            let token_b: i64 = rx_b.recv_timeout(WAIT).unwrap()["started:".len()..]
+                .parse()
+                .unwrap();
+            assert!(token_b > token_a);
+            let (_, rec) = record(&db);
+            assert!(rec.ends_with(" b"), "{rec}");
+            assert!(
+                field(&rec, 1) - last_renew >= 10_000,
+                "took over before a's lease expired: {rec}"
+            );
+            assert_eq!(field(&rec, 3), 1, "one leader transition");
+            stop_b.stop();
+            hb.join().unwrap().unwrap();
         }
-        eventually("b leads", || b.is_leader());
-        let rec = record(&db).1;
-        assert!(
-            field(&rec, 1) - released_at < 10_000,
-            "released at once, not after expiry: {rec}"
-        );
-        stop_b.stop();
-        hb.join().unwrap().unwrap();
+
+        #[test]
+        fn s5_release_on_cancel_frees_leadership_at_once_and_callbacks_are_ordered() {
+            let (clock, db) = manual();
+            let (_a, stop_a, ha, rx_a) = start(&db, cfg("a", true));
+            assert_eq!(rx_a.recv_timeout(WAIT).unwrap(), "new:a");
+            assert!(rx_a.recv_timeout(WAIT).unwrap().starts_with("started:"));
+            let (b, stop_b, hb, rx_b) = start(&db, cfg("b", true));
+            assert_eq!(rx_b.recv_timeout(WAIT).unwrap(), "new:a");
+            let released_at = field(&record(&db).1, 2);
+            stop_a.stop();
+            ha.join().unwrap().unwrap();
+            let order: Vec<String> = rx_a.try_iter().collect();
+            assert_eq!(
+                order,
+                vec!["returned", "stopped"],
+                "stopped only after started returned"
+            );
+            for _ in 0..10 {
+                clock.advance(secs(1));
+                if b.is_leader() {
+                    break;
+                }
+                let _ = rx_b.recv_timeout(Duration::from_millis(100));
+            }
+            eventually("b leads", || b.is_leader());
+            let rec = record(&db).1;
+            assert!(
+                field(&rec, 1) - released_at < 10_000,
+                "released at once, not after expiry: {rec}"
+            );
+            stop_b.stop();
+            hb.join().unwrap().unwrap();
+        }
     }
 }

@@ -4,7 +4,7 @@
 mod recipes;
 mod support;
 
-use support::{eventually, manual, SeamOnly, WAIT};
+use support::{eventually, mem, SeamOnly, WAIT};
 use tenure::sync::Session;
 use tenure::Tenure;
 

@@ -436,7 +436,8 @@ fn r1_connect_urls_several_endpoints_and_bad_urls() {
     let both_urls = format!("{},{}", p.url(), p.url());
     let db = Tenure::connect(&both_urls).unwrap();
     db.put("k", "v", None).unwrap();
-    for bad in ["", "127.0.0.1:2379", "https://h:1", "unix:/tmp/x.sock"] {
+    let mixed = format!("{},unix:/tmp/x.sock", p.url());
+    for bad in ["", "127.0.0.1:2379", "https://h:1", "unix:", &mixed] {
         assert!(
             matches!(Tenure::connect(bad), Err(Error::InvalidArgument(_))),
             "{bad}"
@@ -446,6 +447,54 @@ fn r1_connect_urls_several_endpoints_and_bad_urls() {
     let t = Instant::now();
     let e = Tenure::builder()
         .endpoints([dead])
+        .request_timeout(Duration::from_secs(1))
+        .connect()
+        .unwrap_err();
+    assert!(matches!(e, Error::Unavailable(_)), "{e:?}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+/// R1: `unix:PATH` and `unix://PATH` reach a `tenure serve` listening on that socket: keys,
+/// leases and a watch over it; a socket nobody serves is `Unavailable` within the deadline.
+#[test]
+fn r1_connect_over_a_unix_socket() {
+    let (dir, file) = temp_db();
+    let sock = dir.path().join("serve.sock");
+    let s = Server::start(&file, &["--listen", &format!("unix:{}", sock.display())]);
+    for url in [
+        format!("unix:{}", sock.display()),
+        format!("unix://{}", sock.display()),
+    ] {
+        let db = Tenure::connect(&url).unwrap();
+        let lease = db.grant(Duration::from_secs(30)).unwrap();
+        let mut w = db
+            .watch(
+                "u/",
+                WatchOptions {
+                    prefix: true,
+                    ..WatchOptions::default()
+                },
+            )
+            .unwrap();
+        let rev = db.put("u/k", &url, Some(lease)).unwrap();
+        let kv = db.get("u/k").unwrap().unwrap();
+        assert_eq!(
+            (kv.value, kv.mod_revision, kv.lease),
+            (url.clone().into_bytes(), rev, Some(lease))
+        );
+        let ev = w.recv_timeout(WAIT).unwrap();
+        assert_eq!((ev.kind, ev.revision()), (EventKind::Put, rev));
+        db.revoke(lease).unwrap();
+        assert!(db.get("u/k").unwrap().is_none());
+        assert_eq!(w.recv_timeout(WAIT).unwrap().kind, EventKind::Delete);
+    }
+    // The same server over TCP sees what the socket wrote.
+    assert!(Tenure::connect(&s.url()).unwrap().revision() > 0);
+    drop(s);
+
+    let t = Instant::now();
+    let e = Tenure::builder()
+        .endpoints([format!("unix:{}", dir.path().join("nobody.sock").display())])
         .request_timeout(Duration::from_secs(1))
         .connect()
         .unwrap_err();

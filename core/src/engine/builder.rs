@@ -186,7 +186,8 @@ impl Builder {
     }
 
     /// The etcd v3 endpoints [`connect`](Builder::connect) talks to: `http://HOST:PORT`
-    /// each (a string may hold several, comma-separated). Feature `remote`.
+    /// each (a string may hold several, comma-separated), or one `unix:PATH` (a `tenure
+    /// serve --listen unix:PATH`). Feature `remote`.
     #[cfg(feature = "remote")]
     pub fn endpoints<S: AsRef<str>>(mut self, urls: impl IntoIterator<Item = S>) -> Builder {
         self.endpoints = urls.into_iter().map(|u| u.as_ref().to_string()).collect();

@@ -192,7 +192,7 @@ impl Tenure {
     }
 
     /// Connects to an etcd v3 server (`tenure serve` or etcd): `http://HOST:PORT`, several
-    /// comma-separated. See [`Builder::connect`]. Feature `remote`.
+    /// comma-separated, or `unix:PATH`. See [`Builder::connect`]. Feature `remote`.
     #[cfg(feature = "remote")]
     pub fn connect(url: &str) -> Result<Tenure> {
         Builder::default().endpoints([url]).connect()

@@ -52,7 +52,14 @@ impl std::fmt::Debug for Remote {
     }
 }
 
-/// Parses `http://h:p` (several, comma-separated) into endpoints.
+/// The socket path of a `unix:PATH` (or `unix://PATH`) endpoint, as `tenure serve --listen`
+/// spells it.
+fn unix_path(endpoint: &str) -> Option<&str> {
+    let rest = endpoint.strip_prefix("unix:")?;
+    Some(rest.strip_prefix("//").unwrap_or(rest))
+}
+
+/// Parses `http://h:p` (several, comma-separated) or one `unix:PATH` into endpoints.
 pub(crate) fn parse_endpoints<S: AsRef<str>>(urls: &[S]) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for url in urls {
@@ -62,13 +69,17 @@ pub(crate) fn parse_endpoints<S: AsRef<str>>(urls: &[S]) -> Result<Vec<String>> 
             .map(str::trim)
             .filter(|e| !e.is_empty())
         {
-            if e.starts_with("unix:") {
-                return Err(Error::invalid(format!(
-                    "{e}: unix sockets are not supported by connect yet; use http://HOST:PORT"
-                )));
+            if let Some(path) = unix_path(e) {
+                if path.is_empty() {
+                    return Err(Error::invalid(format!("{e}: expected unix:PATH")));
+                }
+                out.push(e.to_string());
+                continue;
             }
             let rest = e.strip_prefix("http://").ok_or_else(|| {
-                Error::invalid(format!("{e}: expected http://HOST:PORT (no TLS)"))
+                Error::invalid(format!(
+                    "{e}: expected http://HOST:PORT or unix:PATH (no TLS)"
+                ))
             })?;
             if rest.is_empty() || rest.contains('/') {
                 return Err(Error::invalid(format!("{e}: expected http://HOST:PORT")));
@@ -78,6 +89,12 @@ pub(crate) fn parse_endpoints<S: AsRef<str>>(urls: &[S]) -> Result<Vec<String>> 
     }
     if out.is_empty() {
         return Err(Error::invalid("connect needs at least one endpoint"));
+    }
+    if out.len() > 1 && out.iter().any(|e| unix_path(e).is_some()) {
+        return Err(Error::invalid(format!(
+            "{}: a unix socket is the only endpoint of a connection",
+            out.join(",")
+        )));
     }
     Ok(out)
 }
@@ -224,6 +241,31 @@ fn event(e: &etcd::Event) -> Option<Event> {
     })
 }
 
+/// A client over the Unix socket at `path`: a tonic channel whose connector dials the socket
+/// (reconnecting lazily, as the TCP channels do), handed to etcd-client as a raw channel.
+async fn unix_client(
+    path: &str,
+    timeout: Duration,
+    opts: etcd::ConnectOptions,
+) -> std::result::Result<etcd::Client, etcd::Error> {
+    let path = std::path::PathBuf::from(path);
+    // The URI is never dialled (the connector is); it names the HTTP/2 authority only.
+    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+        .connect_timeout(timeout)
+        .timeout(timeout)
+        .http2_keep_alive_interval(Duration::from_secs(1))
+        .keep_alive_timeout(timeout)
+        .keep_alive_while_idle(true)
+        .connect_with_connector_lazy(tower::service_fn(move |_: tonic::transport::Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }));
+    etcd::Client::from_channel(etcd::Channel::Tonic(channel), Some(opts)).await
+}
+
 impl Remote {
     /// Connects to `endpoints` (already parsed), each call bounded by `timeout`.
     pub(crate) fn connect(endpoints: Vec<String>, timeout: Duration) -> Result<Remote> {
@@ -242,7 +284,13 @@ impl Remote {
             .with_keep_alive(Duration::from_secs(1), timeout);
         let client = rt
             .block_on(async {
-                tokio::time::timeout(timeout, etcd::Client::connect(&endpoints, Some(opts))).await
+                let connect = async {
+                    match unix_path(&endpoints[0]) {
+                        Some(path) => unix_client(path, timeout, opts).await,
+                        None => etcd::Client::connect(&endpoints, Some(opts)).await,
+                    }
+                };
+                tokio::time::timeout(timeout, connect).await
             })
             .map_err(|_| unavailable(format!("connecting to {}", endpoints.join(","))))?
             .map_err(|e| map_err(e, None))?;
@@ -343,9 +391,20 @@ impl Remote {
             .unwrap_or_else(|_| self.revision.load(Ordering::Relaxed))
     }
 
+    /// What the server can tell: the revision and the live keys and leases. The engine's
+    /// counters (grants, commits, watchers...) stay 0.
     pub(crate) fn stats(&self) -> Stats {
+        let keys = self.call(true, None, None, |mut c| async move {
+            let all = etcd::GetOptions::new().with_all_keys().with_count_only();
+            c.get(vec![0], Some(all)).await
+        });
+        let leases = self.call(true, None, None, |mut c| async move { c.leases().await });
         Stats {
-            revision: self.revision(),
+            revision: keys
+                .as_ref()
+                .map_or_else(|_| self.revision(), |r| self.seen(r.header())),
+            keys: keys.map_or(0, |r| r.count().max(0) as u64),
+            leases: leases.map_or(0, |r| r.leases().len() as u64),
             ..Stats::default()
         }
     }
@@ -362,7 +421,10 @@ impl Remote {
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<KeyValue>> {
-        check_key(key)?;
+        // No key is empty: as the engine answers (etcd would refuse the request).
+        if key.is_empty() {
+            return Ok(None);
+        }
         let r = self.call(
             true,
             None,
@@ -420,10 +482,12 @@ impl Remote {
             .when(txn.compares.iter().map(compare).collect::<Vec<_>>())
             .and_then(txn.success.iter().map(txn_op).collect::<Vec<_>>())
             .or_else(txn.failure.iter().map(txn_op).collect::<Vec<_>>());
-        let r = self.call(false, None, None, |mut c| {
-            let req = req.clone();
-            async move { c.txn(req).await }
-        })?;
+        let r = self
+            .call(false, None, None, |mut c| {
+                let req = req.clone();
+                async move { c.txn(req).await }
+            })
+            .map_err(|e| self.name_missing_lease(e, txn))?;
         let revision = self.seen(r.header());
         let branch = if r.succeeded() {
             &txn.success
@@ -442,8 +506,31 @@ impl Remote {
         })
     }
 
-    /// Attaches the existing `keys` to `id` (`attach`), or detaches those attached to it: a
-    /// put that keeps the value (etcd's `ignore_value`), one conditional txn per key.
+    /// etcd's "lease not found" does not say which: the first lease of `txn` that is gone.
+    fn name_missing_lease(&self, e: Error, txn: &Txn) -> Error {
+        if !matches!(e, Error::LeaseNotFound(id) if id.get() == 0) {
+            return e;
+        }
+        let leases = txn
+            .success
+            .iter()
+            .chain(&txn.failure)
+            .filter_map(|op| match op {
+                Op::Put { lease, .. } => *lease,
+                _ => None,
+            });
+        for id in leases {
+            if let Err(Error::LeaseNotFound(_)) = self.time_to_live(id) {
+                return Error::LeaseNotFound(id);
+            }
+        }
+        e
+    }
+
+    /// Attaches `keys` to `id` (`attach`), or detaches those attached to it: a put that keeps
+    /// the value (etcd's `ignore_value`). Attach is one txn, all or nothing: every key must
+    /// have a value (etcd has no bare key names), else `Unsupported` naming the first without.
+    /// Detach is one conditional txn per key, so a key on another lease stays there.
     pub(crate) fn attach<K: AsRef<[u8]>>(
         &self,
         id: LeaseId,
@@ -452,32 +539,51 @@ impl Remote {
     ) -> Result<()> {
         self.time_to_live(id)?;
         keys.iter().try_for_each(|k| check_key(k.as_ref()))?;
-        for key in keys {
-            let key = key.as_ref().to_vec();
-            let (when, lease) = if attach {
-                (
-                    etcd::Compare::version(key.clone(), etcd::CompareOp::Greater, 0),
-                    id.get(),
-                )
-            } else {
-                (
-                    etcd::Compare::lease(key.clone(), etcd::CompareOp::Equal, id.get()),
-                    0,
-                )
-            };
-            let put = etcd::PutOptions::new()
+        let put = |key: &[u8], lease: i64| {
+            let o = etcd::PutOptions::new()
                 .with_ignore_value()
                 .with_lease(lease);
-            let req = etcd::Txn::new().when([when]).and_then([etcd::TxnOp::put(
-                key,
-                Vec::new(),
-                Some(put),
-            )]);
+            etcd::TxnOp::put(key, Vec::new(), Some(o))
+        };
+        let mut reqs = Vec::new();
+        if attach {
+            let has_value = |k: &K| etcd::Compare::version(k.as_ref(), etcd::CompareOp::Greater, 0);
+            reqs.push(
+                etcd::Txn::new()
+                    .when(keys.iter().map(has_value).collect::<Vec<_>>())
+                    .and_then(
+                        keys.iter()
+                            .map(|k| put(k.as_ref(), id.get()))
+                            .collect::<Vec<_>>(),
+                    ),
+            );
+        } else {
+            for key in keys {
+                let key = key.as_ref();
+                let when = etcd::Compare::lease(key, etcd::CompareOp::Equal, id.get());
+                reqs.push(etcd::Txn::new().when([when]).and_then([put(key, 0)]));
+            }
+        }
+        for req in reqs {
             let r = self.call(false, None, Some(id), |mut c| {
                 let req = req.clone();
                 async move { c.txn(req).await }
             })?;
             self.seen(r.header());
+            if attach && !r.succeeded() {
+                for key in keys {
+                    if self.get(key.as_ref())?.is_none() {
+                        return Err(Error::Unsupported(format!(
+                            "attach {}: the key has no value; over connect only keys with a \
+                             value can be attached (etcd has no bare key names)",
+                            String::from_utf8_lossy(key.as_ref())
+                        )));
+                    }
+                }
+                return Err(Error::Unavailable(
+                    "attach: keys changed concurrently; try again".into(),
+                ));
+            }
         }
         Ok(())
     }
@@ -488,16 +594,48 @@ impl Remote {
             o = o.with_prefix();
         }
         if let Some(r) = opts.start_revision {
+            if r <= 0 {
+                return Err(Error::invalid(format!(
+                    "watch start revision {r}: must be positive"
+                )));
+            }
             o = o.with_start_revision(r);
         }
         if opts.prev_kv {
             o = o.with_prev_key();
         }
-        let stream = self.call(true, None, None, |mut c| {
+        // The server's first answer says the watch exists (or why not): only then does a write
+        // made after `watch` returns reach it, as with the embedded engine.
+        let (stream, created) = self.call(true, None, None, |mut c| {
             let o = o.clone();
-            async move { c.watch(key, Some(o)).await }
+            async move {
+                let mut stream = c.watch(key, Some(o)).await?;
+                let created = stream.message().await?;
+                Ok((stream, created))
+            }
         })?;
+        let created = created.ok_or_else(|| unavailable("the watch stream ended"))?;
+        if created.compact_revision() > 0 {
+            return Err(Error::Compacted {
+                revision: opts.start_revision.unwrap_or(0),
+                reason: format!(
+                    "history before revision {} was compacted on the server",
+                    created.compact_revision()
+                ),
+            });
+        }
+        if created.canceled() {
+            return Err(unavailable(format!(
+                "watch refused by the server: {}",
+                created.cancel_reason()
+            )));
+        }
         let (feed, watcher) = WatchFeed::new();
+        for e in created.events() {
+            if let Some(ev) = event(e) {
+                feed.send(ev);
+            }
+        }
         let guard = self.rt.read().unwrap_or_else(|p| p.into_inner());
         let rt = guard
             .as_ref()

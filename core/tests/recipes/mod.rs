@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use tenure::sync::{Election, FenceGate, Mutex, Session};
 use tenure::{Error, Stop, Tenure, Wait, WaitPool};
 
-use crate::{backend, eventually, manual, session, WAIT};
+use crate::{backend, eventually, mem, session, WAIT};
 
 #[test]
 fn s2_the_mutex_is_fifo_by_create_revision() {
-    let (_c, db) = manual();
+    let db = mem();
     let (a, b, c) = (session(&db), session(&db), session(&db));
     let ga = Mutex::new(&a, "jobs").lock(Some(WAIT)).unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -42,7 +42,7 @@ fn s2_the_mutex_is_fifo_by_create_revision() {
 
 #[test]
 fn s2_try_lock_is_locked_while_held_and_leaves_no_key() {
-    let (_c, db) = manual();
+    let db = mem();
     let (a, b) = (session(&db), session(&db));
     let g = Mutex::new(&a, "m").try_lock().unwrap();
     assert!(g.is_held());
@@ -64,7 +64,7 @@ fn s2_try_lock_is_locked_while_held_and_leaves_no_key() {
 
 #[test]
 fn s2_lock_times_out_and_withdraws() {
-    let (_c, db) = manual();
+    let db = mem();
     let (a, b) = (session(&db), session(&db));
     let _g = Mutex::new(&a, "m").lock(None).unwrap();
     let start = Instant::now();
@@ -78,7 +78,7 @@ fn s2_lock_times_out_and_withdraws() {
 
 #[test]
 fn s2_a_waiter_whose_session_dies_stops_at_once_with_session_expired() {
-    let (_c, db) = manual();
+    let db = mem();
     let (a, b) = (session(&db), session(&db));
     let _g = Mutex::new(&a, "m").lock(None).unwrap();
     let bb = b.clone();
@@ -95,7 +95,7 @@ fn s2_a_waiter_whose_session_dies_stops_at_once_with_session_expired() {
 fn s2_the_holder_rechecks_its_own_key_after_waiting() {
     // etcd#11051: the waiter's own key vanished while it waited (its lease was revoked at the
     // same moment its predecessor left); it must not report the lock as acquired.
-    let (_c, db) = manual();
+    let db = mem();
     let (a, b) = (session(&db), session(&db));
     let ga = Mutex::new(&a, "m").lock(None).unwrap();
     let mb = Mutex::new(&b, "m");
@@ -120,7 +120,7 @@ fn ga_key(db: &Tenure) -> Vec<u8> {
 
 #[test]
 fn s2_unlock_deletes_only_its_own_acquisition() {
-    let (_c, db) = manual();
+    let db = mem();
     let s = session(&db);
     let m = Mutex::new(&s, "m");
     let old = m.lock(None).unwrap();
@@ -137,7 +137,7 @@ fn s2_unlock_deletes_only_its_own_acquisition() {
 
 #[test]
 fn s3_fencing_tokens_increase_and_the_gate_rejects_a_stale_one() {
-    let (_c, db) = manual();
+    let db = mem();
     let (a, b) = (session(&db), session(&db));
     let gate = FenceGate::new();
     let g1 = Mutex::new(&a, "res").lock(None).unwrap();
@@ -157,7 +157,7 @@ fn s3_fencing_tokens_increase_and_the_gate_rejects_a_stale_one() {
 
 #[test]
 fn s4_campaign_blocks_until_leader_and_observe_reports_every_change() {
-    let (_c, db) = manual();
+    let db = mem();
     let (a, b) = (session(&db), session(&db));
     let mut obs = Election::observe(&backend(&db), "svc").unwrap();
     assert_eq!(
@@ -210,7 +210,7 @@ fn s4_campaign_blocks_until_leader_and_observe_reports_every_change() {
 
 #[test]
 fn s4_proclaim_after_losing_leadership_is_not_leader() {
-    let (_c, db) = manual();
+    let db = mem();
     let a = session(&db);
     let l = Election::new(&a, "svc").campaign("x", None).unwrap();
     db.revoke(a.lease_id()).unwrap();
@@ -220,7 +220,7 @@ fn s4_proclaim_after_losing_leadership_is_not_leader() {
 
 #[test]
 fn s2_a_cancelled_lock_wait_gives_up_at_once_and_withdraws() {
-    let (_c, db) = manual();
+    let db = mem();
     let (a, b) = (session(&db), session(&db));
     let _g = Mutex::new(&a, "m").lock(None).unwrap();
     let cancel = Stop::new();
@@ -253,7 +253,7 @@ fn s2_a_cancelled_lock_wait_gives_up_at_once_and_withdraws() {
 fn s2_s4_nested_lock_and_election_names_do_not_interfere() {
     // Reliability defect 7: `jobs/nightly`'s holder blocked `jobs`, and the leader of `svc/eu`
     // was reported as the leader of `svc`.
-    let (_c, db) = manual();
+    let db = mem();
     let (a, b) = (session(&db), session(&db));
     let _nightly = Mutex::new(&a, "jobs/nightly").lock(None).unwrap();
     let jobs = Mutex::new(&b, "jobs").try_lock().expect("jobs is free");
@@ -283,7 +283,7 @@ fn s2_a_mutex_is_not_reentrant_per_session() {
     // Reliability defect 8: threads sharing one session were all inside the critical section
     // with the same fencing token. A second acquisition through the same session is refused
     // while the first is held or being acquired; once released, the session may lock again.
-    let (_c, db) = manual();
+    let db = mem();
     let (a, b) = (session(&db), session(&db));
     let m = Mutex::new(&a, "m");
     let g = m.lock(None).unwrap();
@@ -325,7 +325,7 @@ fn s2_a_mutex_is_not_reentrant_per_session() {
 #[test]
 fn s2_s4_huge_lock_and_campaign_timeouts_saturate() {
     // Reliability defect 9: `Instant::now() + timeout` overflowed and panicked.
-    let (_c, db) = manual();
+    let db = mem();
     let (a, b) = (session(&db), session(&db));
     let huge = Duration::from_secs(u64::MAX);
     let g = Mutex::new(&a, "m").lock(huge).unwrap();
@@ -346,7 +346,7 @@ fn s2_s4_huge_lock_and_campaign_timeouts_saturate() {
 
 #[test]
 fn s2_s4_one_wait_pool_serves_many_lock_and_campaign_waits_and_withdraws_what_it_drops() {
-    let (_c, db) = manual();
+    let db = mem();
     let (a, b) = (session(&db), session(&db));
     let n = 50;
     let names: Vec<String> = (0..n).map(|i| format!("pool/{i}")).collect();

@@ -1,10 +1,21 @@
 //! Helpers shared by the test binaries: engines on a `ManualClock`, bounded waits for what
-//! other threads do, and a backend that offers the recipes only the seam.
+//! other threads do, a backend that offers the recipes only the seam, and the place the
+//! backend-neutral tests run in.
+//!
+//! One suite, three places (SPEC R1): `mem()` is an in-memory engine, or, with
+//! `TENURE_TEST_BACKEND=serve|etcd` and `TENURE_TEST_URL`, a `Tenure::connect` to that server,
+//! emptied first (every key deleted, every lease revoked). `tests/backends/run.py` starts
+//! `tenure serve` and etcd and runs these binaries against each, one test at a time
+//! (`--test-threads=1`: the tests share the server) and skipping `embedded_only::`: the tests
+//! that need the engine itself (a `ManualClock`, files, checkpoints, promote, stats counters)
+//! live in a module of that name in each file. The helpers that make an embedded engine
+//! (`manual`, `open_file`...) refuse to run against a server, so a misplaced test fails
+//! instead of silently testing the engine twice.
 // Each test binary uses a different subset.
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
@@ -13,6 +24,60 @@ use tenure::{
     Clock, Event, EventKind, KeepAlive, KeyValue, LeaseId, LeaseInfo, ManualClock, Result, Stop,
     Tenure, Txn, TxnResponse, WatchOptions, Watcher,
 };
+
+/// Where `mem()` engines live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Place {
+    Embedded,
+    /// `tenure serve` or etcd: the backend's name and its URL.
+    Remote(String, String),
+}
+
+/// The place named by `TENURE_TEST_BACKEND` (default `embedded`) and `TENURE_TEST_URL`.
+pub(crate) fn place() -> &'static Place {
+    static PLACE: OnceLock<Place> = OnceLock::new();
+    PLACE.get_or_init(|| {
+        let name = std::env::var("TENURE_TEST_BACKEND").unwrap_or_default();
+        match name.as_str() {
+            "" | "embedded" => Place::Embedded,
+            "serve" | "etcd" => {
+                let url = std::env::var("TENURE_TEST_URL")
+                    .unwrap_or_else(|_| panic!("TENURE_TEST_BACKEND={name} needs TENURE_TEST_URL"));
+                Place::Remote(name, url)
+            }
+            other => panic!("TENURE_TEST_BACKEND={other}: expected embedded, serve or etcd"),
+        }
+    })
+}
+
+/// Guards the helpers that make an embedded engine: such tests belong in `embedded_only`.
+fn embedded_only(what: &str) {
+    if let Place::Remote(name, _) = place() {
+        panic!("{what} makes an embedded engine: a test using it belongs in `mod embedded_only` (backend {name})");
+    }
+}
+
+#[cfg(feature = "remote")]
+fn connect_emptied(url: &str) -> Tenure {
+    let db = Tenure::builder()
+        .endpoints([url])
+        .request_timeout(Duration::from_secs(10))
+        .connect()
+        .unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    db.delete_prefix("").expect("empty the server");
+    for l in db.leases() {
+        match db.revoke(l.id) {
+            Ok(()) | Err(tenure::Error::LeaseNotFound(_)) => {}
+            Err(e) => panic!("revoke {:?}: {e}", l.id),
+        }
+    }
+    db
+}
+
+#[cfg(not(feature = "remote"))]
+fn connect_emptied(url: &str) -> Tenure {
+    panic!("{url}: this test binary was built without tenure's feature `remote`")
+}
 
 /// How long a test waits for another thread before failing.
 pub(crate) const WAIT: Duration = Duration::from_secs(10);
@@ -23,6 +88,7 @@ pub(crate) fn secs(s: u64) -> Duration {
 
 /// An in-memory engine on a manual clock.
 pub(crate) fn manual() -> (Arc<ManualClock>, Tenure) {
+    embedded_only("manual()");
     let clock = ManualClock::new();
     let db = Tenure::builder().clock(clock.clone()).open().unwrap();
     (clock, db)
@@ -106,15 +172,21 @@ impl Backend for SeamOnly {
 /// A lease TTL for tests that never let it run out.
 pub(crate) const TTL: Duration = Duration::from_secs(10);
 
+/// A fresh, empty engine where the tests run: in memory, or the server emptied.
 pub(crate) fn mem() -> Tenure {
-    Tenure::in_memory().expect("in-memory engine")
+    match place() {
+        Place::Embedded => Tenure::in_memory().expect("in-memory engine"),
+        Place::Remote(_, url) => connect_emptied(url),
+    }
 }
 
 pub(crate) fn open_file(path: &Path) -> Tenure {
+    embedded_only("open_file()");
     Tenure::open(path).expect("open the database file")
 }
 
 pub(crate) fn open_file_with_clock(path: &Path, clock: &Arc<ManualClock>) -> Tenure {
+    embedded_only("open_file_with_clock()");
     Tenure::builder()
         .path(path)
         .clock(clock.clone())
@@ -159,7 +231,9 @@ pub(crate) fn next(w: &mut Watcher) -> Event {
 }
 
 /// Asserts that no event is ready. Only meaningful where every event of a returned write is
-/// already delivered (Immediate durability, or an in-memory engine).
+/// already delivered (Immediate durability, or an in-memory engine); over a connection it sees
+/// only the events that have arrived (an extra event still in flight passes unnoticed there: the
+/// embedded run checks idleness in full).
 pub(crate) fn assert_idle(w: &mut Watcher) {
     let ev = w.try_recv().expect("watcher still open");
     assert!(ev.is_none(), "unexpected event {ev:?}");
