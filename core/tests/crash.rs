@@ -18,6 +18,10 @@
 //! exactly the state after some prefix of the ops (never torn), and that prefix must hold every
 //! op acknowledged more than one flush interval (plus a generous slack) before the kill.
 //!
+//! Rounds take turns between the write-ahead log with small regions (so rounds switch regions
+//! and checkpoint into the file, and kills land during checkpoints), the log with its default
+//! regions, and no log (whose open replays what the previous round left in the log).
+//!
 //! Rounds: 32 immediate and 10 buffered, or `TENURE_CRASH_ROUNDS` (immediate; a third of it
 //! buffered). Seed: random, or `TENURE_CRASH_SEED` (printed). The rounds continue on one file.
 //! Leases live for hours on a real `SystemClock`, so nothing expires during the test.
@@ -40,6 +44,45 @@ const CHILD_ENV: &str = "TENURE_CRASH_CHILD";
 const CHILD_SEED_ENV: &str = "TENURE_CRASH_CHILD_SEED";
 const CHILD_TAG_ENV: &str = "TENURE_CRASH_CHILD_TAG";
 const CHILD_MODE_ENV: &str = "TENURE_CRASH_CHILD_MODE";
+const CHILD_LOG_ENV: &str = "TENURE_CRASH_CHILD_LOG";
+/// The log's region size in most rounds: small, so that rounds switch regions and checkpoint
+/// into the file many times, and kills land during checkpoints.
+const SMALL_REGION: u64 = 4096;
+
+/// How a round's child commits (DESIGN, "The write-ahead log"); rounds take turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Log {
+    /// The log with `SMALL_REGION` regions.
+    Small,
+    /// The log with its default regions (1 MiB: no checkpoint during a round).
+    Default,
+    /// No log: each commit is a durable redb transaction (the log left by an earlier round is
+    /// replayed by the open).
+    Off,
+}
+
+impl Log {
+    fn for_round(round: usize) -> Log {
+        [Log::Small, Log::Small, Log::Default, Log::Off][round % 4]
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Log::Small => "small",
+            Log::Default => "default",
+            Log::Off => "off",
+        }
+    }
+
+    fn builder(self) -> tenure::Builder {
+        let b = Tenure::builder();
+        match self {
+            Log::Small => b.log_region_size(SMALL_REGION),
+            Log::Default => b,
+            Log::Off => b.write_ahead_log(false),
+        }
+    }
+}
 /// A child stops working after this long or this many ops, and waits for its kill.
 const CHILD_MAX_RUN: Duration = Duration::from_secs(30);
 const CHILD_MAX_OPS: u64 = 5000;
@@ -429,8 +472,9 @@ fn emit(line: &str) {
     out.flush().expect("stdout");
 }
 
-fn child_workload(path: &Path, seed: u64, tag: &str, mode: Mode) {
-    let db = Tenure::builder()
+fn child_workload(path: &Path, seed: u64, tag: &str, mode: Mode, log: Log) {
+    let db = log
+        .builder()
         .path(path)
         .durability(mode.durability())
         .open()
@@ -472,7 +516,13 @@ fn child_process_entry() {
         "buffered" => Mode::Buffered,
         other => panic!("unknown mode {other:?}"),
     };
-    child_workload(Path::new(&path), seed, &tag, mode);
+    let log = match std::env::var(CHILD_LOG_ENV).expect("log").as_str() {
+        "small" => Log::Small,
+        "default" => Log::Default,
+        "off" => Log::Off,
+        other => panic!("unknown log {other:?}"),
+    };
+    child_workload(Path::new(&path), seed, &tag, mode, log);
 }
 
 // ---- the parent -------------------------------------------------------------------------------
@@ -537,7 +587,12 @@ struct Observed {
 impl Observed {
     fn read(path: &Path, ctx: &str) -> Observed {
         let opened = wall_ms();
-        let db = Tenure::open(path).unwrap_or_else(|e| panic!("{ctx}: reopen after kill -9: {e}"));
+        // Small regions: a log the child made with them is kept, not remade.
+        let db = Log::Small
+            .builder()
+            .path(path)
+            .open()
+            .unwrap_or_else(|e| panic!("{ctx}: reopen after kill -9: {e}"));
         let got = engine_snapshot(&db, &KEYS);
         let remaining = db
             .leases()
@@ -629,6 +684,7 @@ enum Kill {
 fn run_child(
     path: &Path,
     mode: Mode,
+    log: Log,
     seed: u64,
     tag: &str,
     kill: Kill,
@@ -645,6 +701,7 @@ fn run_child(
         ])
         .env(CHILD_ENV, path)
         .env(CHILD_MODE_ENV, mode.name())
+        .env(CHILD_LOG_ENV, log.name())
         .env(CHILD_SEED_ENV, seed.to_string())
         .env(CHILD_TAG_ENV, tag)
         .stdin(Stdio::piped())
@@ -763,11 +820,13 @@ fn crash_rounds(
     let mut totals = Totals::default();
     let mut max_durable_rev = 0;
     for round in 0..rounds {
-        let ctx = format!("{mode:?} TENURE_CRASH_SEED={seed}, round {round}");
+        let log = Log::for_round(round);
+        let ctx = format!("{mode:?} log {log:?} TENURE_CRASH_SEED={seed}, round {round}");
         let (from, child_seed, plan) = (wall_ms(), rng.random(), kill(&mut rng));
         let (lines, killed) = run_child(
             &path,
             mode,
+            log,
             child_seed,
             &format!("r{round}"),
             plan,

@@ -9,7 +9,7 @@
 //! the batch the model predicts. Time is a `ManualClock`; nothing sleeps.
 //!
 //! Cases run in memory, on a file with `Durability::Buffered` (fast reopens) and on a file with
-//! `Durability::Immediate`; with auto revoke (L11) or manual revoke (L12: expired leases are
+//! `Durability::Immediate` (both with a write-ahead log of small regions), or without the log; with auto revoke (L11) or manual revoke (L12: expired leases are
 //! delivered, stay, and are delivered again every retry interval). The periodic checkpoint is
 //! disabled (its moment is up to the expiry thread); explicit checkpoints and the one on close
 //! are modelled. `PROPTEST_CASES` sets the number of cases (default 256).
@@ -98,9 +98,16 @@ enum Step {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Backing {
     Memory,
+    /// A file, its write-ahead log with small regions (hand-offs to the checkpointer and
+    /// reopens that replay across regions happen within a case).
     Buffered,
     Immediate,
+    /// A file without the log (each commit a durable redb transaction).
+    ImmediateNoLog,
 }
+
+/// The log's region size in the file cases: small, so cases switch regions.
+const REGION: u64 = 4096;
 
 // ---- strategies -------------------------------------------------------------------------------
 
@@ -201,6 +208,7 @@ fn backing() -> impl Strategy<Value = Backing> {
         5 => Just(Backing::Memory),
         4 => Just(Backing::Buffered),
         1 => Just(Backing::Immediate),
+        1 => Just(Backing::ImmediateNoLog),
     ]
 }
 
@@ -241,8 +249,18 @@ fn open(
         .checkpoint_interval(NO_PERIODIC_CHECKPOINT);
     b = match (setup.backing, path) {
         (Backing::Memory, _) | (_, None) => b.in_memory(),
-        (Backing::Buffered, Some(p)) => b.path(p).durability(Durability::Buffered(ms(2))),
-        (Backing::Immediate, Some(p)) => b.path(p).durability(Durability::Immediate),
+        (Backing::Buffered, Some(p)) => b
+            .path(p)
+            .durability(Durability::Buffered(ms(2)))
+            .log_region_size(REGION),
+        (Backing::Immediate, Some(p)) => b
+            .path(p)
+            .durability(Durability::Immediate)
+            .log_region_size(REGION),
+        (Backing::ImmediateNoLog, Some(p)) => b
+            .path(p)
+            .durability(Durability::Immediate)
+            .write_ahead_log(false),
     };
     b.open().expect("open")
 }

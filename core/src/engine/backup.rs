@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::commit::{enqueued, wait_durable};
+use super::commit::enqueued;
 use super::{Shared, Tenure};
 use crate::error::{Error, Result};
 use crate::store::View;
@@ -78,13 +78,14 @@ impl Tenure {
         Ok(s)
     }
 
-    /// The one way backups read the store: first brings the file up to date with everything
-    /// acknowledged and checkpoints every renewed lease (so each lease row holds its remaining
-    /// TTL as of now), then begins a redb read transaction, which sees that commit or a later
-    /// one and nothing that commits after it begins.
+    /// The one way backups read the store: first checkpoints every renewed lease (so each lease
+    /// row holds its remaining TTL as of now) and brings the file itself up to date with
+    /// everything applied (`flush_to_file`: with the write-ahead log, the file lags the log), then
+    /// begins a redb read transaction, which sees that commit or a later one and nothing that
+    /// commits after it begins.
     fn store_view(&self) -> Result<View> {
         let s = self.file_backed()?;
-        let seq = {
+        let flush = {
             let mut st = s.state.lock();
             let st = &mut *st;
             if st.closed {
@@ -92,7 +93,7 @@ impl Tenure {
             }
             // After a failed commit (D6) the file holds the last good commit: read that.
             if st.poisoned.is_some() {
-                None
+                false
             } else {
                 if st.m.lessor.is_primary() && st.m.lessor.has_dirty() {
                     let (now, wall) = (s.clock.now_ns(), s.clock.wall_ms());
@@ -101,11 +102,11 @@ impl Tenure {
                     }
                     enqueued(s, st);
                 }
-                Some(st.seq)
+                true
             }
         };
-        if let Some(seq) = seq {
-            wait_durable(s, seq)?;
+        if flush {
+            self.flush_to_file()?;
         }
         let store = s.store.lock();
         store.as_ref().ok_or_else(|| s.closed.clone())?.view()

@@ -5,13 +5,14 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::TrySendError;
+use crossbeam_channel::{Sender, TrySendError};
 
 use super::{Shared, State};
 use crate::batch::Batch;
 use crate::clock::instant_after;
 use crate::error::{Error, Result};
 use crate::record::StoreOp;
+use crate::store::wal::{self, Appended};
 use crate::types::Durability;
 
 /// Immediate mode: how long a commit waits for the writers of the previous commit to come back.
@@ -94,9 +95,196 @@ pub(super) fn wait_durable(s: &Shared, seq: u64) -> Result<()> {
     }
 }
 
-/// The committer thread: takes everything pending, commits it in one redb transaction, then delivers
-/// its events and wakes the writers waiting for it (group commit, SPEC D1–D3).
+/// Work for the checkpointer: bring redb up to `lsn` (SPEC D1 with a log).
+pub(super) struct Work {
+    ops: Vec<StoreOp>,
+    revision: i64,
+    next_id: i64,
+    lsn: u64,
+}
+
+/// The checkpointer's progress, guarded by `Shared::ckpt` (taken alone).
+#[derive(Default)]
+pub(super) struct Ckpt {
+    /// A hand-off is being applied.
+    busy: bool,
+    /// Why the checkpointer stopped (a failed redb commit) or that it is gone.
+    failed: Option<Error>,
+}
+
+/// The committer's side of the write-ahead log.
+pub(super) struct Logged {
+    pub(super) writer: wal::Writer,
+    pub(super) to_ckpt: Sender<Work>,
+    /// The ops of the records in the active region: redb does not have them yet.
+    unapplied: Vec<StoreOp>,
+    /// The meta row after the last record.
+    revision: i64,
+    next_id: i64,
+}
+
+impl Logged {
+    pub(super) fn new(writer: wal::Writer, to_ckpt: Sender<Work>) -> Logged {
+        Logged {
+            writer,
+            to_ckpt,
+            unapplied: Vec::new(),
+            revision: 0,
+            next_id: 0,
+        }
+    }
+
+    /// Makes a batch durable in the log (one `pwrite` + `fdatasync`); a full region is handed
+    /// to the checkpointer first, and a batch larger than a region goes straight to redb.
+    fn commit(
+        &mut self,
+        s: &Shared,
+        ops: &mut Vec<StoreOp>,
+        revision: i64,
+        next_id: i64,
+    ) -> Result<()> {
+        loop {
+            match self.writer.append(revision, next_id, ops)? {
+                Appended::Done => {
+                    self.unapplied.append(ops);
+                    (self.revision, self.next_id) = (revision, next_id);
+                    return Ok(());
+                }
+                Appended::Full => self.hand_off(s)?,
+                Appended::TooBig => {
+                    // After what is before it, in one durable commit under the LSN of an empty
+                    // marker record that then starts the other region (the LSNs in the log stay
+                    // consecutive).
+                    self.wait_idle(s)?;
+                    self.unapplied.append(ops);
+                    (self.revision, self.next_id) = (revision, next_id);
+                    self.send(s, self.writer.last_lsn() + 1)?;
+                    self.wait_idle(s)?;
+                    self.writer.switch();
+                    return match self.writer.append(revision, next_id, &[])? {
+                        Appended::Done => Ok(()),
+                        _ => Err(Error::storage("a log region cannot hold an empty record")),
+                    };
+                }
+            }
+        }
+    }
+
+    /// Hands the active region's records to the checkpointer and moves to the other region,
+    /// once the previous hand-off is applied (so the other region holds nothing redb lacks).
+    fn hand_off(&mut self, s: &Shared) -> Result<()> {
+        self.wait_idle(s)?;
+        if self.writer.active_used() {
+            self.send(s, self.writer.last_lsn())?;
+            self.writer.switch();
+        }
+        Ok(())
+    }
+
+    /// Sends the unapplied ops to the checkpointer, to be recorded as applied up to `lsn`.
+    fn send(&mut self, s: &Shared, lsn: u64) -> Result<()> {
+        s.ckpt.lock().busy = true;
+        let work = Work {
+            ops: std::mem::take(&mut self.unapplied),
+            revision: self.revision,
+            next_id: self.next_id,
+            lsn,
+        };
+        self.to_ckpt
+            .send(work)
+            .map_err(|_| Error::storage("the checkpoint thread is gone; reopen the database"))
+    }
+
+    /// Waits until the checkpointer has applied every hand-off.
+    fn wait_idle(&self, s: &Shared) -> Result<()> {
+        let mut c = s.ckpt.lock();
+        loop {
+            if let Some(e) = &c.failed {
+                return Err(e.clone());
+            }
+            if !c.busy {
+                return Ok(());
+            }
+            s.ckpt_cv.wait(&mut c);
+        }
+    }
+
+    /// Brings redb up to date with every record (a barrier, and close).
+    fn flush(&mut self, s: &Shared) -> Result<()> {
+        self.hand_off(s)?;
+        self.wait_idle(s)
+    }
+}
+
+/// The checkpoint thread (with a log): applies each region handed off by the committer to redb
+/// in one durable commit that also records the region's last LSN (`log_applied`). A failure
+/// poisons the engine like a failed commit (D6); the log still holds every acknowledged write.
+pub(super) fn checkpointer(s: &Shared) {
+    /// Marks the checkpointer gone however it ends, so the committer never waits for it.
+    struct Gone<'a>(&'a Shared);
+    impl Drop for Gone<'_> {
+        fn drop(&mut self) {
+            let mut c = self.0.ckpt.lock();
+            c.busy = false;
+            c.failed.get_or_insert_with(|| {
+                Error::storage("the checkpoint thread stopped; reopen the database")
+            });
+            self.0.ckpt_cv.notify_all();
+        }
+    }
+    let _gone = Gone(s);
+    let Some(rx) = s.ckpt_rx.lock().take() else {
+        return;
+    };
+    for w in rx.iter() {
+        let result = match &*s.store.lock() {
+            Some(store) => store.commit(&w.ops, w.revision, w.next_id, Some(w.lsn)),
+            None => Ok(()),
+        };
+        drop(w);
+        if let Err(e) = &result {
+            poison(
+                s,
+                prefixed("checkpoint of the log into the database failed", e.clone()),
+            );
+        }
+        let mut c = s.ckpt.lock();
+        c.busy = false;
+        if let Err(e) = result {
+            c.failed.get_or_insert(e);
+        }
+        s.ckpt_cv.notify_all();
+    }
+}
+
+fn prefixed(what: &str, e: Error) -> Error {
+    match e {
+        Error::Storage {
+            message,
+            errno,
+            path,
+        } => Error::Storage {
+            message: format!("{what}: {message}"),
+            errno,
+            path,
+        },
+        other => other,
+    }
+}
+
+/// After a failed commit: every later write fails with `e`, and the waiters wake with it (D6).
+fn poison(s: &Shared, e: Error) {
+    s.state.lock().poisoned.get_or_insert(e.clone());
+    let mut done = s.done.lock();
+    done.failed.get_or_insert(e);
+    s.done_cv.notify_all();
+}
+
+/// The committer thread: takes everything pending, makes it durable in one log append (or,
+/// without a log, one redb transaction), then delivers its events and wakes the writers waiting
+/// for it (group commit, SPEC D1–D3). It also serves `flush_to_file` barriers.
 pub(super) fn run(s: &Shared) {
+    let mut logged = s.log.lock().take();
     let interval = match s.cfg.durability {
         Durability::Immediate => None,
         Durability::Buffered(d) => Some(d),
@@ -110,15 +298,20 @@ pub(super) fn run(s: &Shared) {
     let mut last_writes: u64 = 0;
     let mut taken_seq: u64 = 0;
     loop {
-        let (mut batch, seq, revision, next_id, last) = {
+        let (mut batch, seq, revision, next_id, last, barrier) = {
             let mut st = s.state.lock();
             loop {
+                let barrier = st.barriers > s.done.lock().barriers; // lock order: state, done
                 let due = match next_flush {
                     None => true,
                     Some(t) => Instant::now() >= t || st.pending.ops.len() >= FLUSH_OPS,
                 };
-                if !st.pending.is_empty() && (due || st.closed) {
-                    if interval.is_none() && !st.closed && st.seq - taken_seq < last_writes {
+                if barrier || (!st.pending.is_empty() && (due || st.closed)) {
+                    if interval.is_none()
+                        && !st.closed
+                        && !barrier
+                        && st.seq - taken_seq < last_writes
+                    {
                         let until = Instant::now() + GATHER;
                         while st.seq - taken_seq < last_writes && Instant::now() < until {
                             s.commit_cv.wait_until(&mut st, until);
@@ -127,6 +320,8 @@ pub(super) fn run(s: &Shared) {
                     break;
                 }
                 if st.closed {
+                    drop(st);
+                    finish(s, logged);
                     return;
                 }
                 match next_flush {
@@ -153,17 +348,24 @@ pub(super) fn run(s: &Shared) {
                 st.m.kv.revision,
                 st.m.lessor.next_id(),
                 st.closed,
+                st.barriers,
             )
         };
+        let work = !batch.is_empty();
         let failed = s.state.lock().poisoned.is_some();
-        let result = if failed {
+        let mut result = if failed {
             Err(Error::storage(
                 "an earlier commit failed; reopen the database",
             ))
+        } else if !work {
+            Ok(())
         } else {
-            match &*s.store.lock() {
-                Some(store) => store.commit(&batch.ops, revision, next_id),
-                None => Ok(()),
+            match &mut logged {
+                Some(l) => l.commit(s, &mut batch.ops, revision, next_id),
+                None => match &*s.store.lock() {
+                    Some(store) => store.commit(&batch.ops, revision, next_id, None),
+                    None => Ok(()),
+                },
             }
         };
         spare = std::mem::take(&mut batch.ops);
@@ -171,36 +373,42 @@ pub(super) fn run(s: &Shared) {
         if spare.capacity() > 4 * FLUSH_OPS {
             spare.shrink_to(FLUSH_OPS);
         }
+        // A barrier (`flush_to_file`): everything committed so far goes into redb now.
+        if let (Ok(()), Some(l)) = (&result, &mut logged) {
+            if barrier > s.done.lock().barriers {
+                result = l.flush(s);
+            }
+        }
         match result {
             Ok(()) => {
-                s.commits.fetch_add(1, Ordering::Relaxed);
+                if work {
+                    s.commits.fetch_add(1, Ordering::Relaxed);
+                }
                 deliver(s, batch);
                 let mut done = s.done.lock();
                 done.committed = seq;
                 done.revision = revision;
+                done.barriers = done.barriers.max(barrier);
                 s.done_cv.notify_all();
             }
-            Err(e) => {
-                let e = match e {
-                    Error::Storage {
-                        message,
-                        errno,
-                        path,
-                    } => Error::Storage {
-                        message: format!("commit failed: {message}"),
-                        errno,
-                        path,
-                    },
-                    other => other,
-                };
-                s.state.lock().poisoned.get_or_insert(e.clone());
-                let mut done = s.done.lock();
-                done.failed.get_or_insert(e);
-                s.done_cv.notify_all();
-            }
+            Err(e) => poison(s, prefixed("commit failed", e)),
         }
         if last && s.state.lock().pending.is_empty() {
+            finish(s, logged);
             return;
+        }
+    }
+}
+
+/// The committer's last act on close: with a log, bring redb up to date (so the file alone is
+/// complete and the log holds nothing redb lacks), unless a failure poisoned the engine; then
+/// let the checkpointer end.
+fn finish(s: &Shared, logged: Option<Logged>) {
+    if let Some(mut l) = logged {
+        if s.state.lock().poisoned.is_none() {
+            if let Err(e) = l.flush(s) {
+                poison(s, prefixed("checkpoint on close failed", e));
+            }
         }
     }
 }

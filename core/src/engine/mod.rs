@@ -22,7 +22,7 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, Receiver, Sender};
 
 pub use self::builder::{Builder, MAX_DURATION, MAX_WATCH_EVENTS};
-use self::commit::{enqueued, wait_durable};
+use self::commit::{enqueued, wait_durable, Ckpt, Logged, Work};
 use self::signals::notify_gone;
 use crate::batch::Batch;
 use crate::clock::{Clock, Waker};
@@ -67,6 +67,8 @@ struct State {
     next_checkpoint: u64,
     /// What the expiry thread sleeps until (ns); a write with an earlier deadline wakes it.
     sleep_until: u64,
+    /// `flush_to_store` barriers requested (the committer serves them in order).
+    barriers: u64,
 }
 
 /// Commit progress guarded by `Shared::done`.
@@ -75,6 +77,8 @@ struct Done {
     committed: u64,
     /// The store revision of the last successful commit (SPEC E8).
     revision: i64,
+    /// `flush_to_store` barriers served: redb held every write applied before them.
+    barriers: u64,
     failed: Option<Error>,
 }
 
@@ -87,8 +91,16 @@ pub(crate) struct Shared {
     hub: Mutex<WatchHub>,
     done: Mutex<Done>,
     done_cv: Condvar,
-    /// Committer only.
+    /// The committer alone without a log; the checkpointer alone with one (then `close`,
+    /// after both stopped).
     store: Mutex<Option<Store>>,
+    /// The log's writer side, taken by the committer when it starts (`None`: no log).
+    log: Mutex<Option<Logged>>,
+    /// The checkpointer's work queue, taken by it when it starts.
+    ckpt_rx: Mutex<Option<Receiver<Work>>>,
+    /// Whether the checkpointer is applying a hand-off (taken alone); `ckpt_cv` signals it.
+    ckpt: Mutex<Ckpt>,
+    ckpt_cv: Condvar,
     clock: Arc<dyn Clock>,
     cfg: Config,
     /// Mirrors `hub.wants_events()` so writers can skip building events.
@@ -362,6 +374,38 @@ impl Tenure {
             return s.state.lock().m.kv.revision;
         }
         s.done.lock().revision
+    }
+
+    /// A barrier: returns once the database file itself holds every write applied before the
+    /// call. With the write-ahead log (the default) acknowledged writes are durable in the log
+    /// and reach the file in the background; whatever reads the file of an open engine (a
+    /// snapshot, a backup, a copy) calls this first. In memory there is nothing to do; after a
+    /// storage failure it fails with that failure (D6). Engine-only: `Unsupported` over
+    /// `connect`.
+    pub fn flush_to_file(&self) -> Result<()> {
+        let s = self.shared()?;
+        if !s.cfg.persist {
+            return Ok(());
+        }
+        let req = {
+            let mut st = s.state.lock();
+            if st.closed {
+                return Err(s.closed.clone());
+            }
+            st.barriers += 1;
+            s.commit_cv.notify_one();
+            st.barriers
+        };
+        let mut done = s.done.lock();
+        loop {
+            if done.barriers >= req {
+                return Ok(());
+            }
+            if let Some(e) = &done.failed {
+                return Err(e.clone());
+            }
+            s.done_cv.wait(&mut done);
+        }
     }
 
     // ---- leases -------------------------------------------------------------------------------

@@ -7,17 +7,27 @@ const HEADER: usize = 33;
 
 /// Record layout: flags (bit 0: has value) | create | mod | version | lease (i64 LE) | value.
 pub(crate) fn encode(e: &Entry) -> Vec<u8> {
+    let mut out = Vec::with_capacity(encoded_len(e));
+    encode_into(e, &mut out);
+    out
+}
+
+/// The length of `encode(e)`.
+pub(crate) fn encoded_len(e: &Entry) -> usize {
+    HEADER + e.data.as_ref().map_or(0, |d| d.value.len())
+}
+
+/// Appends `encode(e)` to `out` (the log writes records in place).
+pub(crate) fn encode_into(e: &Entry, out: &mut Vec<u8>) {
     let (flags, create, modr, version, value): (u8, i64, i64, i64, &[u8]) = match &e.data {
         Some(d) => (1, d.create, d.modr, d.version, &d.value),
         None => (0, 0, 0, 0, &[]),
     };
-    let mut out = Vec::with_capacity(HEADER + value.len());
     out.push(flags);
     for n in [create, modr, version, e.lease] {
         out.extend_from_slice(&n.to_le_bytes());
     }
     out.extend_from_slice(value);
-    out
 }
 
 /// `None` for a record that is not one `encode` could have written.

@@ -11,7 +11,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use redb::backends::FileBackend;
@@ -25,6 +25,7 @@ use crate::record::{LeaseRow, Loaded, StoreOp};
 
 mod codec;
 mod snapshot;
+pub(crate) mod wal;
 use codec::{decode, encode};
 pub(crate) use snapshot::View;
 
@@ -38,16 +39,21 @@ pub(crate) const FORMAT_VERSION: i64 = 1;
 const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
 
 /// Switches that make the storage layer fail, for testing SPEC D6. Cloning shares the switches.
+/// Each switch covers the database file (redb), its write-ahead log, or both.
 #[derive(Clone, Default)]
 pub struct StorageFaults {
     inner: Arc<FaultSwitches>,
 }
 
+/// Fault targets (bits of the switches).
+const DB: u8 = 1;
+pub(crate) const LOG: u8 = 2;
+
 #[derive(Default)]
 struct FaultSwitches {
-    fail_writes: AtomicBool,
-    fail_syncs: AtomicBool,
-    /// fsyncs that reached the file (`Stats::fsyncs`).
+    fail_writes: AtomicU8,
+    fail_syncs: AtomicU8,
+    /// fsyncs that reached a file (`Stats::fsyncs`).
     syncs: AtomicU64,
 }
 
@@ -69,14 +75,55 @@ impl StorageFaults {
         StorageFaults::default()
     }
 
-    /// While on, every write to the file fails with an I/O error.
-    pub fn fail_writes(&self, on: bool) {
-        self.inner.fail_writes.store(on, Ordering::SeqCst);
+    fn set(switch: &AtomicU8, target: u8, on: bool) {
+        if on {
+            switch.fetch_or(target, Ordering::SeqCst);
+        } else {
+            switch.fetch_and(!target, Ordering::SeqCst);
+        }
     }
 
-    /// While on, every fsync fails with an I/O error.
+    /// While on, every write to the database file and its log fails with an I/O error.
+    pub fn fail_writes(&self, on: bool) {
+        Self::set(&self.inner.fail_writes, DB | LOG, on);
+    }
+
+    /// While on, every fsync of the database file and its log fails with an I/O error.
     pub fn fail_syncs(&self, on: bool) {
-        self.inner.fail_syncs.store(on, Ordering::SeqCst);
+        Self::set(&self.inner.fail_syncs, DB | LOG, on);
+    }
+
+    /// While on, every write to the write-ahead log fails (the database file is spared).
+    pub fn fail_log_writes(&self, on: bool) {
+        Self::set(&self.inner.fail_writes, LOG, on);
+    }
+
+    /// While on, every fsync of the write-ahead log fails (the database file is spared).
+    pub fn fail_log_syncs(&self, on: bool) {
+        Self::set(&self.inner.fail_syncs, LOG, on);
+    }
+
+    /// While on, every write to the database file fails (the log is spared): with a log,
+    /// this hits the checkpoints that bring the database file up to date.
+    pub fn fail_db_writes(&self, on: bool) {
+        Self::set(&self.inner.fail_writes, DB, on);
+    }
+
+    /// While on, every fsync of the database file fails (the log is spared).
+    pub fn fail_db_syncs(&self, on: bool) {
+        Self::set(&self.inner.fail_syncs, DB, on);
+    }
+
+    pub(crate) fn fails_write(&self, target: u8) -> bool {
+        self.inner.fail_writes.load(Ordering::SeqCst) & target != 0
+    }
+
+    pub(crate) fn fails_sync(&self, target: u8) -> bool {
+        self.inner.fail_syncs.load(Ordering::SeqCst) & target != 0
+    }
+
+    pub(crate) fn count_sync(&self) {
+        self.inner.syncs.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -87,7 +134,7 @@ struct FaultyBackend {
     faults: StorageFaults,
 }
 
-fn injected() -> std::io::Error {
+pub(crate) fn injected() -> std::io::Error {
     std::io::Error::other("injected storage fault")
 }
 
@@ -99,21 +146,21 @@ impl StorageBackend for FaultyBackend {
         self.file.read(offset, out)
     }
     fn set_len(&self, len: u64) -> std::result::Result<(), std::io::Error> {
-        if self.faults.inner.fail_writes.load(Ordering::SeqCst) {
+        if self.faults.fails_write(DB) {
             return Err(injected());
         }
         self.file.set_len(len)
     }
     fn sync_data(&self) -> std::result::Result<(), std::io::Error> {
-        if self.faults.inner.fail_syncs.load(Ordering::SeqCst) {
+        if self.faults.fails_sync(DB) {
             return Err(injected());
         }
         self.file.sync_data()?;
-        self.faults.inner.syncs.fetch_add(1, Ordering::Relaxed);
+        self.faults.count_sync();
         Ok(())
     }
     fn write(&self, offset: u64, data: &[u8]) -> std::result::Result<(), std::io::Error> {
-        if self.faults.inner.fail_writes.load(Ordering::SeqCst) {
+        if self.faults.fails_write(DB) {
             return Err(injected());
         }
         self.file.write(offset, data)
@@ -329,7 +376,21 @@ fn sibling_temp(path: &Path, tag: &str) -> Result<(PathBuf, PathBuf)> {
     Ok((dir, tmp))
 }
 
-fn init(db: &redb::Database) -> Result<()> {
+/// A fresh id tying a log to its database (std's `RandomState` keys are random).
+fn new_log_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish() >> 1 // fits an i64 meta value
+}
+
+fn init(db: &redb::Database) -> Result<u64> {
+    let id = new_log_id();
     let mut tx = db.begin_write().map_err(storage)?;
     tx.set_durability(Durability::Immediate).map_err(storage)?;
     {
@@ -337,19 +398,67 @@ fn init(db: &redb::Database) -> Result<()> {
         meta.insert("format", FORMAT_VERSION).map_err(storage)?;
         meta.insert("revision", 0).map_err(storage)?;
         meta.insert("next_lease_id", 1).map_err(storage)?;
+        meta.insert("log_id", id as i64).map_err(storage)?;
         tx.open_table(LEASES).map_err(storage)?;
         tx.open_table(KV).map_err(storage)?;
     }
-    tx.commit().map_err(storage)
+    tx.commit().map_err(storage)?;
+    Ok(id)
+}
+
+/// Where the database stands with respect to its write-ahead log (meta rows `log_id`,
+/// `log_applied`; absent in files written before the log: no id, nothing applied).
+#[derive(Debug, Clone, Copy)]
+struct LogMeta {
+    id: Option<u64>,
+    applied: u64,
+}
+
+fn corrupt_at(path: &Path, detail: impl Into<String>) -> Error {
+    Error::Corrupt {
+        path: path.to_path_buf(),
+        detail: detail.into(),
+    }
+}
+
+/// The log rows of the meta table; `None` when there is no meta table (an uninitialised or
+/// foreign file: `load` decides which).
+fn log_meta(db: &impl ReadableDatabase, path: &Path) -> Result<Option<LogMeta>> {
+    let tx = db
+        .begin_read()
+        .map_err(|e| corrupt_at(path, e.to_string()))?;
+    match tx.open_table(META) {
+        Ok(meta) => log_rows(&meta, path).map(Some),
+        Err(TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(corrupt_at(path, e.to_string())),
+    }
+}
+
+fn log_rows(meta: &impl ReadableTable<&'static str, i64>, path: &Path) -> Result<LogMeta> {
+    let row = |k: &str| -> Result<Option<i64>> {
+        Ok(meta
+            .get(k)
+            .map_err(|e| corrupt_at(path, e.to_string()))?
+            .map(|v| v.value()))
+    };
+    let applied = row("log_applied")?.unwrap_or(0);
+    let id = row("log_id")?;
+    if applied < 0 || id.is_some_and(|i| i < 0) {
+        return Err(corrupt_at(
+            path,
+            format!("impossible log position {applied} or id {id:?}"),
+        ));
+    }
+    Ok(LogMeta {
+        id: id.map(|i| i as u64),
+        applied: applied as u64,
+    })
 }
 
 /// Reads and validates the whole database (SPEC L13, D5; DESIGN "Persistence and recovery").
-/// Only reads, so a refused file is never written.
-fn load(db: &impl ReadableDatabase, path: &Path) -> Result<Option<Loaded>> {
-    let corrupt = |detail: String| Error::Corrupt {
-        path: path.to_path_buf(),
-        detail,
-    };
+/// Only reads, so a refused file is never written. `None`: no table at all.
+fn load(db: &impl ReadableDatabase, path: &Path) -> Result<Option<(Loaded, LogMeta)>> {
+    let corrupt = |detail: String| corrupt_at(path, detail);
     let read = |e: redb::StorageError| corrupt(e.to_string());
     let tx = db.begin_read().map_err(|e| corrupt(e.to_string()))?;
     let meta = match tx.open_table(META) {
@@ -364,6 +473,21 @@ fn load(db: &impl ReadableDatabase, path: &Path) -> Result<Option<Loaded>> {
         }
         Err(e) => return Err(corrupt(e.to_string())),
     };
+    let leases = tx.open_table(LEASES).map_err(|e| corrupt(e.to_string()))?;
+    let kv = tx.open_table(KV).map_err(|e| corrupt(e.to_string()))?;
+    load_tables(&meta, &leases, &kv, path).map(Some)
+}
+
+/// `load` over open tables: those of a read transaction, or of the write transaction that
+/// replays the log (validated before it commits).
+fn load_tables(
+    meta: &impl ReadableTable<&'static str, i64>,
+    leases: &impl ReadableTable<i64, (u64, u64, i64)>,
+    kv: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    path: &Path,
+) -> Result<(Loaded, LogMeta)> {
+    let corrupt = |detail: String| corrupt_at(path, detail);
+    let read = |e: redb::StorageError| corrupt(e.to_string());
     let get = |k: &str| -> Result<i64> {
         meta.get(k)
             .map_err(read)?
@@ -374,6 +498,7 @@ fn load(db: &impl ReadableDatabase, path: &Path) -> Result<Option<Loaded>> {
         FORMAT_VERSION => {}
         v => return Err(corrupt(format!("unsupported format version {v}"))),
     }
+    let log = log_rows(meta, path)?;
     let mut loaded = Loaded {
         revision: get("revision")?,
         next_id: get("next_lease_id")?,
@@ -385,7 +510,6 @@ fn load(db: &impl ReadableDatabase, path: &Path) -> Result<Option<Loaded>> {
             loaded.revision, loaded.next_id
         )));
     }
-    let leases = tx.open_table(LEASES).map_err(|e| corrupt(e.to_string()))?;
     // The cheap invariants a damaged file breaks: I-L2, I-K1, I-K3 (DESIGN).
     let mut ids = rustc_hash::FxHashSet::default();
     for row in leases.iter().map_err(read)? {
@@ -406,7 +530,6 @@ fn load(db: &impl ReadableDatabase, path: &Path) -> Result<Option<Loaded>> {
             wall_ms,
         });
     }
-    let kv = tx.open_table(KV).map_err(|e| corrupt(e.to_string()))?;
     for row in kv.iter().map_err(read)? {
         let (k, v) = row.map_err(read)?;
         let key = k.value();
@@ -433,20 +556,107 @@ fn load(db: &impl ReadableDatabase, path: &Path) -> Result<Option<Loaded>> {
         }
         loaded.keys.push((key.to_vec(), entry));
     }
-    Ok(Some(loaded))
+    Ok((loaded, log))
+}
+
+fn apply_ops(
+    leases: &mut redb::Table<i64, (u64, u64, i64)>,
+    kv: &mut redb::Table<&[u8], &[u8]>,
+    ops: &[StoreOp],
+) -> Result<()> {
+    for op in ops {
+        match op {
+            StoreOp::PutLease {
+                id,
+                ttl,
+                remaining,
+                wall_ms,
+            } => {
+                leases
+                    .insert(*id, (*ttl, *remaining, *wall_ms))
+                    .map_err(storage)?;
+            }
+            StoreOp::DelLease(id) => {
+                leases.remove(*id).map_err(storage)?;
+            }
+            StoreOp::PutKey(k, rec) => {
+                kv.insert(k.as_slice(), encode(rec).as_slice())
+                    .map_err(storage)?;
+            }
+            StoreOp::DelKey(k) => {
+                kv.remove(k.as_slice()).map_err(storage)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Applies the log's records beyond redb's position (and gives the file a log id if it has
+/// none) in one write transaction, validates the result there, and commits it durably only if
+/// it is valid: a log that would break the database leaves the file as it was.
+fn replay(
+    db: &redb::Database,
+    path: &Path,
+    records: &[wal::Record],
+    id: u64,
+) -> Result<(Loaded, LogMeta)> {
+    let tx = db.begin_write().map_err(storage)?;
+    let loaded = (|| {
+        let mut meta = tx.open_table(META).map_err(storage)?;
+        let mut leases = tx.open_table(LEASES).map_err(storage)?;
+        let mut kv = tx.open_table(KV).map_err(storage)?;
+        for r in records {
+            apply_ops(&mut leases, &mut kv, &r.ops)?;
+        }
+        if let Some(last) = records.last() {
+            meta.insert("revision", last.revision).map_err(storage)?;
+            meta.insert("next_lease_id", last.next_id)
+                .map_err(storage)?;
+            meta.insert("log_applied", last.lsn as i64)
+                .map_err(storage)?;
+        }
+        meta.insert("log_id", id as i64).map_err(storage)?;
+        load_tables(&meta, &leases, &kv, path)
+    })();
+    match loaded {
+        Ok(l) => {
+            let mut tx = tx;
+            tx.set_durability(Durability::Immediate).map_err(storage)?;
+            tx.commit().map_err(storage)?;
+            Ok(l)
+        }
+        Err(e) => {
+            let _ = tx.abort();
+            Err(e)
+        }
+    }
+}
+
+/// What [`Store::open`] gives the engine.
+pub(crate) struct Opened {
+    pub(crate) store: Store,
+    pub(crate) loaded: Loaded,
+    pub(crate) syncs: SyncCounter,
+    /// The log, positioned after everything redb holds; `None` without a log.
+    pub(crate) log: Option<wal::Writer>,
 }
 
 impl Store {
-    /// Opens or creates the database at `path` and reads it whole (SPEC L13, D5).
+    /// Opens or creates the database at `path` and reads it whole (SPEC L13, D5), replaying
+    /// its write-ahead log; with `use_log`, opens the log for appending (creating it if needed).
     ///
-    /// An existing file is validated read-only first, so a refused one is never written; only
-    /// then is it opened for writing and read again (under the write lock). A file redb must
-    /// repair (a writer was killed) cannot be opened read-only: redb repairs it to its last
-    /// commit, then it is validated.
+    /// An existing file and its log are validated read-only first (while redb's read-only
+    /// open excludes any writer), so a refused file is never written; only then is the file
+    /// opened for writing (under redb's lock, which also covers the log) and read again. A
+    /// file redb must repair (a writer was killed) cannot be opened read-only: redb repairs it
+    /// to its last commit, then it and its log are validated.
+    /// `log_region`: the region size of a log made by this open (`wal::REGION` by default).
     pub(crate) fn open(
         path: &Path,
         faults: Option<StorageFaults>,
-    ) -> Result<(Store, Loaded, SyncCounter)> {
+        use_log: bool,
+        log_region: u64,
+    ) -> Result<Opened> {
         let faults = faults.unwrap_or_default();
         let counter = SyncCounter(faults.clone());
         if let Found::New = inspect(path)? {
@@ -458,8 +668,15 @@ impl Store {
                 .set_cache_size(64 << 20)
                 .open_read_only_with_backend(FileBackend::new(file).map_err(storage)?);
             match ro {
-                Ok(db) => load(&db, path).map(drop),
-                Err(DatabaseError::RepairAborted) => Ok(()),
+                Ok(db) => {
+                    if let Some((_, lm)) = load(&db, path)? {
+                        wal::read(path, lm.id, lm.applied)?;
+                    }
+                    Ok(())
+                }
+                // redb must repair the file before saying where the log stands: the log is
+                // checked on its own first, so a damaged one is refused before the repair.
+                Err(DatabaseError::RepairAborted) => wal::check(path),
                 Err(e) => Err(open_error(path, e)),
             }
         })?;
@@ -477,30 +694,91 @@ impl Store {
                 .set_cache_size(64 << 20)
                 .create_with_backend(backend)
                 .map_err(|e| open_error(path, e))?;
-            let loaded = match load(&db, path)? {
-                Some(l) => l,
-                None => {
-                    init(&db)?;
-                    Loaded::default()
-                }
+            let before = log_meta(&db, path)?;
+            let found = wal::read(
+                path,
+                before.and_then(|m| m.id),
+                before.map_or(0, |m| m.applied),
+            )?;
+            let records = match &found {
+                wal::Found::Ours(r) => r.as_slice(),
+                _ => &[],
             };
-            Ok((
-                Store {
+            // With the log in use, every open gives it a new id: records left from an earlier
+            // session can never be replayed onto another copy of the file.
+            let (loaded, lm) = match before {
+                Some(m) if use_log || !records.is_empty() => {
+                    let id = match m.id {
+                        Some(id) if !use_log => id,
+                        _ => new_log_id(),
+                    };
+                    replay(&db, path, records, id)?
+                }
+                _ => match load(&db, path)? {
+                    Some(l) => l,
+                    None => {
+                        let id = init(&db)?;
+                        (
+                            Loaded::default(),
+                            LogMeta {
+                                id: Some(id),
+                                applied: 0,
+                            },
+                        )
+                    }
+                },
+            };
+            let log = match (use_log, lm.id) {
+                (true, Some(id)) => Some(wal::Writer::open(
+                    path,
+                    id,
+                    lm.applied,
+                    faults.clone(),
+                    matches!(found, wal::Found::Ours(_)),
+                    log_region,
+                )?),
+                _ => None,
+            };
+            Ok(Opened {
+                store: Store {
                     db,
                     path: path.to_path_buf(),
                     faults,
                 },
                 loaded,
-                counter,
-            ))
+                syncs: counter,
+                log,
+            })
         })
     }
 
-    /// Writes `ops` and the meta row in one durable (fsynced) transaction.
+    /// Writes `ops` and the meta row in one durable (fsynced) transaction; `applied` (with a
+    /// log) is the LSN of the last log record these ops include.
     /// A panic in the storage layer (a damaged file redb trusted) is `Corrupt`, not a dead
     /// committer.
-    pub(crate) fn commit(&self, ops: &[StoreOp], revision: i64, next_id: i64) -> Result<()> {
-        guarded(&self.path, || self.commit_inner(ops, revision, next_id))
+    pub(crate) fn commit(
+        &self,
+        ops: &[StoreOp],
+        revision: i64,
+        next_id: i64,
+        applied: Option<u64>,
+    ) -> Result<()> {
+        guarded(&self.path, || {
+            let mut tx = self.db.begin_write().map_err(storage)?;
+            tx.set_durability(Durability::Immediate).map_err(storage)?;
+            {
+                let mut leases = tx.open_table(LEASES).map_err(storage)?;
+                let mut kv = tx.open_table(KV).map_err(storage)?;
+                apply_ops(&mut leases, &mut kv, ops)?;
+                let mut meta = tx.open_table(META).map_err(storage)?;
+                meta.insert("revision", revision).map_err(storage)?;
+                meta.insert("next_lease_id", next_id).map_err(storage)?;
+                if let Some(lsn) = applied {
+                    meta.insert("log_applied", lsn as i64).map_err(storage)?;
+                }
+            }
+            tx.commit().map_err(storage)
+        })
     }
 
     /// Closes the file (redb writes on close); a panic there is reported as in `commit`.
@@ -510,42 +788,5 @@ impl Store {
             drop(self);
             Ok(())
         })
-    }
-
-    fn commit_inner(&self, ops: &[StoreOp], revision: i64, next_id: i64) -> Result<()> {
-        let mut tx = self.db.begin_write().map_err(storage)?;
-        tx.set_durability(Durability::Immediate).map_err(storage)?;
-        {
-            let mut leases = tx.open_table(LEASES).map_err(storage)?;
-            let mut kv = tx.open_table(KV).map_err(storage)?;
-            for op in ops {
-                match op {
-                    StoreOp::PutLease {
-                        id,
-                        ttl,
-                        remaining,
-                        wall_ms,
-                    } => {
-                        leases
-                            .insert(*id, (*ttl, *remaining, *wall_ms))
-                            .map_err(storage)?;
-                    }
-                    StoreOp::DelLease(id) => {
-                        leases.remove(*id).map_err(storage)?;
-                    }
-                    StoreOp::PutKey(k, rec) => {
-                        kv.insert(k.as_slice(), encode(rec).as_slice())
-                            .map_err(storage)?;
-                    }
-                    StoreOp::DelKey(k) => {
-                        kv.remove(k.as_slice()).map_err(storage)?;
-                    }
-                }
-            }
-            let mut meta = tx.open_table(META).map_err(storage)?;
-            meta.insert("revision", revision).map_err(storage)?;
-            meta.insert("next_lease_id", next_id).map_err(storage)?;
-        }
-        tx.commit().map_err(storage)
     }
 }
