@@ -5,6 +5,10 @@
 //! and writes per commit. First it times the disk itself: `fdatasync` after a 4 KiB write to a
 //! file in the same directory (p50 / p99 of 200), the floor under every durable commit.
 //!
+//! `--paths log,redb` (the default: both, back to back for each thread count) picks the commit
+//! path: `log` = the write-ahead log (one append + `fdatasync` per commit, the default of the
+//! engine), `redb` = `write_ahead_log(false)` (one durable redb transaction per commit).
+//!
 //! `cargo run --profile profiling -p tenure-bench --bin durable -- --threads 1,8,64 --secs 3`
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,7 +19,8 @@ use std::time::{Duration, Instant};
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 
-use tenure_bench::{open, summary_us, Args, Mode, Scratch};
+use tenure::{Durability, Tenure};
+use tenure_bench::{summary_us, Args, Scratch};
 
 /// p50 / p99 / max of `fdatasync` after a 4 KiB write, on a file in `dir`.
 fn disk_sync_latency(dir: &std::path::Path) -> String {
@@ -43,17 +48,30 @@ fn disk_sync_latency(dir: &std::path::Path) -> String {
 }
 
 fn main() {
-    let args = Args::parse(&["threads", "secs", "dir"]);
+    let args = Args::parse(&["threads", "secs", "dir", "paths"]);
     let threads: Vec<usize> = args.list("threads", &[1, 8, 64]);
+    let paths: Vec<String> = args.list("paths", &["log".to_string(), "redb".to_string()]);
     let secs: f64 = args.get("secs", 3.0);
     let dir: String = args.get("dir", String::new());
     let scratch = Scratch::new((!dir.is_empty()).then(|| dir.into()));
 
     println!("durable disk {}", disk_sync_latency(&scratch.dir));
-    for &t in &threads {
-        let path = scratch.dir.join(format!("durable-{t}.tenure"));
+    for (&t, commit_path) in threads
+        .iter()
+        .flat_map(|t| paths.iter().map(move |p| (t, p)))
+    {
+        let path = scratch.dir.join(format!("durable-{t}-{commit_path}.tenure"));
         let _ = std::fs::remove_file(&path);
-        let db = open(Mode::Immediate, &path, None);
+        let db = Tenure::builder()
+            .path(&path)
+            .durability(Durability::Immediate)
+            .write_ahead_log(match commit_path.as_str() {
+                "log" => true,
+                "redb" => false,
+                other => panic!("unknown --paths entry {other:?} (log | redb)"),
+            })
+            .open()
+            .expect("open the engine");
         let stop = Arc::new(AtomicBool::new(false));
         let barrier = Arc::new(Barrier::new(t + 1));
         let workers: Vec<_> = (0..t)
@@ -86,7 +104,7 @@ fn main() {
         let commits = db.stats().commits - c0;
         db.close().expect("close");
         println!(
-            "durable threads={t} ops={ops} ops_per_s={:.0} writes_per_s={:.0} commits={commits} writes_per_commit={:.1}",
+            "durable path={commit_path} threads={t} ops={ops} ops_per_s={:.0} writes_per_s={:.0} commits={commits} writes_per_commit={:.1}",
             ops as f64 / elapsed,
             2.0 * ops as f64 / elapsed,
             2.0 * ops as f64 / commits.max(1) as f64,

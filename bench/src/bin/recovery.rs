@@ -5,6 +5,13 @@
 //! warm (the file was just written); with `--drop-caches 1` the kernel's caches are dropped
 //! before each open when this process may (root, writable /proc/sys/vm/drop_caches).
 //!
+//! Then the same after a crash with a full log interval to replay: the file is opened with the
+//! write-ahead log (one 2 MiB region: as much as the two default 1 MiB regions can hold
+//! unapplied), `--log-pairs` grant+put pairs (default 9 000, one record each, about 1.9 MiB) are
+//! acknowledged with `Durability::Immediate`, and the file and its log are copied while the
+//! engine is open: what a kill -9 leaves. Each run opens a fresh copy of that image (redb's
+//! repair, then the replay of every record) and the median is printed as `crash_open_*`.
+//!
 //! `cargo run --profile profiling -p tenure-bench --bin recovery`
 
 use std::time::{Duration, Instant};
@@ -13,7 +20,8 @@ use tenure::{Durability, Tenure};
 use tenure_bench::{open, Args, Mode, Scratch};
 
 fn main() {
-    let args = Args::parse(&["leases", "runs", "drop-caches", "dir"]);
+    let args = Args::parse(&["leases", "runs", "drop-caches", "dir", "log-pairs"]);
+    let pairs: i64 = args.get("log-pairs", 9_000);
     let n: i64 = args.get("leases", 1_000_000);
     let runs: usize = args.get("runs", 3);
     let drop_caches: u32 = args.get("drop-caches", 0);
@@ -67,4 +75,66 @@ fn main() {
         times[0].as_secs_f64() * 1e3,
         times[times.len() - 1].as_secs_f64() * 1e3,
     );
+
+    let image = scratch.dir.join("recovery-crash.tenure");
+    let log_bytes = {
+        let db = Tenure::builder()
+            .path(&path)
+            .log_region_size(2 << 20)
+            .open()
+            .expect("open with the log");
+        for id in 0..pairs {
+            let lease = db.grant(Duration::from_secs(36_000)).expect("grant");
+            db.put(format!("crash/{id:010}"), "10.0.0.1:8080", Some(lease))
+                .expect("put");
+        }
+        std::fs::copy(&path, &image).expect("copy the file");
+        std::fs::copy(wal(&path), wal(&image)).expect("copy the log");
+        db.close().expect("close");
+        used_log_bytes(&std::fs::read(wal(&image)).expect("read the log"))
+    };
+    let copy = scratch.dir.join("recovery-crash-run.tenure");
+    let mut times = Vec::new();
+    for _ in 0..runs {
+        std::fs::copy(&image, &copy).expect("copy the image");
+        std::fs::copy(wal(&image), wal(&copy)).expect("copy the image's log");
+        let t = Instant::now();
+        let db = Tenure::open(&copy).expect("open the crash image");
+        times.push(t.elapsed());
+        let s = db.stats();
+        let total = (n + pairs) as u64;
+        assert_eq!((s.leases, s.keys), (total, total), "everything recovered");
+        db.close().expect("close");
+    }
+    times.sort();
+    println!(
+        "recovery crash_image leases={} log_records={} log_kib={} crash_open_median_ms={:.0} crash_open_min_ms={:.0} crash_open_max_ms={:.0}",
+        n + pairs,
+        2 * pairs,
+        log_bytes / 1024,
+        times[times.len() / 2].as_secs_f64() * 1e3,
+        times[0].as_secs_f64() * 1e3,
+        times[times.len() - 1].as_secs_f64() * 1e3,
+    );
+}
+
+/// The log beside a database file.
+fn wal(path: &std::path::Path) -> std::path::PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".wal");
+    p.into()
+}
+
+/// Bytes of records at the start of a log's first region (format in docs/DESIGN.md: a 4 KiB
+/// header; each record a u32 length, 12 more bytes of head, the payload, a u32 crc, padding).
+fn used_log_bytes(log: &[u8]) -> usize {
+    let mut pos = 4096;
+    while pos + 4 <= log.len() {
+        let len = u32::from_le_bytes(log[pos..pos + 4].try_into().expect("4 bytes")) as usize;
+        if len == 0 {
+            break;
+        }
+        pos += (16 + len + 4 + 7) & !7;
+    }
+    pos - 4096
 }

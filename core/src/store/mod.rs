@@ -622,6 +622,7 @@ fn replay(
         Ok(l) => {
             let mut tx = tx;
             tx.set_durability(Durability::Immediate).map_err(storage)?;
+            tx.set_quick_repair(true);
             tx.commit().map_err(storage)?;
             Ok(l)
         }
@@ -766,6 +767,9 @@ impl Store {
         guarded(&self.path, || {
             let mut tx = self.db.begin_write().map_err(storage)?;
             tx.set_durability(Durability::Immediate).map_err(storage)?;
+            // Checkpoints of the log are rare: each may as well save redb's allocator state,
+            // so that the open after a crash needs no walk of the whole file.
+            tx.set_quick_repair(applied.is_some());
             {
                 let mut leases = tx.open_table(LEASES).map_err(storage)?;
                 let mut kv = tx.open_table(KV).map_err(storage)?;
