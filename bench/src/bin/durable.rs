@@ -60,7 +60,9 @@ fn main() {
         .iter()
         .flat_map(|t| paths.iter().map(move |p| (t, p)))
     {
-        let path = scratch.dir.join(format!("durable-{t}-{commit_path}.tenure"));
+        let path = scratch
+            .dir
+            .join(format!("durable-{t}-{commit_path}.tenure"));
         let _ = std::fs::remove_file(&path);
         let db = Tenure::builder()
             .path(&path)

@@ -52,6 +52,8 @@ impl Tenure {
     /// The file's size and the bytes in use (SPEC D10).
     pub fn storage_size(&self) -> Result<StorageSize> {
         let s = self.file_backed()?;
+        // The file as it is after a storage failure (D6); else brought up to date first.
+        let _ = self.flush_to_file();
         let store = s.store.lock();
         store.as_ref().ok_or_else(|| s.closed.clone())?.size()
     }
@@ -61,6 +63,7 @@ impl Tenure {
     /// a hash is reading the file.
     pub fn defragment(&self) -> Result<StorageSize> {
         let s = self.file_backed()?;
+        self.flush_to_file()?; // what the log holds is in the file before its pages move
         let mut store = s.store.lock();
         let store = store.as_mut().ok_or_else(|| s.closed.clone())?;
         store.compact()?;

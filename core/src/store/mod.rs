@@ -406,6 +406,9 @@ fn init(db: &redb::Database) -> Result<u64> {
     Ok(id)
 }
 
+/// The meta rows about the write-ahead log (a copy of the file leaves them out).
+pub(crate) const LOG_ROWS: [&str; 2] = ["log_id", "log_applied"];
+
 /// Where the database stands with respect to its write-ahead log (meta rows `log_id`,
 /// `log_applied`; absent in files written before the log: no id, nothing applied).
 #[derive(Debug, Clone, Copy)]

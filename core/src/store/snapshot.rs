@@ -210,6 +210,11 @@ impl View {
             let mut out = tx.open_table(META).map_err(|e| write_error(dest, e))?;
             for row in meta.iter().map_err(src)? {
                 let (k, v) = row.map_err(src)?;
+                // The copy is its own database: no log's records belong to it (I-G2), so a
+                // copy put back beside the source's log never replays the source's later writes.
+                if super::LOG_ROWS.contains(&k.value()) {
+                    continue;
+                }
                 out.insert(k.value(), v.value()).map_err(dst)?;
             }
             let mut out = tx.open_table(LEASES).map_err(|e| write_error(dest, e))?;
