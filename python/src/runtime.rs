@@ -1,6 +1,7 @@
-//! The runtime every class shares: the fork guard, the one sliced signal-aware wait, the
-//! helper thread for waits the core cannot slice, and the detached drop. Nothing else in the
-//! binding loops, retries or keeps a timer of its own.
+//! The runtime every class shares: the fork guard, the one sliced signal-aware wait, the one
+//! wait-pool thread serving every wait the core cannot slice (a queued lock, a campaign,
+//! `tenure.aio`'s waits), the guarded entry of engine threads into the interpreter, and the
+//! detached drop. Nothing else in the binding loops, retries or keeps a timer of its own.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -161,10 +162,10 @@ pub(crate) fn sliced<T: Send>(
     }
 }
 
-/// What a helper thread produced: its result, or the panic that ended it.
+/// What a wait produced: its result, or the panic that ended it.
 pub(crate) type Outcome<T> = thread::Result<Result<T, Error>>;
 
-/// Converts what a helper thread produced into the Python result.
+/// Converts what a wait produced into the Python result.
 pub(crate) fn outcome<T>(py: Python<'_>, r: Outcome<T>) -> PyResult<T> {
     match r {
         Ok(Ok(v)) => Ok(v),

@@ -70,7 +70,7 @@ async def _wait(start: Callable[[_Wake], _tenure._Pending], keep: Callable[[Any]
         else:
             fut.set_exception(value)
 
-    def wake(ok: bool, value: Any) -> None:  # on the engine's helper thread
+    def wake(ok: bool, value: Any) -> None:  # on the engine's wait-pool thread
         try:
             loop.call_soon_threadsafe(deliver, ok, value)
         except RuntimeError:

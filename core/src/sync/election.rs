@@ -7,7 +7,7 @@ use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
 use crate::kv::watch::{WatchOptions, Watcher};
 use crate::sync::backend::Backend;
 use crate::sync::session::Session;
-use crate::sync::turn::{first_entry, key_of, prefix_of, Turn, TurnWait};
+use crate::sync::turn::{first_entry, key_of, prefix_of, Entered, QueueWait, Turn, TurnWait};
 use crate::types::{Event, KeyValue, LeaseId};
 use crate::wait::{block_on, Interest, Next, Pollable, Source, Wait};
 
@@ -89,11 +89,12 @@ impl Election {
             election: self.clone(),
             value: value.as_ref().to_vec(),
             wait: wait.into(),
-            state: CampaignState::Start,
+            queue: QueueWait::Start,
         }
     }
 
-    fn start_campaign(&self, value: &[u8], wait: Wait) -> Result<CampaignState> {
+    /// Puts the candidacy: the first poll of a campaign.
+    fn start_campaign(&self, value: &[u8], wait: Wait) -> Result<Entered<Leadership>> {
         let db = self.session.backend();
         // Taken before the key is put, so that no demote in between is missed.
         let demoted = db.demotion();
@@ -125,9 +126,9 @@ impl Election {
             me: &key,
             what: format!("leadership of {:?}", self.name),
         };
-        let turn = Box::new(TurnWait::new(turn, rev, wait, demoted));
-        Ok(CampaignState::Queued {
-            leadership: Leadership {
+        let turn = TurnWait::new(turn, rev, wait, demoted);
+        Ok(Entered {
+            entry: Leadership {
                 db: db.clone(),
                 key,
                 rev,
@@ -171,73 +172,31 @@ pub struct CampaignWait {
     election: Election,
     value: Vec<u8>,
     wait: Wait,
-    state: CampaignState,
+    queue: QueueWait<Leadership>,
 }
 
-#[derive(Debug)]
-enum CampaignState {
-    /// Not polled yet: no candidacy put.
-    Start,
-    /// The candidacy is put (`fresh`: by this wait) and waits its turn.
-    Queued {
-        leadership: Leadership,
-        fresh: bool,
-        turn: Box<TurnWait>,
-    },
-    /// Over: elected, failed or withdrawn.
-    Over,
-}
-
-impl CampaignWait {
-    /// Removes the candidacy this wait put, if any; the wait is then over.
-    fn withdraw(&mut self) {
-        if let CampaignState::Queued {
-            leadership,
-            fresh: true,
-            ..
-        } = std::mem::replace(&mut self.state, CampaignState::Over)
-        {
-            let _ = leadership.resign();
-        }
-    }
+/// Withdraws a candidacy (a failed or dropped campaign's).
+fn withdraw(l: Leadership) {
+    let _ = l.resign();
 }
 
 impl Pollable for CampaignWait {
     type Output = Leadership;
 
     fn poll(&mut self) -> Result<Option<Leadership>> {
-        if let CampaignState::Start = self.state {
-            self.state = CampaignState::Over;
-            self.state = self
-                .election
-                .start_campaign(&self.value, self.wait.clone())?;
-        }
-        let CampaignState::Queued { turn, .. } = &mut self.state else {
-            return Err(Error::invalid("this campaign is over"));
-        };
-        match turn.poll() {
-            Ok(None) => Ok(None),
-            Ok(Some(())) => match std::mem::replace(&mut self.state, CampaignState::Over) {
-                CampaignState::Queued { leadership, .. } => Ok(Some(leadership)),
-                _ => unreachable!("matched above"),
-            },
-            Err(e) => {
-                self.withdraw();
-                Err(e)
-            }
-        }
+        let (e, value, wait) = (&self.election, &self.value, &self.wait);
+        self.queue
+            .poll(|| e.start_campaign(value, wait.clone()), withdraw)
     }
 
     fn register<'a>(&'a self, interest: &mut Interest<'a>) {
-        if let CampaignState::Queued { turn, .. } = &self.state {
-            turn.register(interest);
-        }
+        self.queue.register(interest);
     }
 }
 
 impl Drop for CampaignWait {
     fn drop(&mut self) {
-        self.withdraw();
+        self.queue.withdraw(withdraw);
     }
 }
 

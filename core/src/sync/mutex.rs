@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
 use crate::sync::backend::Backend;
 use crate::sync::session::{Claims, Session};
-use crate::sync::turn::{first_entry, key_of, prefix_of, Turn, TurnWait};
+use crate::sync::turn::{first_entry, key_of, prefix_of, Entered, QueueWait, Turn, TurnWait};
 use crate::types::LeaseId;
 use crate::wait::{block_on, Interest, Pollable, Stop, Wait};
 
@@ -203,11 +203,17 @@ impl Mutex {
         LockWait {
             mutex: self.clone(),
             wait: wait.into(),
-            state: LockState::Start,
+            queue: QueueWait::Start,
         }
     }
 
-    fn start_wait(&self, wait: Wait) -> Result<LockState> {
+    /// Removes the key of the acquisition made at `rev` (a failed or dropped wait's).
+    fn withdraw(&self, rev: i64) {
+        let _ = release(&**self.session.backend(), &self.key, rev);
+    }
+
+    /// Claims the pair and puts this contender's key: the first poll of a lock wait.
+    fn enter(&self, wait: Wait) -> Result<Entered<(Claim, i64)>> {
         let claim = self.claim()?;
         // Taken before the key is put, so that no demote in between is missed.
         let demoted = self.session.backend().demotion();
@@ -218,11 +224,10 @@ impl Mutex {
             me: &self.key,
             what: format!("lock {:?}", self.name),
         };
-        Ok(LockState::Queued {
-            claim,
-            rev,
+        Ok(Entered {
+            entry: (claim, rev),
             fresh,
-            turn: Box::new(TurnWait::new(turn, rev, wait, demoted)),
+            turn: TurnWait::new(turn, rev, wait, demoted),
         })
     }
 
@@ -257,70 +262,30 @@ impl Mutex {
 pub struct LockWait {
     mutex: Mutex,
     wait: Wait,
-    state: LockState,
-}
-
-#[derive(Debug)]
-enum LockState {
-    /// Not polled yet: no key put.
-    Start,
-    /// The key is put (`fresh`: by this wait) and waits its turn.
-    Queued {
-        claim: Claim,
-        rev: i64,
-        fresh: bool,
-        turn: Box<TurnWait>,
-    },
-    /// Over: acquired, failed or withdrawn.
-    Over,
-}
-
-impl LockWait {
-    /// Removes the key this wait put, if any; the wait is then over.
-    fn withdraw(&mut self) {
-        if let LockState::Queued {
-            rev, fresh: true, ..
-        } = std::mem::replace(&mut self.state, LockState::Over)
-        {
-            let _ = release(&**self.mutex.session.backend(), &self.mutex.key, rev);
-        }
-    }
+    /// The entry: this process's claim and the key's create revision.
+    queue: QueueWait<(Claim, i64)>,
 }
 
 impl Pollable for LockWait {
     type Output = LockGuard;
 
     fn poll(&mut self) -> Result<Option<LockGuard>> {
-        if let LockState::Start = self.state {
-            self.state = LockState::Over;
-            self.state = self.mutex.start_wait(self.wait.clone())?;
-        }
-        let LockState::Queued { turn, .. } = &mut self.state else {
-            return Err(Error::invalid("this lock wait is over"));
-        };
-        match turn.poll() {
-            Ok(None) => Ok(None),
-            Ok(Some(())) => match std::mem::replace(&mut self.state, LockState::Over) {
-                LockState::Queued { claim, rev, .. } => Ok(Some(self.mutex.guard(rev, claim))),
-                _ => unreachable!("matched above"),
-            },
-            Err(e) => {
-                self.withdraw();
-                Err(e)
-            }
-        }
+        let (m, wait) = (&self.mutex, &self.wait);
+        let held = self
+            .queue
+            .poll(|| m.enter(wait.clone()), |(_, rev)| m.withdraw(rev))?;
+        Ok(held.map(|(claim, rev)| m.guard(rev, claim)))
     }
 
     fn register<'a>(&'a self, interest: &mut Interest<'a>) {
-        if let LockState::Queued { turn, .. } = &self.state {
-            turn.register(interest);
-        }
+        self.queue.register(interest);
     }
 }
 
 impl Drop for LockWait {
     fn drop(&mut self) {
-        self.withdraw();
+        let m = &self.mutex;
+        self.queue.withdraw(|(_, rev)| m.withdraw(rev));
     }
 }
 

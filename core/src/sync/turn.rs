@@ -266,3 +266,78 @@ impl Pollable for TurnWait {
         }
     }
 }
+
+/// What entering a queue made: the entry, whether this wait created it (a fresh entry is
+/// withdrawn when the wait fails or is dropped) and the wait for its turn.
+pub(crate) struct Entered<E> {
+    pub(crate) entry: E,
+    pub(crate) fresh: bool,
+    pub(crate) turn: TurnWait,
+}
+
+/// The state machine of a lock or campaign wait: enter the queue at the first poll, wait for the
+/// turn, hand the entry on; a failed wait withdraws a fresh entry.
+#[derive(Debug)]
+pub(crate) enum QueueWait<E> {
+    /// Not polled yet: nothing put.
+    Start,
+    /// The entry is put and waits its turn.
+    Queued {
+        entry: E,
+        fresh: bool,
+        turn: Box<TurnWait>,
+    },
+    /// Over: handed on, failed or withdrawn.
+    Over,
+}
+
+impl<E> QueueWait<E> {
+    /// Advances the wait: `enter` puts the entry (first poll only), `withdraw` removes a fresh
+    /// one when the wait fails.
+    pub(crate) fn poll(
+        &mut self,
+        enter: impl FnOnce() -> Result<Entered<E>>,
+        withdraw: impl FnOnce(E),
+    ) -> Result<Option<E>> {
+        if let QueueWait::Start = self {
+            *self = QueueWait::Over;
+            let Entered { entry, fresh, turn } = enter()?;
+            *self = QueueWait::Queued {
+                entry,
+                fresh,
+                turn: Box::new(turn),
+            };
+        }
+        let QueueWait::Queued { turn, .. } = self else {
+            return Err(Error::invalid("this wait is over"));
+        };
+        match turn.poll() {
+            Ok(None) => Ok(None),
+            Ok(Some(())) => match std::mem::replace(self, QueueWait::Over) {
+                QueueWait::Queued { entry, .. } => Ok(Some(entry)),
+                _ => unreachable!("matched above"),
+            },
+            Err(e) => {
+                self.withdraw(withdraw);
+                Err(e)
+            }
+        }
+    }
+
+    /// Names what the turn waits on.
+    pub(crate) fn register<'a>(&'a self, interest: &mut Interest<'a>) {
+        if let QueueWait::Queued { turn, .. } = self {
+            turn.register(interest);
+        }
+    }
+
+    /// Removes the entry with `withdraw` if this wait put it; the wait is then over.
+    pub(crate) fn withdraw(&mut self, withdraw: impl FnOnce(E)) {
+        if let QueueWait::Queued {
+            entry, fresh: true, ..
+        } = std::mem::replace(self, QueueWait::Over)
+        {
+            withdraw(entry);
+        }
+    }
+}

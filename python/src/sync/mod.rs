@@ -6,10 +6,11 @@
 //! in a `runtime::ForkSafe` (a forked child sees them as `tenure.Closed` and never touches or drops
 //! them), and every wait is sliced (≤ `runtime::SLICE`) with signal checks in between.
 //!
-//! The core waits that cannot be sliced without losing their place (a queued lock or candidacy,
-//! the elector's run) run on a helper thread with a `Stop` in their `Wait` while the calling
+//! The core waits that cannot be sliced without losing their place (a queued lock or candidacy)
+//! run in the shared wait pool (`runtime::pool`, one thread for every pending wait), the
+//! elector's run on a thread of its own, each with a `Stop` in its `Wait`, while the calling
 //! thread waits for the result with the shared sliced wait (`runtime::interruptible`): on
-//! Ctrl-C the `Stop` is raised (the contender withdraws, the elector stops), the helper is
+//! Ctrl-C the `Stop` is raised (the contender withdraws, the elector stops), the wait's end is
 //! waited for, and the `KeyboardInterrupt` propagates.
 //!
 //! One file per recipe, mirroring `core/src/sync/`; `session.rs` sits above `mutex.rs` and
