@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -220,6 +221,43 @@ async def test_S2_200_pending_lock_waits_take_no_thread_each(adb: tenure.aio.Ten
         for g in guards:
             await g.unlock()
         assert await adb.range("jobs/") == []
+
+
+@pytest.mark.asyncio
+async def test_K6_L5_S1_S4_pending_receives_of_every_kind_take_no_thread_each(
+    adb: tenure.aio.Tenure, clock: tenure.ManualClock
+) -> None:
+    n = 50
+    sessions = [await adb.session(ttl=30.0) for _ in range(n)]
+    watchers = [adb.watch(f"w/{i}") for i in range(n)]
+    observers = [adb.observe_election(f"e/{i}") for i in range(n)]
+    for o in observers:
+        assert await o.recv(WAIT) is None  # no leader yet
+    expiring = adb.expired()  # one queue of batches: one receive waits on it
+    lease = await adb.grant(1.0)
+    py_before, os_before = threading.active_count(), os_threads()
+    waits: list[asyncio.Task[Any]] = [
+        *(asyncio.create_task(w.recv(WAIT)) for w in watchers),
+        *(asyncio.create_task(o.recv(WAIT)) for o in observers),
+        *(asyncio.create_task(s.wait_done(WAIT)) for s in sessions),
+        asyncio.create_task(expiring.recv(WAIT)),
+    ]
+    await asyncio.sleep(0)  # each task ran to its first await: its wait is submitted
+    assert not any(t.done() for t in waits)
+    assert threading.active_count() == py_before
+    assert os_threads() <= os_before + 1, (os_before, os_threads())
+    for i, s in enumerate(sessions):
+        await adb.put(f"w/{i}", "v")
+        await s.election(f"e/{i}").campaign(f"leader-{i}", WAIT)
+    clock.advance(2.0)
+    for s in sessions:
+        await s.close()
+    results = await asyncio.wait_for(asyncio.gather(*waits), WAIT)
+    events, leaders, done = (results[k * n : (k + 1) * n] for k in range(3))
+    assert [ev.kv.key for ev in events] == [f"w/{i}".encode() for i in range(n)]
+    assert [kv.value for kv in leaders] == [f"leader-{i}".encode() for i in range(n)]
+    assert done == [True] * n
+    assert [e.id for e in results[-1]] == [lease.id]
 
 
 @pytest.mark.asyncio
