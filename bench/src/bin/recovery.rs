@@ -43,37 +43,46 @@ fn main() {
     let built = t.elapsed();
     let size = std::fs::metadata(&path).expect("file").len();
 
-    let mut times = Vec::new();
+    // Each run opens the file once with the write-ahead log (the default: the open commits the
+    // log's new id) and once without it (`write_ahead_log(false)`: the open only reads).
+    let (mut times, mut times_no_log) = (Vec::new(), Vec::new());
     for _ in 0..runs {
-        if drop_caches == 1 {
-            let _ = std::process::Command::new("sync").status();
-            if std::fs::write("/proc/sys/vm/drop_caches", "3").is_err() {
-                eprintln!("recovery: cannot drop caches here; measuring with a warm cache");
+        for log in [true, false] {
+            if drop_caches == 1 {
+                let _ = std::process::Command::new("sync").status();
+                if std::fs::write("/proc/sys/vm/drop_caches", "3").is_err() {
+                    eprintln!("recovery: cannot drop caches here; measuring with a warm cache");
+                }
             }
+            let t = Instant::now();
+            let db = Tenure::builder()
+                .path(&path)
+                .durability(Durability::Buffered(tenure_bench::FLUSH))
+                .write_ahead_log(log)
+                .open()
+                .expect("reopen");
+            if log { &mut times } else { &mut times_no_log }.push(t.elapsed());
+            let s = db.stats();
+            assert_eq!(
+                (s.leases, s.keys),
+                (n as u64, n as u64),
+                "everything recovered"
+            );
+            db.close().expect("close");
         }
-        let t = Instant::now();
-        let db = Tenure::builder()
-            .path(&path)
-            .durability(Durability::Buffered(tenure_bench::FLUSH))
-            .open()
-            .expect("reopen");
-        times.push(t.elapsed());
-        let s = db.stats();
-        assert_eq!(
-            (s.leases, s.keys),
-            (n as u64, n as u64),
-            "everything recovered"
-        );
-        db.close().expect("close");
     }
     times.sort();
+    times_no_log.sort();
+    let ms = |t: &[Duration], i: usize| t[i].as_secs_f64() * 1e3;
     println!(
-        "recovery leases={n} keys={n} file_mb={:.1} build_s={:.1} open_median_ms={:.0} open_min_ms={:.0} open_max_ms={:.0} drop_caches={drop_caches}",
+        "recovery leases={n} keys={n} file_mb={:.1} build_s={:.1} open_median_ms={:.0} open_min_ms={:.0} open_max_ms={:.0} open_no_log_median_ms={:.0} open_no_log_min_ms={:.0} drop_caches={drop_caches}",
         size as f64 / 1048576.0,
         built.as_secs_f64(),
-        times[times.len() / 2].as_secs_f64() * 1e3,
-        times[0].as_secs_f64() * 1e3,
-        times[times.len() - 1].as_secs_f64() * 1e3,
+        ms(&times, times.len() / 2),
+        ms(&times, 0),
+        ms(&times, times.len() - 1),
+        ms(&times_no_log, times_no_log.len() / 2),
+        ms(&times_no_log, 0),
     );
 
     let image = scratch.dir.join("recovery-crash.tenure");

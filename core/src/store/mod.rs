@@ -636,6 +636,18 @@ fn replay(
     }
 }
 
+/// Commits a new log id (I-G2), durably.
+fn set_log_id(db: &redb::Database, id: u64) -> Result<()> {
+    let mut tx = db.begin_write().map_err(storage)?;
+    tx.set_durability(Durability::Immediate).map_err(storage)?;
+    tx.set_quick_repair(true);
+    tx.open_table(META)
+        .map_err(storage)?
+        .insert("log_id", id as i64)
+        .map_err(storage)?;
+    tx.commit().map_err(storage)
+}
+
 /// What [`Store::open`] gives the engine.
 pub(crate) struct Opened {
     pub(crate) store: Store,
@@ -710,15 +722,19 @@ impl Store {
             };
             // With the log in use, every open gives it a new id: records left from an earlier
             // session can never be replayed onto another copy of the file.
+            let fresh_id = |m: LogMeta| match m.id {
+                Some(id) if !use_log => id,
+                _ => new_log_id(),
+            };
             let (loaded, lm) = match before {
-                Some(m) if use_log || !records.is_empty() => {
-                    let id = match m.id {
-                        Some(id) if !use_log => id,
-                        _ => new_log_id(),
-                    };
-                    replay(&db, path, records, id)?
-                }
+                Some(m) if !records.is_empty() => replay(&db, path, records, fresh_id(m))?,
                 _ => match load(&db, path)? {
+                    // Nothing to replay: read (as fast as without a log), then the new id alone.
+                    Some((l, m)) if use_log => {
+                        let id = fresh_id(m);
+                        set_log_id(&db, id)?;
+                        (l, LogMeta { id: Some(id), ..m })
+                    }
                     Some(l) => l,
                     None => {
                         let id = init(&db)?;
