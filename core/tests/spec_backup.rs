@@ -14,6 +14,15 @@ fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
 
+/// A file-backed engine that commits every 5 ms: builds big populations fast.
+fn buffered(path: &Path) -> Tenure {
+    Tenure::builder()
+        .path(path)
+        .durability(Durability::Buffered(Duration::from_millis(5)))
+        .open()
+        .unwrap()
+}
+
 /// Files in `dir` other than `keep`: leftovers of a snapshot.
 fn others(dir: &Path, keep: &[&str]) -> Vec<String> {
     std::fs::read_dir(dir)
@@ -130,11 +139,7 @@ fn d8_snapshot_records_each_lease_remaining_ttl_as_of_the_snapshot() {
 #[test]
 fn d8_progress_counts_every_row_up_to_the_total() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Tenure::builder()
-        .path(dir.path().join("db"))
-        .durability(Durability::Buffered(Duration::from_millis(5)))
-        .open()
-        .unwrap();
+    let db = buffered(&dir.path().join("db"));
     let lease = db.grant(secs(600)).unwrap();
     for i in 0..10_000 {
         db.put(format!("k{i:05}"), "v", (i % 2 == 0).then_some(lease))
@@ -252,11 +257,7 @@ fn d8_kill_9_during_a_snapshot_leaves_no_file_at_dest_and_the_source_intact() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     {
-        let db = Tenure::builder()
-            .path(&path)
-            .durability(Durability::Buffered(Duration::from_millis(5)))
-            .open()
-            .unwrap();
+        let db = buffered(&path);
         for i in 0..10_000 {
             db.put(format!("k{i:05}"), "v", None).unwrap();
         }
@@ -322,11 +323,7 @@ fn d9_hash_is_equal_for_equal_contents_stable_across_restart_and_snapshot() {
 #[test]
 fn d10_defragment_shrinks_a_file_with_many_deleted_keys_and_keeps_the_rest() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Tenure::builder()
-        .path(dir.path().join("db"))
-        .durability(Durability::Buffered(Duration::from_millis(5)))
-        .open()
-        .unwrap();
+    let db = buffered(&dir.path().join("db"));
     let value = vec![b'x'; 1000];
     for i in 0..20_000 {
         db.put(format!("k{i:05}"), &value, None).unwrap();

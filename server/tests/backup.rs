@@ -76,6 +76,15 @@ fn with_writer<T>(s: &Server, f: impl FnOnce() -> T) -> (T, Vec<(String, i64)>) 
     (out, acked.into_inner().unwrap())
 }
 
+/// Hidden files in `dir`: what an interrupted snapshot or restore would leave.
+fn hidden_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect()
+}
+
 fn open_standby(path: &Path) -> Tenure {
     Tenure::builder().path(path).primary(false).open().unwrap()
 }
@@ -130,12 +139,7 @@ fn e11_etcdctl_snapshot_save_under_a_writer_restores_every_write_up_to_its_revis
     assert_eq!(copy.stats().keys, before);
     drop(copy);
     // No temporary file is left beside the database.
-    let names: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with('.'))
-        .collect();
-    assert!(names.is_empty(), "{names:?}");
+    assert_eq!(hidden_files(dir.path()), Vec::<String>::new());
 }
 
 #[test]
@@ -352,12 +356,7 @@ fn e12_snapshot_cli_copies_a_closed_file_restores_and_reports_with_documented_ex
         i64::from_str_radix(&hex, 16).unwrap()
     );
     drop(db2);
-    let leftovers: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with('.'))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_eq!(hidden_files(dir.path()), Vec::<String>::new());
 
     for args in [
         &["snapshot", "--help"][..],

@@ -43,12 +43,19 @@ static int exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
-static void d8_snapshot_while_threads_write_holds_exactly_the_writes_up_to_its_revision(void) {
-    char path[512], dest[512];
-    test_path(path, sizeof path, "snap-src.tenure");
-    test_path(dest, sizeof dest, "snap-copy.tenure");
+/* Opens a fresh database `name` in the test directory; its path goes to `path`, and the path of
+ * `dest_name` (the snapshot's destination) to `dest`. */
+static tenure *open_pair(const char *name, const char *dest_name, char *path, char *dest) {
+    test_path(path, 512, name);
+    test_path(dest, 512, dest_name);
     tenure *db = NULL;
     CHECK_OK(tenure_open(path, NULL, &db));
+    return db;
+}
+
+static void d8_snapshot_while_threads_write_holds_exactly_the_writes_up_to_its_revision(void) {
+    char path[512], dest[512];
+    tenure *db = open_pair("snap-src.tenure", "snap-copy.tenure", path, dest);
     static struct writer w[WRITERS];
     pthread_t t[WRITERS];
     atomic_store(&stop_writers, 0);
@@ -112,10 +119,7 @@ static void on_progress(void *user, uint64_t done, uint64_t total) {
 
 static void d8_progress_reaches_the_total_and_leases_keep_their_ttl(void) {
     char path[512], dest[512];
-    test_path(path, sizeof path, "snap-progress.tenure");
-    test_path(dest, sizeof dest, "snap-progress.copy");
-    tenure *db = NULL;
-    CHECK_OK(tenure_open(path, NULL, &db));
+    tenure *db = open_pair("snap-progress.tenure", "snap-progress.copy", path, dest);
     int64_t lease = 0;
     CHECK_OK(tenure_lease_grant(db, 3600 * 1000, 0, &lease));
     CHECK_OK(tenure_put(db, S("a"), S("1"), lease, OUT_I64));
@@ -148,10 +152,7 @@ static void d8_progress_reaches_the_total_and_leases_keep_their_ttl(void) {
 
 static void d8_snapshot_errors_name_their_cause_and_leave_out_untouched(void) {
     char path[512], dest[512];
-    test_path(path, sizeof path, "snap-errors.tenure");
-    test_path(dest, sizeof dest, "no-such-dir/copy.tenure");
-    tenure *db = NULL;
-    CHECK_OK(tenure_open(path, NULL, &db));
+    tenure *db = open_pair("snap-errors.tenure", "no-such-dir/copy.tenure", path, dest);
     tenure_snapshot_info info;
     info.revision = -7;
     CHECK_RC(tenure_snapshot(NULL, dest, NULL, NULL, &info), TENURE_ERR_NULL_POINTER);
