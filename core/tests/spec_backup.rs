@@ -386,3 +386,38 @@ fn d10_defragment_under_writers_loses_no_acknowledged_write() {
     let db = Tenure::open(dir.path().join("db")).unwrap();
     assert_eq!(db.stats().keys, n);
 }
+
+#[test]
+fn d8_a_close_during_a_snapshot_neither_hangs_nor_leaves_a_partial_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = buffered(&dir.path().join("db"));
+    for i in 0..10_000 {
+        db.put(format!("k{i:05}"), "v", None).unwrap();
+    }
+    let dest = dir.path().join("copy");
+    let mut closed = false;
+    let result = db.snapshot_with_progress(&dest, |_| {
+        if !closed {
+            closed = true;
+            db.close().unwrap();
+        }
+    });
+    assert!(closed);
+    // The read transaction began before the close: the copy completes, or fails cleanly.
+    match result {
+        Ok(info) => {
+            assert_eq!(info.keys, 10_000);
+            let copy = Tenure::open(&dest).unwrap();
+            assert_eq!(copy.stats().keys, 10_000);
+        }
+        Err(e) => {
+            assert!(
+                matches!(e, Error::Storage { .. } | Error::Closed(_)),
+                "{e:?}"
+            );
+            assert!(!dest.exists());
+        }
+    }
+    let db = Tenure::open(dir.path().join("db")).unwrap();
+    assert_eq!(db.stats().keys, 10_000);
+}

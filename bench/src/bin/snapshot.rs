@@ -2,7 +2,8 @@
 //! values; half of them attached to 1 000 leases) is snapshotted while `--threads` threads
 //! (default 8) put keys with `Durability::Immediate` as fast as they are acknowledged. Prints
 //! the writers' throughput for `--secs` seconds before the snapshot and during it, the
-//! snapshot's duration, and the copy's revision, keys and size.
+//! snapshot's duration, and the copy's revision, keys and size; first, how long
+//! `storage_size` (Maintenance.Status's sizes) takes on that file.
 //!
 //! `cargo run --profile profiling -p tenure-bench --bin snapshot -- --keys 1000000 --threads 8`
 
@@ -43,6 +44,15 @@ fn main() {
     );
 
     let db = open(Mode::Immediate, &path, None);
+    // What `tenure serve` answers Maintenance.Status with (commits wait meanwhile).
+    let t = Instant::now();
+    let sizes = db.storage_size().expect("storage_size");
+    println!(
+        "snapshot storage_size_ms={:.1} file_bytes={} in_use_bytes={}",
+        t.elapsed().as_secs_f64() * 1e3,
+        sizes.file_bytes,
+        sizes.in_use_bytes
+    );
     let stop = AtomicBool::new(false);
     let writes = AtomicU64::new(0);
     thread::scope(|s| {
