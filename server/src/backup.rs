@@ -133,9 +133,11 @@ fn extract(saved: &Path, len: u64, tmp: &Path) -> Result<tenure::Stats, Failure>
     }
     dst.sync_all().map_err(cannot)?;
     drop(dst);
+    // No log beside the temporary file: nothing is written through it, and none is left.
     let db = Tenure::builder()
         .path(tmp)
         .primary(false)
+        .write_ahead_log(false)
         .open()
         .map_err(|e| {
             fail(format_args!(

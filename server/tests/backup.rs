@@ -271,8 +271,15 @@ fn e12_snapshot_cli_copies_a_closed_file_restores_and_reports_with_documented_ex
         Some(std::fs::metadata(&copy).unwrap().len())
     );
 
+    // `status` works on a temporary copy in TMPDIR and leaves nothing there.
+    let tmpdir = dir.path().join("tmp");
+    std::fs::create_dir(&tmpdir).unwrap();
     for (file, checksum) in [(saved.to_str().unwrap(), true), (c, false)] {
-        let o = tenure_cli(&["snapshot", "status", file, "--json"]);
+        let o = Command::new(common::bin())
+            .args(["snapshot", "status", file, "--json"])
+            .env("TMPDIR", &tmpdir)
+            .output()
+            .unwrap();
         assert!(o.status.success(), "{}", text(&o.stderr));
         let v = json(&text(&o.stdout));
         assert_eq!(
@@ -288,6 +295,7 @@ fn e12_snapshot_cli_copies_a_closed_file_restores_and_reports_with_documented_ex
             v["revision"].as_i64().filter(|r| *r >= 3)
         );
     }
+    assert_eq!(std::fs::read_dir(&tmpdir).unwrap().count(), 0);
     let o = tenure_cli(&["snapshot", "status", saved.to_str().unwrap()]);
     assert!(
         text(&o.stdout).contains("checksum: SHA-256 ok"),
