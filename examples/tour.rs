@@ -157,7 +157,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{} host-b leads svc/scheduler, {} after the crash (token {})",
         at(),
         human(crashed.elapsed()),
-        leadership.token()
+        leadership.fencing_token()
     );
     host_b.close()?;
     worker_a.close()?;
@@ -175,8 +175,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     db.close()?;
     println!("\n4. Recovery");
     let db = Tenure::open(&path)?;
-    println!("{} closed and reopened at revision {}", at(), db.revision());
-    for l in db.leases() {
+    println!(
+        "{} closed and reopened at revision {}",
+        at(),
+        db.revision().unwrap()
+    );
+    for l in db.leases().unwrap() {
         println!(
             "           lease {} ({} TTL, {} left) still holds {}",
             l.id,

@@ -268,9 +268,8 @@ typedef struct tenure_elector_config {
 // callback waits for the previous one. They must not call `tenure_elector_stop` or
 // `tenure_elector_free` on their own elector.
 typedef struct tenure_elector_callbacks {
-    // This candidate became leader; `token` is its fencing token (strictly increasing per
-    // record key).
-    void (*on_started_leading)(void *user, int64_t token);
+    // This candidate became leader with `fencing_token` (strictly increasing per record key).
+    void (*on_started_leading)(void *user, int64_t fencing_token);
     // This candidate stopped leading (lease lost, record taken, or the elector stopped).
     // Called only after `on_started_leading`, and after it has returned.
     void (*on_stopped_leading)(void *user);
@@ -887,7 +886,7 @@ tenure_result tenure_leadership_resign(const struct tenure_leadership *l);
 
 // The leadership's fencing token (SPEC S3): the leader key's create revision, strictly
 // increasing per election (0 if `l` is NULL).
-int64_t tenure_leadership_token(const struct tenure_leadership *l);
+int64_t tenure_leadership_fencing_token(const struct tenure_leadership *l);
 
 // Whether this leadership still holds (false once resigned or lost, or if `l` is NULL).
 bool tenure_leadership_is_held(const struct tenure_leadership *l);
@@ -990,7 +989,7 @@ int64_t tenure_fence_gate_highest(const struct tenure_fence_gate *g);
 void tenure_fence_gate_free(struct tenure_fence_gate *g);
 
 // Takes the record lock `key` (non-empty) for `owner` for `ttl_ms` (> 0) if it is free (SPEC
-// S6: `SET key owner NX PX ttl`); `*out_token` receives the fencing token (the key's create
+// S6: `SET key owner NX PX ttl`); `*out_fencing_token` receives the fencing token (the key's create
 // revision).
 //
 // Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (empty key, TTL <= 0),
@@ -1002,7 +1001,7 @@ tenure_result tenure_record_lock_try_acquire(const struct tenure *db,
                                              const uint8_t *owner,
                                              size_t owner_len,
                                              int64_t ttl_ms,
-                                             int64_t *out_token);
+                                             int64_t *out_fencing_token);
 
 // Extends `owner`'s hold on `key` by a full TTL.
 //

@@ -479,12 +479,17 @@ fn child_workload(path: &Path, seed: u64, tag: &str, mode: Mode, log: Log) {
         .durability(mode.durability())
         .open()
         .expect("child: open");
-    let mut live: Vec<i64> = db.leases().iter().map(|l| l.id.get()).collect();
+    let mut live: Vec<i64> = db.leases().unwrap().iter().map(|l| l.id.get()).collect();
     let mut rng = StdRng::seed_from_u64(seed);
     let start = Instant::now();
     let mut seq = 0u64;
     while start.elapsed() < CHILD_MAX_RUN && seq < CHILD_MAX_OPS {
-        let op = random_op(&mut rng, &live, db.revision(), &format!("{tag}.{seq}"));
+        let op = random_op(
+            &mut rng,
+            &live,
+            db.revision().unwrap(),
+            &format!("{tag}.{seq}"),
+        );
         emit(&format!("@@B {seq} {}\n", op.encode()));
         let result = run_on_engine(&db, &op);
         match (&op, result.strip_prefix("id ")) {
@@ -596,6 +601,7 @@ impl Observed {
         let got = engine_snapshot(&db, &KEYS);
         let remaining = db
             .leases()
+            .unwrap()
             .iter()
             .map(|l| (l.id.get(), l.remaining.expect("primary").as_millis() as i64))
             .collect();

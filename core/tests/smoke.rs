@@ -26,5 +26,5 @@ fn smoke_file_round_trip_and_expiry() {
         .open()
         .unwrap();
     assert!(db.time_to_live(l2).is_ok());
-    assert_eq!(db.revision(), 2);
+    assert_eq!(db.revision().unwrap(), 2);
 }

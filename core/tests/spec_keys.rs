@@ -22,7 +22,7 @@ use tenure::{
 #[test]
 fn k1_put_returns_the_new_revision_and_overwrite_keeps_create_revision() {
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     assert_eq!(db.put("a", "1", None).unwrap(), r + 1);
     assert_eq!(
         db.get("a").unwrap(),
@@ -46,14 +46,14 @@ fn k1_put_returns_the_new_revision_and_overwrite_keeps_create_revision() {
         db.get("b").unwrap(),
         Some(kv(b"b", b"x", r + 2, r + 2, 1, None))
     );
-    assert_eq!(db.revision(), r + 4);
+    assert_eq!(db.revision().unwrap(), r + 4);
     assert_eq!(db.stats().keys, 2);
 }
 
 #[test]
 fn k1_put_after_delete_starts_a_new_generation() {
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     db.put("k", "v1", None).unwrap();
     db.put("k", "v2", None).unwrap();
     assert!(db.delete("k").unwrap());
@@ -68,7 +68,7 @@ fn k1_put_after_delete_starts_a_new_generation() {
 #[test]
 fn k1_put_with_missing_lease_writes_nothing() {
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     let mut w = watch(&db, "", true, false);
     db.put("k", "before", None).unwrap();
     next(&mut w);
@@ -82,7 +82,7 @@ fn k1_put_with_missing_lease_writes_nothing() {
     let err = db.put("new", "v", Some(LeaseId::new(999))).unwrap_err();
     assert!(matches!(err, Error::LeaseNotFound(_)), "{err:?}");
     assert_eq!(
-        db.revision(),
+        db.revision().unwrap(),
         r + 1,
         "a refused put must not take a revision"
     );
@@ -90,17 +90,21 @@ fn k1_put_with_missing_lease_writes_nothing() {
     // A revoked lease is just as missing.
     let l = db.grant(TTL).unwrap();
     db.revoke(l).unwrap();
-    let rev = db.revision();
+    let rev = db.revision().unwrap();
     assert!(matches!(db.put("k", "after", Some(l)), Err(Error::LeaseNotFound(id)) if id == l));
 
-    assert_eq!(db.revision(), rev, "a refused put must not take a revision");
+    assert_eq!(
+        db.revision().unwrap(),
+        rev,
+        "a refused put must not take a revision"
+    );
     assert_eq!(
         db.get("k").unwrap(),
         Some(kv(b"k", b"before", r + 1, r + 1, 1, None))
     );
     assert_eq!(db.get("new").unwrap(), None);
-    assert_eq!(db.lease_of("k"), None);
-    assert_eq!(db.lease_of("new"), None);
+    assert_eq!(db.lease_of("k").unwrap(), None);
+    assert_eq!(db.lease_of("new").unwrap(), None);
     assert_eq!(db.stats().keys, 1);
     assert_idle(&mut w);
 }
@@ -108,7 +112,7 @@ fn k1_put_with_missing_lease_writes_nothing() {
 #[test]
 fn k1_empty_key_is_invalid_argument_everywhere() {
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     let l = db.grant(TTL).unwrap();
     let is_invalid = |r: tenure::Result<()>| match r {
         Err(e @ Error::InvalidArgument(_)) => assert_eq!(e.code(), ErrorCode::InvalidArgument),
@@ -123,7 +127,7 @@ fn k1_empty_key_is_invalid_argument_everywhere() {
         db.txn(Txn::new().then([Op::put("ok", "v", None), Op::delete("")]))
             .map(drop),
     );
-    assert_eq!(db.revision(), r);
+    assert_eq!(db.revision().unwrap(), r);
     assert_eq!(db.get("ok").unwrap(), None);
     assert!(db.time_to_live(l).unwrap().keys.is_empty());
     // An empty value is fine.
@@ -136,7 +140,7 @@ fn k1_empty_key_is_invalid_argument_everywhere() {
 #[test]
 fn k2_get_returns_the_full_key_value_or_none() {
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     assert_eq!(db.get("missing").unwrap(), None);
     let l = db.grant(TTL).unwrap();
     db.put("k", "v", Some(l)).unwrap();
@@ -211,13 +215,13 @@ fn k2_range_handles_prefixes_ending_in_0xff() {
 #[test]
 fn k3_delete_returns_whether_the_key_existed() {
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     db.put("k", "v", None).unwrap();
     db.put("other", "v", None).unwrap();
     let mut w = watch(&db, "", true, true);
 
     assert!(db.delete("k").unwrap());
-    assert_eq!(db.revision(), r + 3);
+    assert_eq!(db.revision().unwrap(), r + 3);
     assert_eq!(db.get("k").unwrap(), None);
     let ev = next(&mut w);
     assert_eq!(ev.kind, EventKind::Delete);
@@ -226,7 +230,11 @@ fn k3_delete_returns_whether_the_key_existed() {
 
     assert!(!db.delete("k").unwrap(), "a second delete finds nothing");
     assert!(!db.delete("never").unwrap());
-    assert_eq!(db.revision(), r + 3, "deleting nothing takes no revision");
+    assert_eq!(
+        db.revision().unwrap(),
+        r + 3,
+        "deleting nothing takes no revision"
+    );
     assert_idle(&mut w);
     assert_eq!(
         db.get("other").unwrap(),
@@ -237,13 +245,13 @@ fn k3_delete_returns_whether_the_key_existed() {
 #[test]
 fn k3_delete_prefix_returns_how_many_at_one_revision() {
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     for k in ["p/c", "p/a", "p", "q/a", "p/b"] {
         db.put(k, "v", None).unwrap();
     }
     let mut w = watch(&db, "", true, false);
     assert_eq!(db.delete_prefix("p/").unwrap(), 3);
-    assert_eq!(db.revision(), r + 6);
+    assert_eq!(db.revision().unwrap(), r + 6);
     for k in ["p/a", "p/b", "p/c"] {
         assert_eq!(
             next(&mut w),
@@ -258,12 +266,16 @@ fn k3_delete_prefix_returns_how_many_at_one_revision() {
 
     assert_eq!(db.delete_prefix("p/").unwrap(), 0);
     assert_eq!(db.delete_prefix("zzz").unwrap(), 0);
-    assert_eq!(db.revision(), r + 6, "deleting nothing takes no revision");
+    assert_eq!(
+        db.revision().unwrap(),
+        r + 6,
+        "deleting nothing takes no revision"
+    );
 
     // The empty prefix is every key.
     assert_eq!(db.delete_prefix("").unwrap(), 2);
     assert_eq!(db.stats().keys, 0);
-    assert_eq!(db.revision(), r + 7);
+    assert_eq!(db.revision().unwrap(), r + 7);
 }
 
 // ---- K4 Revisions ---------------------------------------------------------------------------
@@ -271,7 +283,7 @@ fn k3_delete_prefix_returns_how_many_at_one_revision() {
 #[test]
 fn k4_concurrent_writers_get_distinct_consecutive_revisions() {
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     let threads: Vec<_> = (0..4)
         .map(|t| {
             let db = db.clone();
@@ -293,14 +305,14 @@ fn k4_concurrent_writers_get_distinct_consecutive_revisions() {
     }
     all.sort_unstable();
     assert_eq!(all, (r + 1..=r + 1000).collect::<Vec<i64>>());
-    assert_eq!(db.revision(), r + 1000);
+    assert_eq!(db.revision().unwrap(), r + 1000);
 }
 
 // ---- K5 Txn ---------------------------------------------------------------------------------
 
 /// Runs a txn with one compare and reports which branch ran, checking it wrote nothing.
 fn holds(db: &Tenure, c: Compare) -> bool {
-    let before = db.revision();
+    let before = db.revision().unwrap();
     let r = db
         .txn(
             Txn::new()
@@ -315,7 +327,7 @@ fn holds(db: &Tenure, c: Compare) -> bool {
         "branch of {c:?}"
     );
     assert_eq!(r.revision, before, "a read-only txn takes no revision");
-    assert_eq!(db.revision(), before);
+    assert_eq!(db.revision().unwrap(), before);
     r.succeeded
 }
 
@@ -323,7 +335,7 @@ fn holds(db: &Tenure, c: Compare) -> bool {
 fn k5_txn_compares_every_target_with_every_operator() {
     use CompareOp::{Equal, Greater, Less, NotEqual};
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     let l = db.grant(TTL).unwrap().get();
     db.put("filler", "x", None).unwrap(); // r + 1
     db.put("k", "m", None).unwrap(); // r + 2: create r + 2
@@ -443,7 +455,7 @@ fn k5_txn_missing_key_compares_as_zero_and_fails_value_compares() {
 #[test]
 fn k5_txn_runs_the_success_or_the_failure_branch_with_responses() {
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     let l = db.grant(TTL).unwrap();
     db.put("cfg", "v1", None).unwrap(); // r + 1
     db.put("old/a", "x", None).unwrap(); // r + 2
@@ -494,7 +506,7 @@ fn k5_txn_runs_the_success_or_the_failure_branch_with_responses() {
         Some(kv(b"leased", b"l", r + 8, r + 8, 1, Some(l)))
     );
     assert_eq!(
-        db.lease_of("leased"),
+        db.lease_of("leased").unwrap(),
         Some(l),
         "a txn put with a lease attaches (L6)"
     );
@@ -527,7 +539,7 @@ fn k5_txn_runs_the_success_or_the_failure_branch_with_responses() {
 #[test]
 fn k5_txn_is_atomic_a_failing_op_writes_nothing() {
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     let l = db.grant(TTL).unwrap();
     db.put("a", "old", Some(l)).unwrap();
     db.put("p/1", "v", None).unwrap();
@@ -556,10 +568,14 @@ fn k5_txn_is_atomic_a_failing_op_writes_nothing() {
         Err(Error::InvalidArgument(_))
     ));
 
-    assert_eq!(db.revision(), r + 2, "a refused txn takes no revision");
+    assert_eq!(
+        db.revision().unwrap(),
+        r + 2,
+        "a refused txn takes no revision"
+    );
     assert_eq!(db.range("", None).unwrap(), before, "nothing changed");
     assert_eq!(
-        db.lease_of("a"),
+        db.lease_of("a").unwrap(),
         Some(l),
         "the lease attachment is unchanged"
     );
@@ -570,7 +586,7 @@ fn k5_txn_is_atomic_a_failing_op_writes_nothing() {
 #[test]
 fn k5_txn_takes_one_revision_for_all_its_writes() {
     let db = mem();
-    let r0 = db.revision();
+    let r0 = db.revision().unwrap();
     db.put("d/1", "v", None).unwrap();
     db.put("d/2", "v", None).unwrap();
     db.put("x", "v", None).unwrap();
@@ -584,7 +600,7 @@ fn k5_txn_takes_one_revision_for_all_its_writes() {
         ]))
         .unwrap();
     assert_eq!(r.revision, r0 + 4);
-    assert_eq!(db.revision(), r0 + 4);
+    assert_eq!(db.revision().unwrap(), r0 + 4);
     // Every event carries the one revision, in the order the ops ran.
     assert_eq!(
         next(&mut w),
@@ -610,7 +626,7 @@ fn k5_txn_takes_one_revision_for_all_its_writes() {
         vec![OpResponse::Delete(false), OpResponse::DeletePrefix(0)]
     );
     assert_eq!(r.revision, r0 + 4);
-    assert_eq!(db.revision(), r0 + 4);
+    assert_eq!(db.revision().unwrap(), r0 + 4);
     assert_idle(&mut w);
 }
 
@@ -649,18 +665,18 @@ fn l6_put_with_a_lease_attaches_put_without_detaches_delete_detaches() {
     let db = mem();
     let l = db.grant(TTL).unwrap();
     db.put("k", "1", Some(l)).unwrap();
-    assert_eq!(db.lease_of("k"), Some(l));
+    assert_eq!(db.lease_of("k").unwrap(), Some(l));
     assert_eq!(db.get("k").unwrap().unwrap().lease, Some(l));
     assert_eq!(db.time_to_live(l).unwrap().keys, bytes(&["k"]));
 
     db.put("k", "2", None).unwrap();
-    assert_eq!(db.lease_of("k"), None);
+    assert_eq!(db.lease_of("k").unwrap(), None);
     assert_eq!(db.get("k").unwrap().unwrap().lease, None);
     assert!(db.time_to_live(l).unwrap().keys.is_empty());
 
     db.put("k", "3", Some(l)).unwrap();
     assert!(db.delete("k").unwrap());
-    assert_eq!(db.lease_of("k"), None);
+    assert_eq!(db.lease_of("k").unwrap(), None);
     assert!(db.time_to_live(l).unwrap().keys.is_empty());
 
     // A key re-created without the lease is not deleted by its revoke.
@@ -678,7 +694,7 @@ fn l6_put_with_a_lease_attaches_put_without_detaches_delete_detaches() {
         db.time_to_live(l).unwrap().keys.is_empty(),
         "delete_prefix detaches too"
     );
-    assert_eq!(db.lease_of("p/1"), None);
+    assert_eq!(db.lease_of("p/1").unwrap(), None);
     db.revoke(l).unwrap();
     assert_eq!(db.get("k").unwrap().unwrap().value, b"4");
 }
@@ -751,7 +767,7 @@ mod embedded_only {
         let path = dir.path().join("crash.tenure");
         let child_rev = run_crashing_child(&path);
         let db = open_file(&path);
-        assert_eq!(db.revision(), child_rev);
+        assert_eq!(db.revision().unwrap(), child_rev);
         assert_eq!(
             db.get("plain").unwrap(),
             Some(kv(b"plain", b"p", 1, 1, 1, None))
@@ -764,14 +780,14 @@ mod embedded_only {
         let path = dir.path().join("rev.tenure");
         let clock = ManualClock::new();
         let db = open_file_with_clock(&path, &clock);
-        assert_eq!(db.revision(), 0);
+        assert_eq!(db.revision().unwrap(), 0);
 
         let mut rev = 0;
         let mut step = |db: &Tenure, what: &str, expect_bump: bool| {
             if expect_bump {
                 rev += 1;
             }
-            assert_eq!(db.revision(), rev, "after {what}");
+            assert_eq!(db.revision().unwrap(), rev, "after {what}");
             assert_eq!(db.stats().revision, rev, "stats after {what}");
         };
         assert_eq!(db.put("a", "1", None).unwrap(), 1);
@@ -834,7 +850,7 @@ mod embedded_only {
         db.close().unwrap();
 
         let db = open_file_with_clock(&path, &clock);
-        assert_eq!(db.revision(), rev, "the revision is persisted");
+        assert_eq!(db.revision().unwrap(), rev, "the revision is persisted");
         assert_eq!(db.get("t2").unwrap(), Some(kv(b"t2", b"v", 4, 4, 1, None)));
         assert_eq!(
             db.put("after", "v", None).unwrap(),
@@ -843,7 +859,7 @@ mod embedded_only {
         );
         db.close().unwrap();
         let db = open_file_with_clock(&path, &clock);
-        assert_eq!(db.revision(), rev + 1);
+        assert_eq!(db.revision().unwrap(), rev + 1);
     }
 
     /// Runs this test binary's `k5_child_writes_then_exits_without_close` in a child process on
@@ -902,7 +918,7 @@ mod embedded_only {
             )
             .unwrap(); // 3
         assert!(r.succeeded);
-        println!("CHILD-ACKED revision={}", db.revision());
+        println!("CHILD-ACKED revision={}", db.revision().unwrap());
         use std::io::Write;
         std::io::stdout().flush().unwrap();
         std::process::exit(0); // no Drop, no close, no flush of anything buffered
@@ -915,7 +931,7 @@ mod embedded_only {
         let rev = run_crashing_child(&path);
         assert_eq!(rev, 3);
         let db = open_file(&path);
-        assert_eq!(db.revision(), 3);
+        assert_eq!(db.revision().unwrap(), 3);
         assert_eq!(
             db.get("t/a").unwrap(),
             Some(kv(b"t/a", b"A", 3, 3, 1, Some(LeaseId::new(42))))
@@ -925,7 +941,7 @@ mod embedded_only {
             Some(kv(b"t/b", b"B", 3, 3, 1, None))
         );
         assert_eq!(db.get("doomed").unwrap(), None);
-        assert_eq!(db.lease_of("t/a"), Some(LeaseId::new(42)));
+        assert_eq!(db.lease_of("t/a").unwrap(), Some(LeaseId::new(42)));
         assert_eq!(db.time_to_live(42i64).unwrap().keys, bytes(&["t/a"]));
     }
 
@@ -945,7 +961,7 @@ mod embedded_only {
         let mut w = watch(&db, "s/", true, true);
 
         db.revoke(l).unwrap();
-        assert_eq!(db.revision(), 6);
+        assert_eq!(db.revision().unwrap(), 6);
         for (k, create) in [("s/a", 2), ("s/b", 3), ("s/c", 1)] {
             let ev = next(&mut w);
             assert_eq!(
@@ -971,18 +987,22 @@ mod embedded_only {
             keys_of(&db.range("s/", None).unwrap()),
             bytes(&["s/free", "s/kept"])
         );
-        assert_eq!(db.lease_of("s/bare"), None);
-        assert_eq!(db.lease_of("s/kept"), Some(keep));
+        assert_eq!(db.lease_of("s/bare").unwrap(), None);
+        assert_eq!(db.lease_of("s/kept").unwrap(), Some(keep));
         assert_eq!(db.stats().revoked, 1);
 
         assert!(matches!(db.revoke(l), Err(Error::LeaseNotFound(id)) if id == l));
         assert!(matches!(db.revoke(9999i64), Err(Error::LeaseNotFound(_))));
-        assert_eq!(db.revision(), 6, "a failed revoke takes no revision");
+        assert_eq!(
+            db.revision().unwrap(),
+            6,
+            "a failed revoke takes no revision"
+        );
         assert_idle(&mut w);
 
         db.close().unwrap();
         let db = open_file(&path);
-        assert_eq!(db.revision(), 6);
+        assert_eq!(db.revision().unwrap(), 6);
         assert!(matches!(db.time_to_live(l), Err(Error::LeaseNotFound(_))));
         assert_eq!(
             keys_of(&db.range("s/", None).unwrap()),
@@ -998,10 +1018,10 @@ mod embedded_only {
         let l2 = db.grant(TTL).unwrap();
         db.put("k", "v", Some(l1)).unwrap();
         db.put("m", "v", Some(l1)).unwrap();
-        let rev = db.revision();
+        let rev = db.revision().unwrap();
 
         db.attach(l2, &["k"]).unwrap();
-        assert_eq!(db.lease_of("k"), Some(l2));
+        assert_eq!(db.lease_of("k").unwrap(), Some(l2));
         assert_eq!(
             db.get("k").unwrap(),
             Some(kv(b"k", b"v", 1, 1, 1, Some(l2)))
@@ -1009,7 +1029,7 @@ mod embedded_only {
         assert_eq!(db.time_to_live(l1).unwrap().keys, bytes(&["m"]));
         assert_eq!(db.time_to_live(l2).unwrap().keys, bytes(&["k"]));
         assert_eq!(
-            db.revision(),
+            db.revision().unwrap(),
             rev,
             "attach does not change the value or revisions"
         );
@@ -1023,17 +1043,17 @@ mod embedded_only {
         assert!(
             matches!(db.attach(777i64, &["k", "new"]), Err(Error::LeaseNotFound(id)) if id.get() == 777)
         );
-        assert_eq!(db.lease_of("k"), Some(l1));
-        assert_eq!(db.lease_of("new"), None);
+        assert_eq!(db.lease_of("k").unwrap(), Some(l1));
+        assert_eq!(db.lease_of("new").unwrap(), None);
         // Detach from an unknown lease: LeaseNotFound, never fatal.
         assert!(matches!(
             db.detach(777i64, &["k"]),
             Err(Error::LeaseNotFound(_))
         ));
-        assert_eq!(db.lease_of("k"), Some(l1));
+        assert_eq!(db.lease_of("k").unwrap(), Some(l1));
         // Detaching from the wrong lease leaves the key where it is.
         db.detach(l2, &["k"]).unwrap();
-        assert_eq!(db.lease_of("k"), Some(l1));
+        assert_eq!(db.lease_of("k").unwrap(), Some(l1));
 
         // Revoking the lease a key moved away from leaves it alone.
         db.attach(l2, &["k"]).unwrap();
@@ -1041,7 +1061,7 @@ mod embedded_only {
         assert!(db.get("k").unwrap().is_some());
         assert!(db.get("m").unwrap().is_none());
         db.detach(l2, &["k"]).unwrap();
-        assert_eq!(db.lease_of("k"), None);
+        assert_eq!(db.lease_of("k").unwrap(), None);
         db.revoke(l2).unwrap();
         assert!(
             db.get("k").unwrap().is_some(),
@@ -1080,7 +1100,7 @@ mod embedded_only {
         assert_eq!((batch[1].id, &batch[1].keys), (short2, &bytes(&["e/2a"])));
 
         assert_eq!(
-            db.revision(),
+            db.revision().unwrap(),
             7,
             "both leases and their keys went in one write"
         );
@@ -1156,12 +1176,12 @@ mod embedded_only {
             db.time_to_live(l2).unwrap().keys,
             bytes(&["b", "c", "x-bare"])
         );
-        assert_eq!(db.lease_of("a"), Some(l1));
-        assert_eq!(db.lease_of("b"), Some(l2));
-        assert_eq!(db.lease_of("c"), Some(l2));
-        assert_eq!(db.lease_of("d"), None);
-        assert_eq!(db.lease_of("x-bare"), Some(l2));
-        assert_eq!(db.lease_of("free"), None);
+        assert_eq!(db.lease_of("a").unwrap(), Some(l1));
+        assert_eq!(db.lease_of("b").unwrap(), Some(l2));
+        assert_eq!(db.lease_of("c").unwrap(), Some(l2));
+        assert_eq!(db.lease_of("d").unwrap(), None);
+        assert_eq!(db.lease_of("x-bare").unwrap(), Some(l2));
+        assert_eq!(db.lease_of("free").unwrap(), None);
         assert_eq!(db.get("b").unwrap().unwrap().lease, Some(l2));
         assert_eq!(db.get("x-bare").unwrap(), None);
 
@@ -1175,7 +1195,7 @@ mod embedded_only {
             (batch[0].id, &batch[0].keys),
             (l2, &bytes(&["b", "c", "x-bare"]))
         );
-        let rev = db.revision();
+        let rev = db.revision().unwrap();
         assert_eq!(next(&mut w), delete_event(b"b", rev));
         assert_eq!(next(&mut w), delete_event(b"c", rev));
         assert_idle(&mut w);
@@ -1183,7 +1203,7 @@ mod embedded_only {
             keys_of(&db.range("", None).unwrap()),
             bytes(&["a", "d", "free"])
         );
-        assert_eq!(db.lease_of("x-bare"), None);
+        assert_eq!(db.lease_of("x-bare").unwrap(), None);
         db.close().unwrap();
 
         let db = open_file_with_clock(&path, &clock);

@@ -42,7 +42,7 @@ fn l1_grant_with_id_uses_it_and_refuses_existing_or_non_positive_ids() {
         db.grant_with_id(-7, secs(5)),
         Err(Error::InvalidArgument(_))
     ));
-    assert_eq!(db.leases().len(), 1);
+    assert_eq!(db.leases().unwrap().len(), 1);
 }
 
 #[test]
@@ -52,7 +52,7 @@ fn l4_revoke_deletes_keys_and_lease_in_one_revision_and_unknown_is_not_found() {
     db.put("b", "2", Some(l)).unwrap();
     db.put("a", "1", Some(l)).unwrap();
     db.put("c", "3", None).unwrap();
-    let before = db.revision();
+    let before = db.revision().unwrap();
     let mut w = db
         .watch(
             "",
@@ -63,7 +63,11 @@ fn l4_revoke_deletes_keys_and_lease_in_one_revision_and_unknown_is_not_found() {
         )
         .unwrap();
     db.revoke(l).unwrap();
-    assert_eq!(db.revision(), before + 1, "one revoke is one revision");
+    assert_eq!(
+        db.revision().unwrap(),
+        before + 1,
+        "one revoke is one revision"
+    );
     assert!(db.get("a").unwrap().is_none() && db.get("b").unwrap().is_none());
     assert!(db.get("c").unwrap().is_some());
     let evs: Vec<_> = (0..2).map(|_| w.recv_timeout(WAIT).unwrap()).collect();
@@ -81,13 +85,13 @@ fn l6_put_attaches_put_without_lease_detaches_and_delete_detaches() {
     let db = mem();
     let l = db.grant(secs(60)).unwrap();
     db.put("k", "v", Some(l)).unwrap();
-    assert_eq!(db.lease_of("k"), Some(l));
+    assert_eq!(db.lease_of("k").unwrap(), Some(l));
     db.put("k", "v2", None).unwrap();
-    assert_eq!(db.lease_of("k"), None);
+    assert_eq!(db.lease_of("k").unwrap(), None);
     assert!(db.time_to_live(l).unwrap().keys.is_empty());
     db.put("k", "v3", Some(l)).unwrap();
     db.delete("k").unwrap();
-    assert_eq!(db.lease_of("k"), None);
+    assert_eq!(db.lease_of("k").unwrap(), None);
     assert!(db.time_to_live(l).unwrap().keys.is_empty());
 }
 
@@ -186,7 +190,7 @@ mod embedded_only {
             .unwrap();
         let l = db.grant(secs(5)).unwrap();
         db.revoke(l).unwrap();
-        assert!(db.leases().is_empty());
+        assert!(db.leases().unwrap().is_empty());
     }
 
     #[test]
@@ -268,30 +272,34 @@ mod embedded_only {
         let a = db.grant(secs(60)).unwrap();
         let b = db.grant(secs(60)).unwrap();
         db.attach(a, &["k1", "k2"]).unwrap();
-        assert_eq!(db.lease_of("k1"), Some(a));
+        assert_eq!(db.lease_of("k1").unwrap(), Some(a));
         assert_eq!(
             db.time_to_live(a).unwrap().keys,
             vec![b"k1".to_vec(), b"k2".to_vec()]
         );
         db.attach(b, &["k1"]).unwrap();
         assert_eq!(
-            db.lease_of("k1"),
+            db.lease_of("k1").unwrap(),
             Some(b),
             "attaching a key owned by another lease moves it"
         );
         assert_eq!(db.time_to_live(a).unwrap().keys, vec![b"k2".to_vec()]);
         db.detach(a, &["k2"]).unwrap();
-        assert_eq!(db.lease_of("k2"), None);
+        assert_eq!(db.lease_of("k2").unwrap(), None);
         assert!(matches!(
             db.attach(777, &["k3"]),
             Err(Error::LeaseNotFound(_))
         ));
-        assert_eq!(db.lease_of("k3"), None, "a failed attach changes nothing");
+        assert_eq!(
+            db.lease_of("k3").unwrap(),
+            None,
+            "a failed attach changes nothing"
+        );
         assert!(matches!(
             db.detach(777, &["k1"]),
             Err(Error::LeaseNotFound(_))
         ));
-        assert_eq!(db.lease_of("k1"), Some(b));
+        assert_eq!(db.lease_of("k1").unwrap(), Some(b));
     }
 
     #[test]
@@ -303,7 +311,7 @@ mod embedded_only {
         clock.advance(secs(2));
         let info = db.time_to_live(mid).unwrap();
         assert_eq!((info.ttl, info.remaining), (secs(20), Some(secs(18))));
-        let order: Vec<_> = db.leases().iter().map(|i| i.id).collect();
+        let order: Vec<_> = db.leases().unwrap().iter().map(|i| i.id).collect();
         assert_eq!(order, vec![short, mid, long]);
         assert!(matches!(
             db.time_to_live(4242),
@@ -393,10 +401,10 @@ mod embedded_only {
         let a = db.grant(secs(10)).unwrap();
         let b = db.grant(secs(20)).unwrap();
         db.checkpoint(b, secs(3)).unwrap();
-        assert!(!db.is_primary());
+        assert!(!db.is_primary().unwrap());
         clock.advance(secs(500));
         db.promote(secs(7)).unwrap();
-        assert!(db.is_primary());
+        assert!(db.is_primary().unwrap());
         assert_eq!(db.time_to_live(a).unwrap().remaining, Some(secs(17)));
         assert_eq!(db.time_to_live(b).unwrap().remaining, Some(secs(10)));
     }
@@ -406,7 +414,7 @@ mod embedded_only {
         let (clock, db) = manual();
         let l = db.grant(secs(10)).unwrap();
         db.demote().unwrap();
-        assert!(!db.is_primary());
+        assert!(!db.is_primary().unwrap());
         assert!(matches!(db.renew(l), Err(Error::NotPrimary)));
         clock.advance(secs(100));
         let rx = db.expired();
@@ -454,7 +462,7 @@ mod embedded_only {
         db.put("x/1", "a", Some(l)).unwrap();
         db.put("x/2", "b", Some(l)).unwrap();
         let other = db.grant(secs(5)).unwrap();
-        let rev = db.revision();
+        let rev = db.revision().unwrap();
         clock.advance(secs(5));
         let mut got = recv_expired(&rx, 2);
         got.sort_by_key(|e| e.id);
@@ -468,8 +476,12 @@ mod embedded_only {
         );
         assert_eq!(got[1].id, other);
         assert!(db.get("x/1").unwrap().is_none() && db.get("x/2").unwrap().is_none());
-        assert!(db.leases().is_empty());
-        assert_eq!(db.revision(), rev + 1, "one batch of expiries is one write");
+        assert!(db.leases().unwrap().is_empty());
+        assert_eq!(
+            db.revision().unwrap(),
+            rev + 1,
+            "one batch of expiries is one write"
+        );
         assert_eq!(db.stats().expired, 2);
     }
 
@@ -561,7 +573,11 @@ mod embedded_only {
             .unwrap();
         assert_eq!(db.time_to_live(a).unwrap().remaining, Some(secs(102)));
         assert_eq!(db.time_to_live(b).unwrap().remaining, Some(secs(42)));
-        assert_eq!(db.lease_of("k"), Some(a), "keys come back attached");
+        assert_eq!(
+            db.lease_of("k").unwrap(),
+            Some(a),
+            "keys come back attached"
+        );
     }
 
     #[test]
@@ -621,7 +637,7 @@ mod embedded_only {
         let s = db.stats();
         assert_eq!((s.granted, s.revoked, s.renewed, s.expired), (3, 1, 2, 1));
         assert_eq!((s.leases, s.keys), (1, 1));
-        assert_eq!(s.revision, db.revision());
+        assert_eq!(s.revision, db.revision().unwrap());
         assert_eq!(s.commits, 0, "in memory nothing is committed");
         let _ = a;
     }

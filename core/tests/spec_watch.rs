@@ -14,7 +14,7 @@ use tenure::{Durability, Error, ErrorCode, EventKind, Tenure, WatchOptions};
 #[test]
 fn k6_watch_a_key_from_now_sees_its_puts_and_deletes_in_order() {
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     db.put("k", "before", None).unwrap(); // 1, before the watch: not seen
     let mut w = watch(&db, "k", false, false);
     db.put("k", "v1", None).unwrap(); // 2
@@ -31,7 +31,7 @@ fn k6_watch_a_key_from_now_sees_its_puts_and_deletes_in_order() {
 #[test]
 fn k6_watch_a_prefix_sees_only_keys_under_it() {
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     let mut w = watch(&db, "svc/", true, false);
     db.put("svc/a", "1", None).unwrap(); // 1
     db.put("svc", "no", None).unwrap(); // 2
@@ -55,7 +55,7 @@ fn k6_watch_a_prefix_sees_only_keys_under_it() {
 #[test]
 fn k6_prev_kv_is_included_only_when_asked() {
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     let l = db.grant(TTL).unwrap();
     let mut with = watch(&db, "k", false, true);
     let mut without = watch(&db, "k", false, false);
@@ -89,7 +89,7 @@ fn k6_prev_kv_is_included_only_when_asked() {
 #[test]
 fn k6_watch_from_a_start_revision_replays_then_continues() {
     let db = mem();
-    let r = db.revision();
+    let r = db.revision().unwrap();
     for (i, k) in ["w/a", "x", "w/b", "w/a", "w/c"].iter().enumerate() {
         db.put(k, format!("{}", i + 1), None).unwrap(); // revisions r + 1..=r + 5
     }
@@ -430,7 +430,7 @@ mod embedded_only {
             assert!(matches!(w.recv_timeout(WAIT), Err(Error::Closed(_))));
         }
         let db = open_file(&path);
-        assert_eq!(db.revision(), 2);
+        assert_eq!(db.revision().unwrap(), 2);
     }
 
     #[test]
@@ -447,7 +447,7 @@ mod embedded_only {
             .unwrap();
         db.put("p/a", "1", None).unwrap();
         db.put("p/b", "2", None).unwrap();
-        let rev = db.revision() + 1;
+        let rev = db.revision().unwrap() + 1;
         assert_eq!(db.delete_prefix("p/").unwrap(), 2); // one revision, two events: no room for both
         assert_eq!(w.recv().unwrap().kv.key, b"p/a");
         assert_eq!(w.recv().unwrap().kv.key, b"p/b");

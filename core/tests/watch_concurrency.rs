@@ -299,7 +299,7 @@ fn run(db: Tenure, clock: Arc<ManualClock>) {
             .recv_timeout(WAIT)
             .expect("a writer made progress");
     }
-    let before_late = db.revision();
+    let before_late = db.revision().unwrap();
     let mut late = db
         .watch(
             PREFIX,
@@ -326,7 +326,7 @@ fn run(db: Tenure, clock: Arc<ManualClock>) {
     let mut logs: Vec<Vec<Rec>> = writers.into_iter().map(|t| t.join().unwrap()).collect();
     logs.push(leases.join().unwrap());
     let expected: usize = logs.iter().flatten().map(|r| r.events.len()).sum();
-    let final_rev = db.revision();
+    let final_rev = db.revision().unwrap();
     assert_eq!(db.stats().expired, 2 * ROUNDS as u64);
 
     let stream = drain(&mut all, expected, "watcher from the start");

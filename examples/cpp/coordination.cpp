@@ -77,7 +77,7 @@ class db {
 class scoped_lock {
   public:
     explicit scoped_lock(tenure_lock *l) : h_(l) {}
-    std::int64_t token() const { return tenure_lock_fencing_token(h_.get()); }
+    std::int64_t fencing_token() const { return tenure_lock_fencing_token(h_.get()); }
 
   private:
     handle<tenure_lock, tenure_lock_free> h_;
@@ -86,7 +86,7 @@ class scoped_lock {
 class leadership {
   public:
     explicit leadership(tenure_leadership *l) : h_(l) {}
-    std::int64_t token() const { return tenure_leadership_token(h_.get()); }
+    std::int64_t fencing_token() const { return tenure_leadership_fencing_token(h_.get()); }
     void proclaim(std::string_view v) const {
         check(tenure_leadership_proclaim(h_.get(), bytes(v), v.size()));
     }
@@ -179,7 +179,7 @@ int main() {
         std::int64_t first = 0;
         {
             scoped_lock held = alice.lock("jobs/nightly", std::chrono::seconds(5));
-            first = held.token();
+            first = held.fencing_token();
             try {
                 bob.try_lock("jobs/nightly");
                 return 1;
@@ -187,7 +187,7 @@ int main() {
                 std::cout << "bob: " << e.what() << "\n";  // TENURE_ERR_LOCKED
             }
         }  // unlocked here
-        std::int64_t second = bob.lock("jobs/nightly", std::chrono::seconds(5)).token();
+        std::int64_t second = bob.lock("jobs/nightly", std::chrono::seconds(5)).fencing_token();
         std::cout << "tokens " << first << " < " << second << "\n";
 
         // A wait cancelled from another thread.
@@ -205,7 +205,7 @@ int main() {
         // An election.
         leadership lead = alice.campaign("svc", "10.0.0.1:80", std::chrono::seconds(5));
         lead.proclaim("10.0.0.1:8080");
-        std::cout << "alice leads svc with token " << lead.token() << "\n";
+        std::cout << "alice leads svc with token " << lead.fencing_token() << "\n";
         lead.resign();
 
         // A leader elector with lambdas.

@@ -31,7 +31,7 @@ async def instance(
     print(f"{name}: registered")
     try:
         lead = await session.election("periodic-job").campaign(name)
-        print(f"{name}: leads periodic-job (token {lead.token})")
+        print(f"{name}: leads periodic-job (token {lead.fencing_token})")
         for run in range(1, RUNS + 1):
             print(f"{name}: job run {run}")
             await asyncio.sleep(0.05)

@@ -47,7 +47,7 @@ def election(db: tenure.Tenure) -> None:
         print("leader:", value_of(next(changes)))
         with db.session(ttl=5.0) as host_a, db.session(ttl=5.0) as host_b:
             lead_a = host_a.election("svc").campaign("host-a")
-            print("leader:", value_of(next(changes)), "token", lead_a.token)
+            print("leader:", value_of(next(changes)), "token", lead_a.fencing_token)
 
             # host-b campaigns too and waits (in a thread) until host-a resigns.
             won: queue.Queue[tenure.Leadership] = queue.Queue()
@@ -62,7 +62,7 @@ def election(db: tenure.Tenure) -> None:
             lead_a.resign()
             lead_b = won.get(timeout=5.0)
             waiter.join()
-            print("leader:", value_of(next(changes)), "token", lead_b.token)
+            print("leader:", value_of(next(changes)), "token", lead_b.fencing_token)
             try:
                 lead_a.proclaim("host-a again")
             except tenure.NotLeader:

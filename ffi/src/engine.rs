@@ -137,16 +137,6 @@ pub(crate) unsafe fn engine<'a>(db: *const tenure) -> Res<&'a Tenure> {
     Ok(&unsafe { arg(db, "db") }?.db)
 }
 
-/// `TENURE_ERR_CLOSED` if the engine is closed: for the calls whose Rust counterpart answers
-/// "nothing" rather than an error once closed (`lease_of`, `leases`, `is_primary`, `revision`).
-pub(crate) fn open_engine(db: &Tenure) -> Res<&Tenure> {
-    if db.is_closed() {
-        Err(Error::closed(db.path()).into())
-    } else {
-        Ok(db)
-    }
-}
-
 fn builder(path: Option<&str>, o: &tenure_options) -> Res<tenure_core::Builder> {
     let durability = match o.durability {
         TENURE_DURABILITY_IMMEDIATE => Durability::Immediate,
@@ -288,7 +278,11 @@ pub unsafe extern "C" fn tenure_clone(db: *const tenure, out: *mut *mut tenure) 
     guard("tenure_clone", || {
         // SAFETY: the caller promises a live handle and a writable pointer.
         let (db, out) = unsafe { (engine(db)?, Out::new(out, "out")?) };
-        let db = open_engine(db)?.clone();
+        // `Clone` cannot fail in Rust; a closed engine must not hand out new handles.
+        if db.is_closed() {
+            return Err(Error::closed(db.path()).into());
+        }
+        let db = db.clone();
         out.set(boxed(tenure { db }));
         Ok(())
     })

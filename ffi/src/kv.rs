@@ -2,7 +2,7 @@
 
 use tenure_core::{KeyValue, LeaseId};
 
-use crate::engine::{engine, open_engine, tenure};
+use crate::engine::{engine, tenure};
 use crate::error::{guard, shield, tenure_result};
 use crate::util::{boxed, bytes, free, Out};
 
@@ -201,7 +201,7 @@ pub unsafe extern "C" fn tenure_revision(db: *const tenure, out: *mut i64) -> te
     guard("tenure_revision", || {
         // SAFETY: the caller promises a live handle and a writable pointer.
         let (db, out) = unsafe { (engine(db)?, Out::new(out, "out")?) };
-        out.set(open_engine(db)?.revision());
+        out.set(db.revision()?);
         Ok(())
     })
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use tenure_core::{Error, ExpiredLease, LeaseId, LeaseInfo, Tenure};
 
-use crate::engine::{engine, open_engine, tenure};
+use crate::engine::{engine, tenure};
 use crate::error::{guard, shield, tenure_result, Failure, Res};
 use crate::kv::tenure_bytes;
 use crate::util::{boxed, bytes, free, ms, timeout, to_ms, Out};
@@ -180,7 +180,7 @@ pub unsafe extern "C" fn tenure_lease_of(
                 Out::new(out_id, "out_id")?,
             )
         };
-        let lease = open_engine(db)?.lease_of(key);
+        let lease = db.lease_of(key)?;
         out.set(lease.map_or(0, LeaseId::get));
         Ok(())
     })
@@ -217,8 +217,8 @@ pub unsafe extern "C" fn tenure_leases(
     guard("tenure_leases", || {
         // SAFETY: the caller promises a live handle and a writable pointer.
         let (db, out) = unsafe { (engine(db)?, Out::new(out, "out")?) };
-        let items = open_engine(db)?
-            .leases()
+        let items = db
+            .leases()?
             .into_iter()
             .map(|info| tenure_lease_info { info })
             .collect();
@@ -262,7 +262,7 @@ pub unsafe extern "C" fn tenure_is_primary(db: *const tenure, out: *mut bool) ->
     guard("tenure_is_primary", || {
         // SAFETY: the caller promises a live handle and a writable pointer.
         let (db, out) = unsafe { (engine(db)?, Out::new(out, "out")?) };
-        out.set(open_engine(db)?.is_primary());
+        out.set(db.is_primary()?);
         Ok(())
     })
 }
@@ -284,7 +284,7 @@ pub unsafe extern "C" fn tenure_expired_next(
     guard("tenure_expired_next", || {
         // SAFETY: the caller promises a live handle and a writable pointer.
         let (db, out) = unsafe { (engine(db)?, Out::new(out, "out")?) };
-        let rx = open_engine(db)?.expired();
+        let rx = db.expired(); // disconnected once closed: `recv` reports Closed
         let leases = recv(&rx, timeout_ms, "an expired lease", db)?;
         out.set(boxed(tenure_expired { leases }));
         Ok(())

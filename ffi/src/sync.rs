@@ -368,10 +368,10 @@ pub unsafe extern "C" fn tenure_leadership_resign(l: *const tenure_leadership) -
 /// The leadership's fencing token (SPEC S3): the leader key's create revision, strictly
 /// increasing per election (0 if `l` is NULL).
 #[no_mangle]
-pub unsafe extern "C" fn tenure_leadership_token(l: *const tenure_leadership) -> i64 {
+pub unsafe extern "C" fn tenure_leadership_fencing_token(l: *const tenure_leadership) -> i64 {
     // SAFETY: the caller promises NULL or a live leadership.
-    shield("tenure_leadership_token", 0, || {
-        unsafe { l.as_ref() }.map_or(0, |l| l.l.token())
+    shield("tenure_leadership_fencing_token", 0, || {
+        unsafe { l.as_ref() }.map_or(0, |l| l.l.fencing_token())
     })
 }
 
@@ -529,9 +529,8 @@ pub struct tenure_elector_config {
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct tenure_elector_callbacks {
-    /// This candidate became leader; `token` is its fencing token (strictly increasing per
-    /// record key).
-    pub on_started_leading: Option<unsafe extern "C" fn(user: *mut c_void, token: i64)>,
+    /// This candidate became leader with `fencing_token` (strictly increasing per record key).
+    pub on_started_leading: Option<unsafe extern "C" fn(user: *mut c_void, fencing_token: i64)>,
     /// This candidate stopped leading (lease lost, record taken, or the elector stopped).
     /// Called only after `on_started_leading`, and after it has returned.
     pub on_stopped_leading: Option<unsafe extern "C" fn(user: *mut c_void)>,
@@ -771,7 +770,7 @@ pub unsafe extern "C" fn tenure_fence_gate_free(g: *mut tenure_fence_gate) {
 // ---- record locks ---------------------------------------------------------------------------
 
 /// Takes the record lock `key` (non-empty) for `owner` for `ttl_ms` (> 0) if it is free (SPEC
-/// S6: `SET key owner NX PX ttl`); `*out_token` receives the fencing token (the key's create
+/// S6: `SET key owner NX PX ttl`); `*out_fencing_token` receives the fencing token (the key's create
 /// revision).
 ///
 /// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (empty key, TTL <= 0),
@@ -785,13 +784,13 @@ pub unsafe extern "C" fn tenure_record_lock_try_acquire(
     owner: *const u8,
     owner_len: usize,
     ttl_ms: i64,
-    out_token: *mut i64,
+    out_fencing_token: *mut i64,
 ) -> tenure_result {
     guard("tenure_record_lock_try_acquire", || {
         // SAFETY: the caller promises a live handle, readable bytes and a writable pointer.
         let (db, key, owner) = unsafe { record_args(db, key, key_len, owner, owner_len) }?;
         // SAFETY: the caller promises a writable pointer.
-        let out = unsafe { Out::new(out_token, "out_token") }?;
+        let out = unsafe { Out::new(out_fencing_token, "out_fencing_token") }?;
         out.set(RecordLock::try_acquire(
             db,
             key,

@@ -219,7 +219,7 @@ pub(crate) fn _campaign_async(
             let leadership = PyLeadership {
                 name,
                 key: l.key().to_vec(),
-                token: l.token(),
+                token: l.fencing_token(),
                 inner: ForkSafe::new(l),
             };
             Ok(Py::new(py, leadership)?.into_any())

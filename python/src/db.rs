@@ -179,8 +179,8 @@ impl PyTenure {
 
     /// Every live lease, soonest deadline first.
     fn leases<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let e = self.open_engine(py)?;
-        let list = blocking(py, || Ok(e.leases()))?;
+        let e = self.engine()?;
+        let list = blocking(py, || e.leases())?;
         PyList::new(py, list.into_iter().map(PyLeaseInfo))
     }
 
@@ -215,8 +215,8 @@ impl PyTenure {
     /// The ID of the lease a key is attached to, or `None`.
     fn lease_of(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
         let key = bytes_arg(key, "key")?;
-        let e = self.open_engine(py)?;
-        blocking(py, || Ok(e.lease_of(&key).map(LeaseId::get)))
+        let e = self.engine()?;
+        blocking(py, || Ok(e.lease_of(&key)?.map(LeaseId::get)))
     }
 
     /// Records a remaining TTL (seconds) used by the next promote or reopen, durably. Raises
@@ -255,8 +255,8 @@ impl PyTenure {
     /// Whether this engine is the primary.
     #[getter]
     fn is_primary(&self, py: Python<'_>) -> PyResult<bool> {
-        let e = self.open_engine(py)?;
-        blocking(py, || Ok(e.is_primary()))
+        let e = self.engine()?;
+        blocking(py, || e.is_primary())
     }
 
     /// An iterator of expired-lease batches (`list[ExpiredLease]`). `next()` waits with the
@@ -333,8 +333,8 @@ impl PyTenure {
     /// The current store revision.
     #[getter]
     fn revision(&self, py: Python<'_>) -> PyResult<i64> {
-        let e = self.open_engine(py)?;
-        blocking(py, || Ok(e.revision()))
+        let e = self.engine()?;
+        blocking(py, || e.revision())
     }
 
     /// Runs a transaction: if every `compare` holds, the `success` operations, else the

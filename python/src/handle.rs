@@ -45,8 +45,8 @@ impl PyTenure {
         self.engine.get()
     }
 
-    /// The engine, refusing with `Closed` once it is closed (for the calls whose Rust
-    /// counterpart answers a default value on a closed engine).
+    /// The engine, refusing with `Closed` once it is closed: for `expired()`, whose Rust
+    /// counterpart hands out a disconnected receiver rather than an error.
     pub(crate) fn open_engine(&self, py: Python<'_>) -> PyResult<&Tenure> {
         let e = self.engine()?;
         if blocking(py, || Ok(e.is_closed()))? {

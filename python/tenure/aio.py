@@ -692,9 +692,9 @@ class Leadership(_Held):
         self.sync: _tenure.Leadership = sync
 
     @property
-    def token(self) -> int:
+    def fencing_token(self) -> int:
         """The fencing token: strictly increasing per election."""
-        return self.sync.token
+        return self.sync.fencing_token
 
     def is_leader(self) -> bool:
         """Whether the leader key still exists."""

@@ -119,7 +119,7 @@ impl lockpb::lock_server::Lock for Lock {
         })
         .await?;
         Ok(Response::new(lockpb::LockResponse {
-            header: lock_header(&ctx, rev.max(ctx.db.revision())),
+            header: lock_header(&ctx, rev.max(ctx.db.revision().unwrap_or_default())),
             key,
         }))
     }
@@ -135,7 +135,7 @@ impl lockpb::lock_server::Lock for Lock {
         let db = self.0.db.clone();
         let rev = blocking(move || {
             db.delete(&key).map_err(convert::status)?;
-            Ok(db.revision())
+            db.revision().map_err(convert::status)
         })
         .await?;
         Ok(Response::new(lockpb::UnlockResponse {
@@ -186,11 +186,11 @@ impl electionpb::election_server::Election for Elections {
             let l = Election::new(&s, &name)
                 .campaign(&req.value, wait)
                 .map_err(wait_error)?;
-            Ok((l.key().to_vec(), l.token()))
+            Ok((l.key().to_vec(), l.fencing_token()))
         })
         .await?;
         Ok(Response::new(electionpb::CampaignResponse {
-            header: election_header(&ctx, ctx.db.revision()),
+            header: election_header(&ctx, ctx.db.revision().unwrap_or_default()),
             leader: Some(electionpb::LeaderKey {
                 name: req.name,
                 key,
@@ -218,7 +218,7 @@ impl electionpb::election_server::Election for Elections {
             if !if_leader(&db, &leader, put)? {
                 return Err(Status::new(Code::Unknown, NOT_LEADER));
             }
-            Ok(db.revision())
+            db.revision().map_err(convert::status)
         })
         .await?;
         Ok(Response::new(electionpb::ProclaimResponse {
@@ -234,7 +234,7 @@ impl electionpb::election_server::Election for Elections {
         let db = self.0.db.clone();
         let (kv, rev) = blocking(move || {
             let kv = Election::leader(&db, &name).map_err(convert::status)?;
-            Ok((kv, db.revision()))
+            Ok((kv, db.revision().map_err(convert::status)?))
         })
         .await?;
         let kv = kv.ok_or_else(|| Status::new(Code::Unknown, NO_LEADER))?;
@@ -267,7 +267,7 @@ impl electionpb::election_server::Election for Elections {
                 match observer.recv_timeout(Some(std::time::Duration::from_millis(500))) {
                     Ok(Some(kv)) => {
                         let resp = electionpb::LeaderResponse {
-                            header: election_header(&ctx, ctx.db.revision()),
+                            header: election_header(&ctx, ctx.db.revision().unwrap_or_default()),
                             kv: Some(election_kv(kv)),
                         };
                         if tx.blocking_send(Ok(resp)).is_err() {
@@ -297,7 +297,7 @@ impl electionpb::election_server::Election for Elections {
         let rev = blocking(move || {
             let key = leader.key.clone();
             if_leader(&db, &leader, Op::delete(key))?;
-            Ok(db.revision())
+            db.revision().map_err(convert::status)
         })
         .await?;
         Ok(Response::new(electionpb::ResignResponse {

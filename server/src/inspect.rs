@@ -75,7 +75,13 @@ pub(crate) fn leases(file: &Path, json: bool) -> ExitCode {
         Ok(db) => db,
         Err(c) => return c,
     };
-    let mut leases = db.leases();
+    let mut leases = match db.leases() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("tenure: {}: {e}", file.display());
+            return ExitCode::from(1);
+        }
+    };
     leases.sort_by_key(|l| l.id);
     if json {
         emit(leases.iter().map(lease_json));
@@ -154,7 +160,13 @@ pub(crate) fn dump(file: &Path) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let mut leases = db.leases();
+    let mut leases = match db.leases() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("tenure: {}: {e}", file.display());
+            return ExitCode::from(1);
+        }
+    };
     leases.sort_by_key(|l| l.id);
     let lines = leases
         .iter()

@@ -100,7 +100,7 @@ impl PbMaintenanceService for Maintenance {
         _req: Request<PbAlarmRequest>,
     ) -> Result<Response<PbAlarmResponse>, Status> {
         Ok(Response::new(PbAlarmResponse {
-            header: self.0.ids.header(self.0.db.revision()),
+            header: self.0.ids.header(self.0.db.revision().unwrap_or_default()),
             alarms: Vec::new(),
         }))
     }
@@ -112,7 +112,7 @@ impl PbMaintenanceService for Maintenance {
     ) -> Result<Response<PbStatusResponse>, Status> {
         let ctx = self.0.clone();
         let size = blocking(move || ctx.db.storage_size().map_err(convert::status)).await?;
-        let rev = self.0.db.revision();
+        let rev = self.0.db.revision().unwrap_or_default();
         Ok(Response::new(PbStatusResponse {
             header: self.0.ids.header(rev),
             version: crate::ETCD_API_VERSION.into(),
@@ -138,7 +138,7 @@ impl PbMaintenanceService for Maintenance {
         let size = blocking(move || ctx.db.defragment().map_err(convert::status)).await?;
         tracing::info!(bytes = size.file_bytes, "defragmented");
         Ok(Response::new(PbDefragmentResponse {
-            header: self.0.ids.header(self.0.db.revision()),
+            header: self.0.ids.header(self.0.db.revision().unwrap_or_default()),
         }))
     }
 

@@ -206,7 +206,7 @@ impl PbLeaseService for Lease {
                 db.grant_with_id(req.id, ttl)
             }
             .map_err(convert::status)?;
-            Ok((id.get(), db.revision()))
+            Ok((id.get(), db.revision().map_err(convert::status)?))
         })
         .await?;
         Ok(Response::new(PbLeaseGrantResponse {
@@ -225,7 +225,7 @@ impl PbLeaseService for Lease {
         let db = self.0.db.clone();
         let rev = blocking(move || {
             db.revoke(id).map_err(convert::status)?;
-            Ok(db.revision())
+            db.revision().map_err(convert::status)
         })
         .await?;
         Ok(Response::new(PbLeaseRevokeResponse {
@@ -264,7 +264,7 @@ impl PbLeaseService for Lease {
                     Err(_) => 0,
                 };
                 let resp = PbLeaseKeepAliveResponse {
-                    header: ctx.ids.header(ctx.db.revision()),
+                    header: ctx.ids.header(ctx.db.revision().unwrap_or_default()),
                     id: req.id,
                     ttl,
                 };
@@ -288,7 +288,7 @@ impl PbLeaseService for Lease {
                 Err(tenure::Error::LeaseNotFound(_)) => None,
                 Err(e) => return Err(convert::status(e)),
             };
-            Ok((info, db.revision()))
+            Ok((info, db.revision().map_err(convert::status)?))
         })
         .await?;
         // An unknown lease is TTL -1, not an error (etcd; etcdctl prints "already expired").
@@ -317,8 +317,13 @@ impl PbLeaseService for Lease {
     ) -> Result<Response<PbLeaseLeasesResponse>, Status> {
         let db = self.0.db.clone();
         let (mut ids, rev) = blocking(move || {
-            let ids: Vec<i64> = db.leases().into_iter().map(|l| l.id.get()).collect();
-            Ok((ids, db.revision()))
+            let ids: Vec<i64> = db
+                .leases()
+                .map_err(convert::status)?
+                .into_iter()
+                .map(|l| l.id.get())
+                .collect();
+            Ok((ids, db.revision().map_err(convert::status)?))
         })
         .await?;
         ids.sort_unstable();
@@ -366,7 +371,7 @@ impl PbClusterService for Cluster {
         _r: Request<PbMemberListRequest>,
     ) -> Result<Response<PbMemberListResponse>, Status> {
         Ok(Response::new(PbMemberListResponse {
-            header: self.0.ids.header(self.0.db.revision()),
+            header: self.0.ids.header(self.0.db.revision().unwrap_or_default()),
             members: vec![PbMember {
                 id: self.0.ids.member,
                 name: "tenure".into(),

@@ -84,7 +84,7 @@ impl etcd_client::proto::PbWatchService for Watch {
                             id = next_id;
                             next_id += 1;
                         }
-                        let rev = ctx.db.revision();
+                        let rev = ctx.db.revision().unwrap_or_default();
                         let refuse = |reason: &str| PbWatchResponse {
                             header: ctx.ids.header(rev),
                             watch_id: id,
@@ -297,7 +297,7 @@ fn pump(
                     no_delete,
                 }) => {
                     let created = PbWatchResponse {
-                        header: ids.header(db.revision()),
+                        header: ids.header(db.revision().unwrap_or_default()),
                         watch_id: id,
                         created: true,
                         ..PbWatchResponse::default()

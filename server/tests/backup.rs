@@ -117,7 +117,7 @@ fn e11_etcdctl_snapshot_save_under_a_writer_restores_every_write_up_to_its_revis
         text(&o.stdout)
     );
     let copy = open_standby(&restored);
-    let rev = copy.revision();
+    let rev = copy.revision().unwrap();
     let last = acked.last().unwrap().1;
     assert!(
         rev >= acked[19].1 && rev < last,
@@ -360,7 +360,7 @@ fn e12_snapshot_cli_copies_a_closed_file_restores_and_reports_with_documented_ex
     let db2 = open_standby(&out);
     assert_eq!(db2.get("a").unwrap().unwrap().value, b"1");
     assert_eq!(
-        db2.lease_of("b").unwrap().get(),
+        db2.lease_of("b").unwrap().unwrap().get(),
         i64::from_str_radix(&hex, 16).unwrap()
     );
     drop(db2);

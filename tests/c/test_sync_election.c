@@ -77,7 +77,7 @@ static void s4_campaigns_win_in_order_and_observers_see_every_change(void) {
         CHECK(pthread_join(t[i], NULL) == 0); /* only the head of the queue returns */
         CHECK_RC(c[i].rc, TENURE_OK);
         if (c[i].rc != TENURE_OK) continue;
-        int64_t token = tenure_leadership_token(c[i].l);
+        int64_t token = tenure_leadership_fencing_token(c[i].l);
         CHECK(token > prev);
         prev = token;
         CHECK(tenure_leadership_is_held(c[i].l));
@@ -162,7 +162,7 @@ static void s4_cancel_and_session_loss_interrupt_campaigns_and_observers(void) {
     CHECK_RC(c.rc, TENURE_ERR_SESSION_EXPIRED);
     tenure_session_free(c.s);
     CHECK_RC(tenure_election_campaign(a, "e", S("a"), 50, &lx), TENURE_OK); /* re-campaign */
-    CHECK_EQ(tenure_leadership_token(lx), tenure_leadership_token(la));
+    CHECK_EQ(tenure_leadership_fencing_token(lx), tenure_leadership_fencing_token(la));
     tenure_leadership_free(lx);
 
     /* An observer blocked with no limit, cancelled from another thread. */
@@ -212,7 +212,7 @@ static void s4_misuse(void) {
     CHECK(l == (tenure_leadership *)1);
     CHECK_RC(tenure_leadership_proclaim(NULL, S("v")), TENURE_ERR_NULL_POINTER);
     CHECK_RC(tenure_leadership_resign(NULL), TENURE_ERR_NULL_POINTER);
-    CHECK_EQ(tenure_leadership_token(NULL), 0);
+    CHECK_EQ(tenure_leadership_fencing_token(NULL), 0);
     CHECK(!tenure_leadership_is_held(NULL));
     CHECK_EQ(tenure_leadership_key(NULL).len, 0);
     tenure_leadership_free(NULL);

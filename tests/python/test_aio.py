@@ -298,7 +298,7 @@ async def test_S4_campaign_is_awaited_and_observers_follow(adb: tenure.aio.Tenur
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(second), 0.05)
         lead_b = await asyncio.wait_for(second, WAIT)
-        assert lead_b.token > lead.token
+        assert lead_b.fencing_token > lead.fencing_token
         states = []
         while True:
             kv = await obs.__anext__()

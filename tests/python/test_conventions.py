@@ -195,7 +195,7 @@ def test_every_class_has_one_repr_convention(tmp_path: Any) -> None:
             with db.observe_election("svc", timeout=5.0) as o:
                 check(o, "name='svc'", "timeout=5.0")
             with e.campaign("a", 5.0) as leading:
-                check(leading, "name='svc'", f"token={leading.token}")
+                check(leading, "name='svc'", f"fencing_token={leading.fencing_token}")
         stop = tenure.Stop()
         check(stop, "set=False")
         elector = tenure.LeaderElector(db, "leader/x", "a", 6.0, 4.0, 1.0)
@@ -222,7 +222,7 @@ def test_every_class_has_one_repr_convention(tmp_path: Any) -> None:
                 ae = asess.election("svc")
                 check(ae, "name='svc'")
                 async with await ae.campaign("b", 5.0) as al:
-                    check(al, "token=")
+                    check(al, "fencing_token=")
             ael = tenure.aio.LeaderElector(adb, "leader/y", "b", 6.0, 4.0, 1.0)
             check(ael, "identity='b'")
 

@@ -351,7 +351,7 @@ def test_s4_campaign_is_fifo_and_observe_reports_every_change_including_none(
         la = a.election("svc").campaign(b"host-a")
         first = next(changes)
         assert first is not None and first.value == b"host-a"
-        assert first.create_revision == la.token and first.key == la.key
+        assert first.create_revision == la.fencing_token and first.key == la.key
         assert la.is_leader() and la.name == "svc"
         won_b = in_thread(lambda: b.election("svc").campaign("host-b", timeout=WAIT))
         wait_until(lambda: len(keys(db, "svc/")) == 2)
@@ -362,12 +362,12 @@ def test_s4_campaign_is_fifo_and_observe_reports_every_change_including_none(
         assert next(changes).value == b"host-a v2"  # type: ignore[union-attr]
         la.resign()
         lb = won_b.get(timeout=WAIT)
-        assert isinstance(lb, tenure.Leadership) and lb.token > la.token
+        assert isinstance(lb, tenure.Leadership) and lb.fencing_token > la.fencing_token
         assert won_c.empty()
         assert next(changes).value == b"host-b"  # type: ignore[union-attr]
         lb.resign()
         lc = won_c.get(timeout=WAIT)
-        assert isinstance(lc, tenure.Leadership) and lc.token > lb.token
+        assert isinstance(lc, tenure.Leadership) and lc.fencing_token > lb.fencing_token
         assert next(changes).value == b"host-c"  # type: ignore[union-attr]
         with lc:
             assert db.election_leader("svc").value == b"host-c"  # type: ignore[union-attr]

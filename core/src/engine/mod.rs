@@ -368,7 +368,7 @@ impl Tenure {
     /// The revision up to which every event has been handed to the watchers: everything up to
     /// it is committed (SPEC E4 progress notifications).
     pub fn durable_revision(&self) -> i64 {
-        remote!(self, |r| r.revision());
+        remote!(self, |r| r.revision_or_last());
         let Ok(s) = self.shared() else { return 0 };
         if !s.cfg.persist {
             return s.state.lock().m.kv.revision;
@@ -477,10 +477,10 @@ impl Tenure {
         })?
     }
 
-    /// Every live lease, in ascending order of remaining time (SPEC L7). Empty once closed.
-    pub fn leases(&self) -> Vec<LeaseInfo> {
-        remote!(self, |r| r.leases().unwrap_or_default());
-        self.read(|m, now| m.lessor.list(now)).unwrap_or_default()
+    /// Every live lease, in ascending order of remaining time (SPEC L7); `Closed` once closed.
+    pub fn leases(&self) -> Result<Vec<LeaseInfo>> {
+        remote!(self, |r| r.leases());
+        self.read(|m, now| m.lessor.list(now))
     }
 
     /// Attaches keys to a lease; a key attached elsewhere moves (SPEC L6).
@@ -497,16 +497,13 @@ impl Tenure {
         self.write(|m, b, _| m.detach(id, keys, b))
     }
 
-    /// The lease a key is attached to (SPEC L6). `None` also once closed.
-    pub fn lease_of(&self, key: impl AsRef<[u8]>) -> Option<LeaseId> {
+    /// The lease a key is attached to, `None` if detached or absent (SPEC L6); `Closed` once
+    /// closed.
+    pub fn lease_of(&self, key: impl AsRef<[u8]>) -> Result<Option<LeaseId>> {
         remote!(self, |r| r
             .get(key.as_ref())
-            .ok()
-            .flatten()
-            .and_then(|kv| kv.lease));
+            .map(|kv| kv.and_then(|kv| kv.lease)));
         self.read(|m, _| m.kv.lease_of(key.as_ref()).map(LeaseId::new))
-            .ok()
-            .flatten()
     }
 
     /// Records a remaining TTL for the next promote or reopen, durably (SPEC L8).
@@ -536,10 +533,14 @@ impl Tenure {
         Ok(())
     }
 
-    /// Whether this engine is the primary.
-    pub fn is_primary(&self) -> bool {
-        remote!(self, |r| !r.is_closed());
-        self.read(|m, _| m.lessor.is_primary()).unwrap_or(false)
+    /// Whether this engine is the primary (a connection always is); `Closed` once closed.
+    pub fn is_primary(&self) -> Result<bool> {
+        remote!(self, |r| if r.is_closed() {
+            Err(self.closed_error())
+        } else {
+            Ok(true)
+        });
+        self.read(|m, _| m.lessor.is_primary())
     }
 
     /// Batches of expired leases (SPEC L11, L12). Every receiver shares one queue: each batch
@@ -609,12 +610,10 @@ impl Tenure {
         self.write(|m, b, _| Ok(m.delete_prefix(prefix.as_ref(), b)))
     }
 
-    /// The current store revision (SPEC K4).
-    pub fn revision(&self) -> i64 {
+    /// The current store revision (SPEC K4); `Closed` once closed.
+    pub fn revision(&self) -> Result<i64> {
         remote!(self, |r| r.revision());
-        let Ok(s) = self.shared() else { return 0 };
-        let st = s.state.lock();
-        st.m.kv.revision
+        self.read(|m, _| m.kv.revision)
     }
 
     /// Runs a compare-and-swap transaction (SPEC K5).

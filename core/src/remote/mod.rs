@@ -386,7 +386,13 @@ impl Remote {
         Ok(self.seen(h.header()))
     }
 
-    pub(crate) fn revision(&self) -> i64 {
+    pub(crate) fn revision(&self) -> Result<i64> {
+        self.fetch_revision()
+    }
+
+    /// The server's revision, else the last one seen (unreachable or closed): for figures
+    /// that never fail.
+    pub(crate) fn revision_or_last(&self) -> i64 {
         self.fetch_revision()
             .unwrap_or_else(|_| self.revision.load(Ordering::Relaxed))
     }
@@ -402,7 +408,7 @@ impl Remote {
         Stats {
             revision: keys
                 .as_ref()
-                .map_or_else(|_| self.revision(), |r| self.seen(r.header())),
+                .map_or_else(|_| self.revision_or_last(), |r| self.seen(r.header())),
             keys: keys.map_or(0, |r| r.count().max(0) as u64),
             leases: leases.map_or(0, |r| r.leases().len() as u64),
             ..Stats::default()

@@ -26,11 +26,11 @@ use crate::wait::{block_on, Interest, Next, Pollable, Source, Wait};
 /// assert_eq!(Election::leader(&db, "svc")?.unwrap().value, b"host-a");
 /// // b campaigns too and waits its turn, here on another thread.
 /// let waiting = std::thread::spawn(move || {
-///     Election::new(&b, "svc").campaign("host-b", Some(Duration::from_secs(5))).map(|l| l.token())
+///     Election::new(&b, "svc").campaign("host-b", Some(Duration::from_secs(5))).map(|l| l.fencing_token())
 /// });
 /// leading.resign()?; // or a's session ends: closed, or its lease expired after a crash
 /// let token_b = waiting.join().unwrap()?;
-/// assert!(token_b > leading.token());
+/// assert!(token_b > leading.fencing_token());
 /// assert_eq!(Election::leader(&db, "svc")?.unwrap().value, b"host-b");
 /// # Ok::<(), tenure::Error>(())
 /// ```
@@ -41,7 +41,7 @@ pub struct Election {
     prefix: Vec<u8>,
 }
 
-/// Leadership won by [`Election::campaign`]. Its token is the leader key's create revision.
+/// Leadership won by [`Election::campaign`]. Its fencing token is the leader key's create revision.
 ///
 /// ```
 /// use tenure::sync::{Election, Session, SessionOptions};
@@ -49,7 +49,7 @@ pub struct Election {
 /// let db = tenure::Tenure::in_memory()?;
 /// let session = Session::new(&db, SessionOptions::default())?;
 /// let leading = Election::new(&session, "svc").campaign("host-a", None)?;
-/// leading.proclaim("host-a (draining)")?; // a new value, same leadership and token
+/// leading.proclaim("host-a (draining)")?; // a new value, same leadership and fencing token
 /// assert_eq!(Election::leader(&db, "svc")?.unwrap().value, b"host-a (draining)");
 /// leading.resign()?;
 /// assert!(Election::leader(&db, "svc")?.is_none());
@@ -206,7 +206,7 @@ fn leader_of(db: &dyn Backend, prefix: &[u8]) -> Result<Option<KeyValue>> {
 
 impl Leadership {
     /// The fencing token: the leader key's create revision, strictly increasing per election.
-    pub fn token(&self) -> i64 {
+    pub fn fencing_token(&self) -> i64 {
         self.rev
     }
 

@@ -737,17 +737,18 @@ pub(crate) struct Snapshot {
 pub(crate) fn engine_snapshot(db: &Tenure, universe: &[&[u8]]) -> Snapshot {
     let mut leases: Vec<(i64, Duration, Vec<Vec<u8>>)> = db
         .leases()
+        .unwrap()
         .into_iter()
         .map(|l| (l.id.get(), l.ttl, l.keys))
         .collect();
     leases.sort_by_key(|l| l.0);
     Snapshot {
-        revision: db.revision(),
+        revision: db.revision().unwrap(),
         kvs: db.range(b"", None).expect("range"),
         leases,
         lease_of: universe
             .iter()
-            .map(|k| (k.to_vec(), db.lease_of(k).map(LeaseId::get)))
+            .map(|k| (k.to_vec(), db.lease_of(k).unwrap().map(LeaseId::get)))
             .collect(),
     }
 }
@@ -755,11 +756,11 @@ pub(crate) fn engine_snapshot(db: &Tenure, universe: &[&[u8]]) -> Snapshot {
 /// Referential integrity an engine must keep at all times, whatever happened: every key points at
 /// a live lease that lists it, and every key a lease lists points back at it.
 pub(crate) fn assert_integrity(db: &Tenure, universe: &[&[u8]]) {
-    let leases = db.leases();
+    let leases = db.leases().unwrap();
     let ids: BTreeSet<i64> = leases.iter().map(|l| l.id.get()).collect();
     for kv in db.range(b"", None).expect("range") {
         assert_eq!(
-            db.lease_of(&kv.key),
+            db.lease_of(&kv.key).unwrap(),
             kv.lease,
             "lease_of disagrees with the key's lease field"
         );
@@ -772,7 +773,7 @@ pub(crate) fn assert_integrity(db: &Tenure, universe: &[&[u8]]) {
         }
     }
     for k in universe {
-        if let Some(l) = db.lease_of(k) {
+        if let Some(l) = db.lease_of(k).unwrap() {
             assert!(
                 ids.contains(&l.get()),
                 "key {k:?} points at missing lease {l}"
@@ -787,7 +788,7 @@ pub(crate) fn assert_integrity(db: &Tenure, universe: &[&[u8]]) {
     for info in &leases {
         for k in &info.keys {
             assert_eq!(
-                db.lease_of(k),
+                db.lease_of(k).unwrap(),
                 Some(info.id),
                 "lease {} lists {k:?}, which points elsewhere",
                 info.id

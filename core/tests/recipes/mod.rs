@@ -191,7 +191,7 @@ fn s4_campaign_blocks_until_leader_and_observe_reports_every_change() {
     );
     la.resign().unwrap();
     let lb = candidate.join().unwrap().unwrap();
-    assert!(lb.token() > la.token());
+    assert!(lb.fencing_token() > la.fencing_token());
     assert_eq!(
         obs.recv_timeout(Some(WAIT)).unwrap().unwrap().value,
         b"host-b"
@@ -275,7 +275,7 @@ fn s2_s4_nested_lock_and_election_names_do_not_interfere() {
         obs.recv_timeout(WAIT).unwrap().map(|kv| kv.value),
         Some(b"top".to_vec())
     );
-    assert!(svc.token() > 0);
+    assert!(svc.fencing_token() > 0);
 }
 
 #[test]
@@ -367,7 +367,7 @@ fn s2_s4_one_wait_pool_serves_many_lock_and_campaign_waits_and_withdraws_what_it
     let (ctx, crx) = crossbeam_channel::bounded(1);
     let campaign = Election::new(&b, "svc").campaign_wait("b", Wait::forever().with_stop(&cancel));
     pool.submit(campaign, move |r| {
-        let _ = ctx.send(r.unwrap().map(|l| l.token()));
+        let _ = ctx.send(r.unwrap().map(|l| l.fencing_token()));
     });
     eventually("every waiter queued", || {
         db.range("pool/", None).unwrap().len() == 2 * n

@@ -65,7 +65,7 @@ fn connect_emptied(url: &str) -> Tenure {
         .connect()
         .unwrap_or_else(|e| panic!("connect {url}: {e}"));
     db.delete_prefix("").expect("empty the server");
-    for l in db.leases() {
+    for l in db.leases().expect("list the leases") {
         match db.revoke(l.id) {
             Ok(()) | Err(tenure::Error::LeaseNotFound(_)) => {}
             Err(e) => panic!("revoke {:?}: {e}", l.id),

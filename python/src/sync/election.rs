@@ -99,7 +99,7 @@ impl PyElection {
         Ok(PyLeadership {
             name: self.name.clone(),
             key: l.key().to_vec(),
-            token: l.token(),
+            token: l.fencing_token(),
             inner: ForkSafe::new(l),
         })
     }
@@ -155,7 +155,7 @@ impl PyLeadership {
     /// The fencing token (SPEC S3): the leader key's create revision, strictly increasing per
     /// election.
     #[getter]
-    fn token(&self) -> i64 {
+    fn fencing_token(&self) -> i64 {
         self.token
     }
 
@@ -214,7 +214,7 @@ impl PyLeadership {
         Repr::new(py, "Leadership")
             .field("name", &self.name)
             .field("key", self.key.as_slice())
-            .field("token", self.token)
+            .field("fencing_token", self.token)
             .finish()
     }
 }
