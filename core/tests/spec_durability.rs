@@ -212,16 +212,22 @@ fn d5_a_redb_file_that_is_not_tenure_is_corrupt() {
     assert!(matches!(Tenure::open(&path), Err(Error::Corrupt { .. })));
 }
 
+/// A database at `path` with injectable storage faults.
+fn faulty(path: &std::path::Path) -> (Tenure, StorageFaults) {
+    let faults = StorageFaults::new();
+    let db = Tenure::builder()
+        .path(path)
+        .storage_faults(faults.clone())
+        .open()
+        .unwrap();
+    (db, faults)
+}
+
 #[test]
 fn d6_a_failed_commit_is_not_acknowledged_poisons_writes_and_reopen_recovers_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
-    let faults = StorageFaults::new();
-    let db = Tenure::builder()
-        .path(&path)
-        .storage_faults(faults.clone())
-        .open()
-        .unwrap();
+    let (db, faults) = faulty(&path);
     let l = db.grant(secs(600)).unwrap();
     db.put("acked", "1", Some(l)).unwrap();
     faults.fail_writes(true);
@@ -259,12 +265,7 @@ fn d6_a_failed_fsync_is_not_acknowledged_and_leaves_no_torn_state() {
     // reported failed and never acknowledged, and reopen shows it whole or not at all.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
-    let faults = StorageFaults::new();
-    let db = Tenure::builder()
-        .path(&path)
-        .storage_faults(faults.clone())
-        .open()
-        .unwrap();
+    let (db, faults) = faulty(&path);
     let l = db.grant(secs(600)).unwrap();
     db.put("a", "1", Some(l)).unwrap();
     faults.fail_syncs(true);
@@ -572,12 +573,7 @@ fn d6_a_failed_log_write_or_fsync_is_not_acknowledged_and_reopen_recovers_exactl
     for fault in ["write", "fsync"] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
-        let faults = StorageFaults::new();
-        let db = Tenure::builder()
-            .path(&path)
-            .storage_faults(faults.clone())
-            .open()
-            .unwrap();
+        let (db, faults) = faulty(&path);
         let l = db.grant(secs(600)).unwrap();
         db.put("acked", "1", Some(l)).unwrap();
         match fault {

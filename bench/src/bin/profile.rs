@@ -18,7 +18,16 @@ use rand::{Rng, SeedableRng};
 use tenure::{Clock, ManualClock, Tenure, WatchOptions};
 use tenure_bench::{open, Args, Mode, Scratch};
 
-fn settle(db: &Tenure) {
+fn settle(db: &Tenure, spin: bool) {
+    if spin {
+        // Waits for the marker's commit without blocking: the thread keeps its CPU (and its
+        // caches) instead of being woken, perhaps on the other core.
+        let rev = db.put("bench/settled", "", None).expect("put marker");
+        while db.durable_revision() < rev {
+            std::hint::spin_loop();
+        }
+        return;
+    }
     let mut w = db
         .watch("bench/settled", WatchOptions::default())
         .expect("watch");
@@ -80,11 +89,15 @@ fn profiled_find_expired(db: &Tenure, clock: &ManualClock, due: usize) {
 }
 
 fn main() {
-    let args = Args::parse(&["workload", "size", "passes", "mode", "file"]);
+    let args = Args::parse(&[
+        "workload", "size", "passes", "mode", "file", "settle", "wal",
+    ]);
     let workload: String = args.get("workload", "renew".to_string());
     let n: u64 = args.get("size", 100_000);
     let passes: u64 = args.get("passes", 1);
     let mode: Mode = args.get("mode", Mode::Buffered);
+    // `--settle spin`: wait for the fixture's commit by polling instead of blocking.
+    let spin = args.get("settle", "block".to_string()) == "spin";
     if workload == "open" {
         let file: String = args.get("file", "target/bench/profile-open.tenure".to_string());
         let path = std::path::PathBuf::from(file);
@@ -114,7 +127,21 @@ fn main() {
     let clock = ManualClock::new();
     // The criterion benches run grant/renew/revoke on the real clock, find_expired on a manual one.
     let manual = (workload == "find_expired").then(|| clock.clone() as Arc<dyn Clock>);
-    let db = open(mode, &path, manual);
+    // `--wal off`: commits go to redb directly (`write_ahead_log(false)`).
+    let db = if args.get("wal", "on".to_string()) == "off" {
+        let mut b = Tenure::builder().path(&path).write_ahead_log(false);
+        b = match mode {
+            Mode::Memory => b.in_memory(),
+            Mode::Buffered => b.durability(tenure::Durability::Buffered(tenure_bench::FLUSH)),
+            Mode::Immediate => b,
+        };
+        if let Some(c) = manual {
+            b = b.clock(c);
+        }
+        b.open().expect("open the engine")
+    } else {
+        open(mode, &path, manual)
+    };
     let t = Instant::now();
     match workload.as_str() {
         "grant" => profiled_grant(&db, &ttls(n, 1000, 2000)),
@@ -124,7 +151,7 @@ fn main() {
                 db.grant_with_id(j as i64 + 1, *t).expect("grant");
             }
             if mode != Mode::Memory {
-                settle(&db);
+                settle(&db, spin);
             }
             let t0 = Instant::now();
             if workload == "renew" {
@@ -132,9 +159,11 @@ fn main() {
             } else {
                 profiled_revoke(&db, n);
             }
+            let el = t0.elapsed();
             println!(
-                "{workload} size={n} measured_ms={:.2}",
-                t0.elapsed().as_secs_f64() * 1e3
+                "{workload} size={n} measured_ms={:.2} ns_per_op={:.1}",
+                el.as_secs_f64() * 1e3,
+                el.as_nanos() as f64 / (n * if workload == "renew" { passes } else { 1 }) as f64
             );
             db.close().expect("close");
             return;
@@ -149,7 +178,7 @@ fn main() {
                 db.grant_with_id(j as i64 + 1, *t).expect("grant");
             }
             if mode != Mode::Memory {
-                settle(&db);
+                settle(&db, spin);
             }
             let t0 = Instant::now();
             profiled_find_expired(&db, &clock, due);

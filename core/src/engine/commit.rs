@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, TrySendError};
 
-use super::{Shared, State};
+use super::{Done, Shared, State};
 use crate::batch::Batch;
 use crate::clock::instant_after;
 use crate::error::{Error, Result};
@@ -83,9 +83,14 @@ fn deliver(s: &Shared, batch: Batch) {
 }
 
 pub(super) fn wait_durable(s: &Shared, seq: u64) -> Result<()> {
+    wait_done(s, |done| done.committed >= seq)
+}
+
+/// Waits until the committer's progress satisfies `reached`, or fails with its failure.
+pub(super) fn wait_done(s: &Shared, reached: impl Fn(&Done) -> bool) -> Result<()> {
     let mut done = s.done.lock();
     loop {
-        if done.committed >= seq {
+        if reached(&done) {
             return Ok(());
         }
         if let Some(e) = &done.failed {

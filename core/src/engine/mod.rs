@@ -22,7 +22,7 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, Receiver, Sender};
 
 pub use self::builder::{Builder, MAX_DURATION, MAX_WATCH_EVENTS};
-use self::commit::{enqueued, wait_durable, Ckpt, Logged, Work};
+use self::commit::{enqueued, wait_done, wait_durable, Ckpt, Logged, Work};
 use self::signals::notify_gone;
 use crate::batch::Batch;
 use crate::clock::{Clock, Waker};
@@ -396,16 +396,7 @@ impl Tenure {
             s.commit_cv.notify_one();
             st.barriers
         };
-        let mut done = s.done.lock();
-        loop {
-            if done.barriers >= req {
-                return Ok(());
-            }
-            if let Some(e) = &done.failed {
-                return Err(e.clone());
-            }
-            s.done_cv.wait(&mut done);
-        }
+        wait_done(s, |done| done.barriers >= req)
     }
 
     // ---- leases -------------------------------------------------------------------------------
