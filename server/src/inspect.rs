@@ -13,9 +13,12 @@ pub(crate) fn open(file: &Path) -> Result<Tenure, ExitCode> {
         eprintln!("tenure: {}: no such file", file.display());
         return Err(ExitCode::from(1));
     }
+    // Without a log of its own: an offline read creates no log file and commits nothing, but
+    // still replays what a crashed writer left in the file's log, so it sees every write.
     Tenure::builder()
         .path(file)
         .primary(false)
+        .write_ahead_log(false)
         .open()
         .map_err(|e| {
             eprintln!("tenure: {}: {e}", file.display());
