@@ -199,11 +199,26 @@ typedef struct tenure_options {
     const struct tenure_clock *clock;
 } tenure_options;
 
-// Options of `tenure_connect`. Zero-initialise; a field left 0 takes its default; a NULL
-// options pointer means every default.
+// Options of `tenure_connect`. Zero-initialise; a field left 0 (or NULL) takes its default; a
+// NULL options pointer means every default. Fields are only ever appended.
 typedef struct tenure_connect_options {
     // The deadline of every call, retries included, ms (>= 0; 0 = the default, 5000).
     int64_t request_timeout_ms;
+    // PEM file of the CA bundle the server's certificate must chain to (`https://` endpoints);
+    // NULL = the system's roots.
+    const char *ca_file;
+    // PEM files of the client certificate and its key, for a server that requires one (mutual
+    // TLS); both or neither.
+    const char *cert_file;
+    // See `cert_file`.
+    const char *key_file;
+    // The name the server's certificate must carry, instead of the URL's host; NULL = the host.
+    const char *server_name;
+    // etcd's user name (a cluster with auth enabled), with `password`; NULL = no user. The
+    // token is fetched again whenever the server says it expired.
+    const char *user;
+    // See `user`.
+    const char *password;
 } tenure_connect_options;
 
 // Counters and gauges of an engine (SPEC L15), filled by `tenure_stats_read`.
@@ -388,6 +403,14 @@ typedef struct tenure_snapshot_info {
 // the call may succeed once it is back.
 #define TENURE_ERR_UNAVAILABLE 20
 
+// The etcd v3 server refused the call: the user's roles grant no permission on the key.
+#define TENURE_ERR_PERMISSION_DENIED 21
+
+// The connection could not be authenticated (server certificate not trusted, client
+// certificate missing, expired or refused, wrong user name or password); the message names
+// the endpoint and the cause.
+#define TENURE_ERR_UNAUTHENTICATED 22
+
 // current == given
 #define TENURE_COMPARE_EQUAL 0
 
@@ -441,13 +464,15 @@ tenure_result tenure_options_init(struct tenure_options *opts);
 tenure_result tenure_open(const char *path, const struct tenure_options *opts, struct tenure **out);
 
 // Connects to an etcd v3 server — `tenure serve` or an etcd cluster — at `url`
-// (`http://HOST:PORT`, several comma-separated) and returns the same kind of handle as
-// `tenure_open`: keys, leases, watches and every coordination object work over it; engine-only
-// calls fail with `TENURE_ERR_UNSUPPORTED`, network failures with `TENURE_ERR_UNAVAILABLE`.
-// Release it with `tenure_close` (or `tenure_free`).
+// (`http://HOST:PORT` or `https://HOST:PORT`, several comma-separated) and returns the same
+// kind of handle as `tenure_open`: keys, leases, watches and every coordination object work
+// over it; engine-only calls fail with `TENURE_ERR_UNSUPPORTED`, network failures with
+// `TENURE_ERR_UNAVAILABLE`. Release it with `tenure_close` (or `tenure_free`).
 //
-// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (bad URL or option),
-// `TENURE_ERR_UNAVAILABLE` (no server answered within the deadline).
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (bad URL or option, an
+// unreadable certificate file), `TENURE_ERR_UNAVAILABLE` (no server answered within the
+// deadline), `TENURE_ERR_UNAUTHENTICATED` (TLS refused: wrong CA, name or client certificate;
+// wrong user or password; the message names the endpoint and the cause).
 tenure_result tenure_connect(const char *url,
                              const struct tenure_connect_options *opts,
                              struct tenure **out);

@@ -5,7 +5,8 @@
 #   make bench-serve   the same client workload against `tenure serve` and a real etcd
 #
 # Building the server needs protoc (etcd's .proto files are compiled by the etcd-client crate);
-# its tests need etcdctl, the benchmark etcd itself: all three Debian packages are installed
+# its tests need etcdctl and etcd (the Python TLS tests make their certificates with the
+# openssl command), the benchmark etcd itself: these Debian packages are installed
 # here when missing, before anything builds.
 
 BINDIR ?= $(PREFIX)/bin
@@ -17,6 +18,7 @@ serve-tools:
 	command -v protoc >/dev/null 2>&1 || missing="$$missing protobuf-compiler"; \
 	command -v etcdctl >/dev/null 2>&1 || missing="$$missing etcd-client"; \
 	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
+	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \

@@ -103,6 +103,15 @@ pub enum Error {
     /// retries; the call may succeed once the server is back.
     #[error("server unavailable: {0}")]
     Unavailable(String),
+    /// The etcd v3 server refused the call for this user: authenticated, but its roles grant no
+    /// permission on the key (etcd's `PermissionDenied`).
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
+    /// The connection could not be authenticated: the server's certificate is not trusted
+    /// (wrong CA, wrong name), the client certificate is missing, expired or refused, or the
+    /// user name or password is wrong. Names the endpoint and the cause; retrying is futile.
+    #[error("not authenticated: {0}")]
+    Unauthenticated(String),
 }
 
 /// A `Result` whose error is [`Error`].
@@ -157,11 +166,15 @@ pub enum ErrorCode {
     Unsupported = 19,
     /// [`Error::Unavailable`].
     Unavailable = 20,
+    /// [`Error::PermissionDenied`].
+    PermissionDenied = 21,
+    /// [`Error::Unauthenticated`].
+    Unauthenticated = 22,
 }
 
 impl ErrorCode {
     /// Every code, in numeric order (`ALL[n] as i32 == n`): how a number maps back to its code.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::Ok,
         ErrorCode::InvalidArgument,
         ErrorCode::NullPointer,
@@ -183,6 +196,8 @@ impl ErrorCode {
         ErrorCode::Panic,
         ErrorCode::Unsupported,
         ErrorCode::Unavailable,
+        ErrorCode::PermissionDenied,
+        ErrorCode::Unauthenticated,
     ];
 
     /// The upper-case name used by the C header, e.g. `"TENURE_ERR_LEASE_NOT_FOUND"`.
@@ -209,6 +224,8 @@ impl ErrorCode {
             ErrorCode::Panic => "TENURE_ERR_PANIC",
             ErrorCode::Unsupported => "TENURE_ERR_UNSUPPORTED",
             ErrorCode::Unavailable => "TENURE_ERR_UNAVAILABLE",
+            ErrorCode::PermissionDenied => "TENURE_ERR_PERMISSION_DENIED",
+            ErrorCode::Unauthenticated => "TENURE_ERR_UNAUTHENTICATED",
         }
     }
 }
@@ -235,6 +252,8 @@ impl Error {
             Error::StaleToken { .. } => ErrorCode::StaleToken,
             Error::Unsupported(_) => ErrorCode::Unsupported,
             Error::Unavailable(_) => ErrorCode::Unavailable,
+            Error::PermissionDenied(_) => ErrorCode::PermissionDenied,
+            Error::Unauthenticated(_) => ErrorCode::Unauthenticated,
         }
     }
 

@@ -243,3 +243,20 @@ fn d5_a_fifo_or_directory_path_is_refused_without_hanging() {
         other => panic!("expected Storage (is a directory), got {other:?}"),
     }
 }
+
+#[test]
+fn e14_a_new_database_file_is_owner_only_and_an_existing_one_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let path = dir.path().join("new.tenure");
+    let db = Tenure::open(&path).unwrap();
+    db.put("k", "v", None).unwrap();
+    // The write-ahead log (on by default) holds the same data.
+    assert_eq!(mode(&dir.path().join("new.tenure.wal")), 0o600);
+    db.close().unwrap();
+    assert_eq!(mode(&path), 0o600);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+    Tenure::open(&path).unwrap().close().unwrap();
+    assert_eq!(mode(&path), 0o640, "only a created file gets 0600");
+}

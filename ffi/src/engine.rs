@@ -8,7 +8,7 @@ use tenure_core::{Builder, Clock, Durability, Error, ManualClock, Recovery, Tenu
 use crate::error::{
     c_name_of, guard, invalid, last_error_ptr, set_last_error, shield, tenure_result, Res,
 };
-use crate::util::{arg, boxed, free, ms, Out};
+use crate::util::{arg, boxed, free, ms, text, Out};
 
 /// An engine handle. Thread-safe: any number of threads may call functions on one handle at
 /// once. Each handle (from `tenure_open` or `tenure_clone`) is released exactly once, with
@@ -224,23 +224,105 @@ pub unsafe extern "C" fn tenure_open(
     })
 }
 
-/// Options of `tenure_connect`. Zero-initialise; a field left 0 takes its default; a NULL
-/// options pointer means every default.
+/// Options of `tenure_connect`. Zero-initialise; a field left 0 (or NULL) takes its default; a
+/// NULL options pointer means every default. Fields are only ever appended.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct tenure_connect_options {
     /// The deadline of every call, retries included, ms (>= 0; 0 = the default, 5000).
     pub request_timeout_ms: i64,
+    /// PEM file of the CA bundle the server's certificate must chain to (`https://` endpoints);
+    /// NULL = the system's roots.
+    pub ca_file: *const c_char,
+    /// PEM files of the client certificate and its key, for a server that requires one (mutual
+    /// TLS); both or neither.
+    pub cert_file: *const c_char,
+    /// See `cert_file`.
+    pub key_file: *const c_char,
+    /// The name the server's certificate must carry, instead of the URL's host; NULL = the host.
+    pub server_name: *const c_char,
+    /// etcd's user name (a cluster with auth enabled), with `password`; NULL = no user. The
+    /// token is fetched again whenever the server says it expired.
+    pub user: *const c_char,
+    /// See `user`.
+    pub password: *const c_char,
+}
+
+impl Default for tenure_connect_options {
+    fn default() -> Self {
+        let null = std::ptr::null();
+        tenure_connect_options {
+            request_timeout_ms: 0,
+            ca_file: null,
+            cert_file: null,
+            key_file: null,
+            server_name: null,
+            user: null,
+            password: null,
+        }
+    }
+}
+
+/// An optional NUL-terminated UTF-8 option (NULL: not given).
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a NUL-terminated string.
+unsafe fn option(ptr: *const c_char, name: &str) -> Res<Option<String>> {
+    if ptr.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-NULL; the caller promises a NUL-terminated string.
+    let s = unsafe { text(ptr, name) }?;
+    Ok(Some(s.to_owned()))
+}
+
+/// The TLS and credential options of `o` applied to `b`.
+///
+/// # Safety
+/// Each non-NULL string field of `o` must point to a NUL-terminated string.
+unsafe fn credentials(mut b: Builder, o: &tenure_connect_options) -> Res<Builder> {
+    // SAFETY (every `option` below): the caller's promise about `o`'s strings.
+    if let Some(ca) = unsafe { option(o.ca_file, "ca_file") }? {
+        b = b.ca_file(ca);
+    }
+    let cert = unsafe { option(o.cert_file, "cert_file") }?;
+    let key = unsafe { option(o.key_file, "key_file") }?;
+    match (cert, key) {
+        (Some(c), Some(k)) => b = b.client_cert(c, k),
+        (None, None) => {}
+        _ => {
+            return Err(invalid(
+                "cert_file and key_file go together: give both or neither",
+            ))
+        }
+    }
+    if let Some(name) = unsafe { option(o.server_name, "server_name") }? {
+        b = b.server_name(name);
+    }
+    let user = unsafe { option(o.user, "user") }?;
+    let password = unsafe { option(o.password, "password") }?;
+    match (user, password) {
+        (Some(u), Some(p)) => b = b.user(u, p),
+        (None, None) => {}
+        _ => {
+            return Err(invalid(
+                "user and password go together: give both or neither",
+            ))
+        }
+    }
+    Ok(b)
 }
 
 /// Connects to an etcd v3 server — `tenure serve` or an etcd cluster — at `url`
-/// (`http://HOST:PORT`, several comma-separated) and returns the same kind of handle as
-/// `tenure_open`: keys, leases, watches and every coordination object work over it; engine-only
-/// calls fail with `TENURE_ERR_UNSUPPORTED`, network failures with `TENURE_ERR_UNAVAILABLE`.
-/// Release it with `tenure_close` (or `tenure_free`).
+/// (`http://HOST:PORT` or `https://HOST:PORT`, several comma-separated) and returns the same
+/// kind of handle as `tenure_open`: keys, leases, watches and every coordination object work
+/// over it; engine-only calls fail with `TENURE_ERR_UNSUPPORTED`, network failures with
+/// `TENURE_ERR_UNAVAILABLE`. Release it with `tenure_close` (or `tenure_free`).
 ///
-/// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (bad URL or option),
-/// `TENURE_ERR_UNAVAILABLE` (no server answered within the deadline).
+/// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (bad URL or option, an
+/// unreadable certificate file), `TENURE_ERR_UNAVAILABLE` (no server answered within the
+/// deadline), `TENURE_ERR_UNAUTHENTICATED` (TLS refused: wrong CA, name or client certificate;
+/// wrong user or password; the message names the endpoint and the cause).
 #[no_mangle]
 pub unsafe extern "C" fn tenure_connect(
     url: *const c_char,
@@ -262,7 +344,8 @@ pub unsafe extern "C" fn tenure_connect(
         if opts.request_timeout_ms != 0 {
             b = b.request_timeout(ms(opts.request_timeout_ms, "request_timeout_ms")?);
         }
-        let db = b.connect()?;
+        // SAFETY: the caller promises NUL-terminated strings in the options' string fields.
+        let db = unsafe { credentials(b, &opts) }?.connect()?;
         out.set(boxed(tenure { db }));
         Ok(())
     })

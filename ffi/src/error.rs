@@ -63,9 +63,15 @@ pub const TENURE_ERR_UNSUPPORTED: tenure_result = 19;
 /// The etcd v3 server could not be reached within the call's deadline, after bounded retries;
 /// the call may succeed once it is back.
 pub const TENURE_ERR_UNAVAILABLE: tenure_result = 20;
+/// The etcd v3 server refused the call: the user's roles grant no permission on the key.
+pub const TENURE_ERR_PERMISSION_DENIED: tenure_result = 21;
+/// The connection could not be authenticated (server certificate not trusted, client
+/// certificate missing, expired or refused, wrong user name or password); the message names
+/// the endpoint and the cause.
+pub const TENURE_ERR_UNAUTHENTICATED: tenure_result = 22;
 
 /// Every code, in order; `ErrorCode` is non-exhaustive, so this list is what maps numbers back.
-pub(crate) const CODES: [ErrorCode; 21] = ErrorCode::ALL;
+pub(crate) const CODES: [ErrorCode; 23] = ErrorCode::ALL;
 
 /// The static, NUL-terminated name of a code (`ErrorCode::name`, e.g.
 /// `"TENURE_ERR_LEASE_NOT_FOUND"`), or `"TENURE_ERR_UNKNOWN"` for a number that is not a code.
@@ -212,6 +218,8 @@ mod tests {
             TENURE_ERR_PANIC,
             TENURE_ERR_UNSUPPORTED,
             TENURE_ERR_UNAVAILABLE,
+            TENURE_ERR_PERMISSION_DENIED,
+            TENURE_ERR_UNAUTHENTICATED,
         ];
         for (c, code) in consts.iter().zip(CODES) {
             assert_eq!(*c, code as i32, "{}", code.name());
@@ -224,7 +232,7 @@ mod tests {
             let s = unsafe { CStr::from_ptr(c_name_of(code as i32)) };
             assert_eq!(s.to_str().unwrap(), code.name());
         }
-        for bad in [21, -1, i32::MAX, i32::MIN] {
+        for bad in [23, -1, i32::MAX, i32::MIN] {
             let s = unsafe { CStr::from_ptr(c_name_of(bad)) };
             assert_eq!(s.to_str().unwrap(), "TENURE_ERR_UNKNOWN");
         }

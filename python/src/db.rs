@@ -105,19 +105,52 @@ pub(crate) fn open(
     Ok(db)
 }
 
-/// Connects to an etcd v3 server (`tenure serve` or etcd) at `url` (`http://HOST:PORT`, several
-/// comma-separated): the same `Tenure` API; engine-only calls raise `Unsupported`, network
-/// failures `Unavailable`. `timeout`: the deadline of every call, in seconds.
+/// Connects to an etcd v3 server (`tenure serve` or etcd) at `url` (`http://HOST:PORT` or
+/// `https://HOST:PORT`, several comma-separated): the same `Tenure` API; engine-only calls raise
+/// `Unsupported`, network failures `Unavailable`, a refused TLS connection or login
+/// `Unauthenticated`. `timeout`: the deadline of every call, in seconds. `ca`: PEM file of the
+/// CA the server's certificate must chain to (default: the system's roots); `cert` and `key`:
+/// the client certificate (mutual TLS); `server_name`: the name the server's certificate must
+/// carry; `user` and `password`: etcd's auth (the token is renewed when it expires).
 #[pyfunction]
-#[pyo3(signature = (url, *, timeout=5.0))]
+#[pyo3(signature = (
+    url, *, timeout=5.0, ca=None, cert=None, key=None, server_name=None, user=None, password=None
+))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn connect(
     py: Python<'_>,
     url: &str,
     #[pyo3(from_py_with = secs_arg)] timeout: f64,
+    ca: Option<PathBuf>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    server_name: Option<String>,
+    user: Option<String>,
+    password: Option<String>,
 ) -> PyResult<Py<PyTenure>> {
-    let b = Tenure::builder()
+    let mut b = Tenure::builder()
         .endpoints([url])
         .request_timeout(seconds(timeout, "timeout")?);
+    if let Some(ca) = ca {
+        b = b.ca_file(ca);
+    }
+    match (cert, key) {
+        (Some(c), Some(k)) => b = b.client_cert(c, k),
+        (None, None) => {}
+        _ => return Err(invalid("cert and key go together: give both or neither")),
+    }
+    if let Some(name) = server_name {
+        b = b.server_name(name);
+    }
+    match (user, password) {
+        (Some(u), Some(p)) => b = b.user(u, p),
+        (None, None) => {}
+        _ => {
+            return Err(invalid(
+                "user and password go together: give both or neither",
+            ))
+        }
+    }
     let engine = blocking(py, move || b.connect())?;
     let db = Py::new(
         py,

@@ -52,6 +52,8 @@ fn _raise_for_test(py: Python<'_>, variant: &str) -> PyResult<()> {
         },
         "Unsupported" => Error::Unsupported("test".into()),
         "Unavailable" => Error::Unavailable("test".into()),
+        "PermissionDenied" => Error::PermissionDenied("test".into()),
+        "Unauthenticated" => Error::Unauthenticated("test".into()),
         other => return Err(errors::invalid(format!("no variant {other:?}"))),
     };
     Err(errors::to_py(py, e))

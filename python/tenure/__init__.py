@@ -36,6 +36,8 @@ from ._errors import (
     NotPrimary,
     SessionExpired,
     StaleToken,
+    PermissionDenied,
+    Unauthenticated,
     Unavailable,
     Unsupported,
     StorageError,
@@ -115,5 +117,7 @@ __all__ = [
     "StaleToken",
     "Unsupported",
     "Unavailable",
+    "PermissionDenied",
+    "Unauthenticated",
     "__version__",
 ]

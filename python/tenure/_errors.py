@@ -27,6 +27,8 @@ __all__ = [
     "StaleToken",
     "Unsupported",
     "Unavailable",
+    "PermissionDenied",
+    "Unauthenticated",
 ]
 
 
@@ -152,6 +154,20 @@ class Unavailable(TenureError, ConnectionError):
     retries; the call may succeed once it is back."""
 
     code = 20
+
+
+class PermissionDenied(TenureError, PermissionError):
+    """The etcd v3 server refused the call: the user's roles grant no permission on the key."""
+
+    code = 21
+
+
+class Unauthenticated(TenureError):
+    """The connection could not be authenticated: the server's certificate is not trusted, the
+    client certificate is missing, expired or refused, or the user name or password is wrong.
+    The message names the endpoint and the cause."""
+
+    code = 22
 
 
 for _cls in (TenureError, *(globals()[_n] for _n in __all__[1:])):

@@ -67,7 +67,17 @@ def open(
     expired_retry_interval: float = 3.0,
     clock: ManualClock | None = None,
 ) -> Tenure: ...
-def connect(url: str, *, timeout: float = 5.0) -> Tenure: ...
+def connect(
+    url: str,
+    *,
+    timeout: float = 5.0,
+    ca: str | os.PathLike[str] | None = None,
+    cert: str | os.PathLike[str] | None = None,
+    key: str | os.PathLike[str] | None = None,
+    server_name: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+) -> Tenure: ...
 
 @final
 class Tenure:

@@ -517,14 +517,38 @@ def open(
     )
 
 
-def connect(url: str, *, timeout: float = 5.0) -> _Opening[Tenure]:
+def connect(
+    url: str,
+    *,
+    timeout: float = 5.0,
+    ca: str | os.PathLike[str] | None = None,
+    cert: str | os.PathLike[str] | None = None,
+    key: str | os.PathLike[str] | None = None,
+    server_name: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+) -> _Opening[Tenure]:
     """Connects to an etcd v3 server (or ``tenure serve``) at ``url``, as ``tenure.connect``
-    (``timeout``: the deadline of every call, in seconds; network failures raise
-    ``tenure.Unavailable``): ``await`` it, or ``async with`` it to close on exit. Every call, reads included, then runs on the loop's
-    default executor (each is a network round trip)."""
+    (``timeout``: the deadline of every call, in seconds; the same TLS and credential options;
+    network failures raise ``tenure.Unavailable``, a refused TLS connection or login
+    ``tenure.Unauthenticated``): ``await`` it, or ``async with`` it to close on exit. Every
+    call, reads included, then runs on the loop's default executor (each is a network round
+    trip)."""
+
+    def sync() -> _tenure.Tenure:
+        return _tenure.connect(
+            url,
+            timeout=timeout,
+            ca=ca,
+            cert=cert,
+            key=key,
+            server_name=server_name,
+            user=user,
+            password=password,
+        )
 
     async def make() -> Tenure:
-        return Tenure(await _run(lambda: _tenure.connect(url, timeout=timeout)), remote=True)
+        return Tenure(await _run(sync), remote=True)
 
     return _Opening(make, Tenure.close)
 

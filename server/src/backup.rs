@@ -8,6 +8,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -119,9 +120,11 @@ fn extract(saved: &Path, len: u64, tmp: &Path) -> Result<tenure::Stats, Failure>
     src.seek(SeekFrom::Start(0))
         .map_err(|e| fail(format_args!("{}: {e}", saved.display())))?;
     let cannot = |e: std::io::Error| fail(format_args!("{}: {e}", tmp.display()));
+    // Owner-only, as tenure creates a database (SPEC E14).
     let mut dst = OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(0o600)
         .open(tmp)
         .map_err(cannot)?;
     let copied = std::io::copy(&mut src.take(len), &mut dst).map_err(cannot)?;

@@ -12,6 +12,7 @@ mod inspect;
 mod maintenance;
 mod serve;
 mod service;
+mod tls;
 mod watch;
 
 use std::path::PathBuf;

@@ -1,6 +1,7 @@
-//! `tenure serve` (SPEC E1, E8, E9): owns the file, binds every listener, serves until SIGTERM
-//! or SIGINT, then stops accepting, ends the long-lived streams, lets in-flight requests finish,
-//! checkpoints and closes.
+//! `tenure serve` (SPEC E1, E8, E9, E13, E14): owns the file, binds every listener (TCP with
+//! TLS when given certificates), serves until SIGTERM or SIGINT, then stops accepting, ends the
+//! long-lived streams, lets in-flight requests finish, checkpoints and closes. SIGHUP reloads
+//! the certificates.
 //!
 //! Threads: a multi-threaded tokio runtime for gRPC; engine calls that may wait for a commit run
 //! on its blocking pool; one thread per watch stream (see `watch`); the engine's own committer
@@ -27,6 +28,7 @@ use crate::coordination::lockpb::lock_server::LockServer;
 use crate::coordination::{Elections, Lock};
 use crate::maintenance::Maintenance;
 use crate::service::{Cluster, Ctx, Kv, Lease};
+use crate::tls::Tls;
 use crate::watch::Watch;
 
 /// gRPC framing overhead allowed on top of `--max-request-bytes` (as etcd does).
@@ -41,9 +43,25 @@ pub(crate) struct Args {
     /// Where to listen: HOST:PORT (TCP) or unix:PATH; repeatable
     #[arg(long = "listen", value_name = "ADDR", default_value = "127.0.0.1:2379")]
     listen: Vec<String>,
-    /// Octal mode of unix sockets
+    /// Octal mode of unix sockets (created owner-only)
     #[arg(long, value_name = "MODE", default_value = "600")]
     socket_mode: String,
+    /// The server's TLS certificate (PEM, chain first): TCP listeners speak TLS
+    #[arg(long, value_name = "FILE", requires = "key_file")]
+    cert_file: Option<PathBuf>,
+    /// The private key of --cert-file (PEM)
+    #[arg(long, value_name = "FILE", requires = "cert_file")]
+    key_file: Option<PathBuf>,
+    /// The CA bundle (PEM) that client certificates must chain to
+    #[arg(long, value_name = "FILE", requires = "cert_file")]
+    trusted_ca_file: Option<PathBuf>,
+    /// Only clients with a certificate from --trusted-ca-file get in
+    #[arg(long, requires = "trusted_ca_file")]
+    client_cert_auth: bool,
+    /// Allow a TCP listener on a non-loopback address without TLS (anyone who can reach it
+    /// can take every lease and lock)
+    #[arg(long)]
+    insecure_listen: bool,
     /// immediate (fsync before every reply) or buffered:DURATION (e.g. buffered:10ms)
     #[arg(long, default_value = "immediate")]
     durability: String,
@@ -86,6 +104,65 @@ enum Listener {
     Unix(UnixListener, PathBuf),
 }
 
+/// Binds a unix socket at `path` that has `mode` from the start: it is made in a directory only
+/// this user can enter, given its mode there, then linked into place.
+fn bind_unix(path: &std::path::Path, mode: u32) -> Result<UnixListener, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let cannot = |e: std::io::Error| format!("cannot listen on unix:{}: {e}", path.display());
+    let name = path
+        .file_name()
+        .ok_or_else(|| cannot(std::io::ErrorKind::InvalidInput.into()))?;
+    let parent = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let private = parent.join(format!(
+        ".{}.bind-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&private)
+        .map_err(cannot)?;
+    let staged = private.join("s");
+    let bound = UnixListener::bind(&staged).map_err(cannot).and_then(|l| {
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("cannot set the mode of {}: {e}", path.display()))?;
+        // A link, not a rename: it fails instead of replacing a socket someone serves.
+        std::fs::hard_link(&staged, path).map_err(cannot)?;
+        Ok(l)
+    });
+    let _ = std::fs::remove_file(&staged);
+    let _ = std::fs::remove_dir(&private);
+    bound
+}
+
+/// Refuses a TCP listener on an address other than loopback without TLS (E14): everyone who
+/// can reach it could take every lease and lock.
+fn check_exposure(args: &Args) -> Result<(), String> {
+    use std::net::ToSocketAddrs;
+    if args.cert_file.is_some() || args.insecure_listen {
+        return Ok(());
+    }
+    for addr in args.listen.iter().filter(|a| !a.starts_with("unix:")) {
+        // An address that does not resolve is reported when binding.
+        let Ok(ips) = addr.to_socket_addrs() else {
+            continue;
+        };
+        if let Some(ip) = ips.map(|a| a.ip()).find(|ip| !ip.is_loopback()) {
+            return Err(format!(
+                "refusing to listen on {addr} ({ip}) without TLS: anyone who can reach it could \
+                 read and write every key and take every lease and lock. Give --cert-file and \
+                 --key-file (and --trusted-ca-file with --client-cert-auth so only your \
+                 clients get in), listen on loopback or a unix: socket, or pass \
+                 --insecure-listen if the network itself is trusted"
+            ));
+        }
+    }
+    Ok(())
+}
+
 async fn bind(addr: &str, mode: u32) -> Result<Listener, String> {
     if let Some(path) = addr.strip_prefix("unix:") {
         let path = PathBuf::from(path.strip_prefix("//").unwrap_or(path));
@@ -98,17 +175,14 @@ async fn bind(addr: &str, mode: u32) -> Result<Listener, String> {
                 let _ = std::fs::remove_file(&path);
             }
         }
-        let l = UnixListener::bind(&path)
-            .map_err(|e| format!("cannot listen on unix:{}: {e}", path.display()))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| format!("cannot set the mode of {}: {e}", path.display()))?;
+        let l = bind_unix(&path, mode)?;
         Ok(Listener::Unix(l, path))
     } else {
         let l = TcpListener::bind(addr)
             .await
             .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let local = l.local_addr().map_err(|e| e.to_string())?;
-        Ok(Listener::Tcp(l, format!("http://{local}")))
+        Ok(Listener::Tcp(l, local.to_string()))
     }
 }
 
@@ -132,6 +206,22 @@ pub(crate) fn run(args: Args) -> ExitCode {
             args.socket_mode
         ));
     };
+    // Both before the file is opened: a refused start creates and changes nothing.
+    if let Err(m) = check_exposure(&args) {
+        return fail(m);
+    }
+    let tls = match (&args.cert_file, &args.key_file) {
+        (Some(cert), Some(key)) => match Tls::load(crate::tls::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+            ca: args.trusted_ca_file.clone(),
+            client_auth: args.client_cert_auth,
+        }) {
+            Ok(t) => Some(Arc::new(t)),
+            Err(m) => return fail(m),
+        },
+        _ => None,
+    };
     let db = match Tenure::builder()
         .path(&args.file)
         .durability(durability)
@@ -148,7 +238,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(format!("cannot start the runtime: {e}")),
     };
-    let result = rt.block_on(serve(db.clone(), &args, mode));
+    let result = rt.block_on(serve(db.clone(), &args, mode, tls));
     // Streams and handlers hold engine handles; close checkpoints and releases the file (E9).
     rt.shutdown_timeout(DRAIN);
     let closed = db.close();
@@ -162,7 +252,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
     }
 }
 
-async fn serve(db: Tenure, args: &Args, mode: u32) -> Result<(), String> {
+async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Result<(), String> {
     let mut listeners = Vec::new();
     for addr in &args.listen {
         listeners.push(bind(addr, mode).await?);
@@ -170,7 +260,8 @@ async fn serve(db: Tenure, args: &Args, mode: u32) -> Result<(), String> {
     let urls = listeners
         .iter()
         .map(|l| match l {
-            Listener::Tcp(_, url) => url.clone(),
+            Listener::Tcp(_, addr) if tls.is_some() => format!("https://{addr}"),
+            Listener::Tcp(_, addr) => format!("http://{addr}"),
             Listener::Unix(_, p) => format!("unix://{}", p.display()),
         })
         .collect::<Vec<_>>();
@@ -205,12 +296,20 @@ async fn serve(db: Tenure, args: &Args, mode: u32) -> Result<(), String> {
             let _ = stop.wait_for(|s| *s).await;
         };
         match l {
-            Listener::Tcp(l, _) => {
-                let incoming = TcpIncoming::from(l).with_nodelay(Some(true));
-                tasks.spawn(
-                    async move { router.serve_with_incoming_shutdown(incoming, until).await },
-                );
-            }
+            Listener::Tcp(l, _) => match &tls {
+                Some(tls) => {
+                    let incoming = crate::tls::incoming(l, tls.clone());
+                    tasks.spawn(async move {
+                        router.serve_with_incoming_shutdown(incoming, until).await
+                    });
+                }
+                None => {
+                    let incoming = TcpIncoming::from(l).with_nodelay(Some(true));
+                    tasks.spawn(async move {
+                        router.serve_with_incoming_shutdown(incoming, until).await
+                    });
+                }
+            },
             Listener::Unix(l, path) => {
                 sockets.push(path);
                 let incoming = tokio_stream::wrappers::UnixListenerStream::new(l);
@@ -220,23 +319,46 @@ async fn serve(db: Tenure, args: &Args, mode: u32) -> Result<(), String> {
             }
         }
     }
+    // Before "serving" is logged: whoever waits for that line may signal at once.
+    use tokio::signal::unix::{signal, SignalKind};
+    let listen = |kind: SignalKind, name: &str| {
+        signal(kind).map_err(|e| format!("cannot handle {name}: {e}"))
+    };
+    let mut term = listen(SignalKind::terminate(), "SIGTERM")?;
+    let mut int = listen(SignalKind::interrupt(), "SIGINT")?;
+    let mut hup = listen(SignalKind::hangup(), "SIGHUP")?;
     tracing::info!(
         "serving {} on {} (etcd v3 API)",
         args.file.display(),
         urls.join(", ")
     );
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
     let mut failed = None;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
-        Some(r) = tasks.join_next() => {
-            failed = Some(match r {
-                Ok(Ok(())) => "a listener stopped".to_string(),
-                Ok(Err(e)) => format!("listener failed: {e}"),
-                Err(e) => format!("listener failed: {e}"),
-            });
+    loop {
+        tokio::select! {
+            _ = term.recv() => {
+                tracing::info!("SIGTERM: shutting down");
+                break;
+            }
+            _ = int.recv() => {
+                tracing::info!("SIGINT: shutting down");
+                break;
+            }
+            _ = hup.recv() => match &tls {
+                // New connections get the new certificates; open ones keep theirs (E13).
+                Some(t) => match t.reload() {
+                    Ok(()) => tracing::info!("SIGHUP: certificates reloaded"),
+                    Err(m) => tracing::warn!("SIGHUP: keeping the certificates in use: {m}"),
+                },
+                None => tracing::info!("SIGHUP: no TLS, nothing to reload"),
+            },
+            Some(r) = tasks.join_next() => {
+                failed = Some(match r {
+                    Ok(Ok(())) => "a listener stopped".to_string(),
+                    Ok(Err(e)) => format!("listener failed: {e}"),
+                    Err(e) => format!("listener failed: {e}"),
+                });
+                break;
+            }
         }
     }
     let _ = stop_tx.send(true);
@@ -251,5 +373,54 @@ async fn serve(db: Tenure, args: &Args, mode: u32) -> Result<(), String> {
     match failed {
         Some(m) => Err(m),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn exposure(argv: &[&str]) -> Result<(), String> {
+        let cli = Cli::try_parse_from(["serve", "db.tenure"].iter().chain(argv)).unwrap();
+        check_exposure(&cli.args)
+    }
+
+    #[test]
+    fn e14_only_loopback_and_unix_listen_without_tls() {
+        for ok in [
+            &[][..],
+            &["--listen", "127.0.0.1:0"],
+            &["--listen", "[::1]:0"],
+            &["--listen", "localhost:0"],
+            &["--listen", "unix:/run/tenure.sock"],
+            &["--listen", "0.0.0.0:0", "--insecure-listen"],
+            &[
+                "--listen",
+                "0.0.0.0:0",
+                "--cert-file",
+                "c.pem",
+                "--key-file",
+                "k.pem",
+            ],
+        ] {
+            assert_eq!(exposure(ok), Ok(()), "{ok:?}");
+        }
+        for refused in [
+            &["--listen", "0.0.0.0:0"][..],
+            &["--listen", "127.0.0.1:0", "--listen", "[::]:0"],
+        ] {
+            let e = exposure(refused).unwrap_err();
+            assert!(
+                e.contains("without TLS") && e.contains("--insecure-listen"),
+                "{e}"
+            );
+        }
     }
 }

@@ -437,21 +437,33 @@ fn r1_connect_urls_several_endpoints_and_bad_urls() {
     let db = Tenure::connect(&both_urls).unwrap();
     db.put("k", "v", None).unwrap();
     let mixed = format!("{},unix:/tmp/x.sock", p.url());
-    for bad in ["", "127.0.0.1:2379", "https://h:1", "unix:", &mixed] {
+    for bad in [
+        "",
+        "127.0.0.1:2379",
+        "ftp://h:1",
+        "https://h:1/x",
+        "unix:",
+        &mixed,
+    ] {
         assert!(
             matches!(Tenure::connect(bad), Err(Error::InvalidArgument(_))),
             "{bad}"
         );
     }
-    let dead = format!("http://127.0.0.1:{}", common::free_port());
-    let t = Instant::now();
-    let e = Tenure::builder()
-        .endpoints([dead])
-        .request_timeout(Duration::from_secs(1))
-        .connect()
-        .unwrap_err();
-    assert!(matches!(e, Error::Unavailable(_)), "{e:?}");
-    assert!(t.elapsed() < Duration::from_secs(5));
+    let port = common::free_port();
+    for dead in [
+        format!("http://127.0.0.1:{port}"),
+        format!("https://127.0.0.1:{port}"),
+    ] {
+        let t = Instant::now();
+        let e = Tenure::builder()
+            .endpoints([dead])
+            .request_timeout(Duration::from_secs(1))
+            .connect()
+            .unwrap_err();
+        assert!(matches!(e, Error::Unavailable(_)), "{e:?}");
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
 }
 
 /// R1: `unix:PATH` and `unix://PATH` reach a `tenure serve` listening on that socket: keys,

@@ -44,12 +44,14 @@ static void result_str_names_every_code_and_unknown_numbers(void) {
         {TENURE_ERR_PANIC, "TENURE_ERR_PANIC"},
         {TENURE_ERR_UNSUPPORTED, "TENURE_ERR_UNSUPPORTED"},
         {TENURE_ERR_UNAVAILABLE, "TENURE_ERR_UNAVAILABLE"},
+        {TENURE_ERR_PERMISSION_DENIED, "TENURE_ERR_PERMISSION_DENIED"},
+        {TENURE_ERR_UNAUTHENTICATED, "TENURE_ERR_UNAUTHENTICATED"},
     };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         CHECK_EQ(codes[i].code, (tenure_result)i); /* never renumbered */
         CHECK(strcmp(tenure_result_str(codes[i].code), codes[i].name) == 0);
     }
-    CHECK(strcmp(tenure_result_str(21), "TENURE_ERR_UNKNOWN") == 0);
+    CHECK(strcmp(tenure_result_str(23), "TENURE_ERR_UNKNOWN") == 0);
     CHECK(strcmp(tenure_result_str(-1), "TENURE_ERR_UNKNOWN") == 0);
     CHECK(strcmp(tenure_result_str(INT32_MIN), "TENURE_ERR_UNKNOWN") == 0);
 }
@@ -491,6 +493,24 @@ static void connect_checks_urls_and_reports_unreachable_servers(void) {
     o.request_timeout_ms = 300;
     /* Port 1 on loopback: nothing listens there. */
     CHECK_RC(tenure_connect("http://127.0.0.1:1", &o, &db), TENURE_ERR_UNAVAILABLE);
+    CHECK(db == sentinel);
+
+    /* R4/R5: TLS and credential options are checked before any connection is made. */
+    o.cert_file = "client.pem";
+    CHECK_RC(tenure_connect("https://127.0.0.1:1", &o, &db), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("key_file");
+    o.cert_file = NULL;
+    o.user = "alice";
+    CHECK_RC(tenure_connect("http://127.0.0.1:1", &o, &db), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("password");
+    o.user = NULL;
+    o.ca_file = "ca.pem";
+    CHECK_RC(tenure_connect("http://127.0.0.1:1", &o, &db), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("https://");
+    o.ca_file = "/nonexistent/ca.pem";
+    CHECK_RC(tenure_connect("https://127.0.0.1:1", &o, &db), TENURE_ERR_STORAGE);
+    CHECK_MSG("/nonexistent/ca.pem");
+    o.ca_file = NULL;
     CHECK(db == sentinel);
 
     const char *url = getenv("TENURE_TEST_CONNECT_URL");

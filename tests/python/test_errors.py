@@ -35,6 +35,8 @@ TABLE: list[tuple[str, type[tenure.TenureError], int, type[BaseException] | None
     ("StaleToken", tenure.StaleToken, 17, None),
     ("Unsupported", tenure.Unsupported, 19, None),
     ("Unavailable", tenure.Unavailable, 20, ConnectionError),
+    ("PermissionDenied", tenure.PermissionDenied, 21, PermissionError),
+    ("Unauthenticated", tenure.Unauthenticated, 22, None),
 ]
 
 

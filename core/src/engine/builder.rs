@@ -44,6 +44,8 @@ pub struct Builder {
     endpoints: Vec<String>,
     #[cfg(feature = "remote")]
     request_timeout: Duration,
+    #[cfg(feature = "remote")]
+    credentials: crate::remote::Credentials,
 }
 
 impl std::fmt::Debug for Builder {
@@ -94,6 +96,8 @@ impl Default for Builder {
             endpoints: Vec::new(),
             #[cfg(feature = "remote")]
             request_timeout: crate::remote::DEFAULT_TIMEOUT,
+            #[cfg(feature = "remote")]
+            credentials: Default::default(),
         }
     }
 }
@@ -208,9 +212,9 @@ impl Builder {
         self
     }
 
-    /// The etcd v3 endpoints [`connect`](Builder::connect) talks to: `http://HOST:PORT`
-    /// each (a string may hold several, comma-separated), or one `unix:PATH` (a `tenure
-    /// serve --listen unix:PATH`). Feature `remote`.
+    /// The etcd v3 endpoints [`connect`](Builder::connect) talks to: `http://HOST:PORT` or
+    /// `https://HOST:PORT` (TLS) each (a string may hold several, comma-separated), or one
+    /// `unix:PATH` (a `tenure serve --listen unix:PATH`). Feature `remote`.
     #[cfg(feature = "remote")]
     pub fn endpoints<S: AsRef<str>>(mut self, urls: impl IntoIterator<Item = S>) -> Builder {
         self.endpoints = urls.into_iter().map(|u| u.as_ref().to_string()).collect();
@@ -225,14 +229,51 @@ impl Builder {
         self
     }
 
+    /// The CA bundle (PEM file) the server's certificate must chain to, for `https://`
+    /// endpoints; without it, the system's roots. Feature `remote` (SPEC R4).
+    #[cfg(feature = "remote")]
+    pub fn ca_file(mut self, path: impl AsRef<Path>) -> Builder {
+        self.credentials.ca = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// The client certificate and its private key (PEM files) presented to a server that
+    /// requires one (mutual TLS, etcd's `--client-cert-auth`). Feature `remote` (SPEC R4).
+    #[cfg(feature = "remote")]
+    pub fn client_cert(mut self, cert: impl AsRef<Path>, key: impl AsRef<Path>) -> Builder {
+        self.credentials.cert = Some((cert.as_ref().to_path_buf(), key.as_ref().to_path_buf()));
+        self
+    }
+
+    /// The name the server's certificate must carry, instead of the endpoint's host (a server
+    /// reached by IP address, or through a tunnel). Feature `remote` (SPEC R4).
+    #[cfg(feature = "remote")]
+    pub fn server_name(mut self, name: impl Into<String>) -> Builder {
+        self.credentials.server_name = Some(name.into());
+        self
+    }
+
+    /// etcd's user name and password (a cluster with auth enabled): `connect` authenticates,
+    /// and fetches a new token whenever the server says the old one expired. Feature `remote`
+    /// (SPEC R5).
+    #[cfg(feature = "remote")]
+    pub fn user(mut self, name: impl Into<String>, password: impl Into<String>) -> Builder {
+        self.credentials.user = Some((name.into(), password.into()));
+        self
+    }
+
     /// Connects to the etcd v3 server at the [`endpoints`](Builder::endpoints) (`tenure serve`
     /// or an etcd cluster): the same handle and API as [`open`](Builder::open) (SPEC R1);
-    /// engine-only calls fail with `Unsupported`, network failures with `Unavailable` (R3).
+    /// engine-only calls fail with `Unsupported`, network failures with `Unavailable` (R3), a
+    /// server that cannot be trusted or does not accept these credentials with
+    /// `Unauthenticated` (R4, R5).
     /// The storage options of the builder do not apply. Feature `remote`.
     #[cfg(feature = "remote")]
     pub fn connect(self) -> Result<Tenure> {
-        let endpoints = crate::remote::parse_endpoints(&self.endpoints)?;
-        let remote = crate::remote::Remote::connect(endpoints, self.request_timeout)?;
+        let endpoints =
+            crate::remote::parse_endpoints(&self.endpoints, self.credentials.has_tls())?;
+        let remote =
+            crate::remote::Remote::connect(endpoints, self.request_timeout, &self.credentials)?;
         Ok(Tenure {
             h: Arc::new(Handle::Remote(Box::new(remote))),
         })

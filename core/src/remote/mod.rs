@@ -8,11 +8,14 @@
 //! write. The recipes need nothing more: the `Backend` seam runs over these calls.
 
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use etcd_client as etcd;
+
+mod diagnose;
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
@@ -59,8 +62,9 @@ fn unix_path(endpoint: &str) -> Option<&str> {
     Some(rest.strip_prefix("//").unwrap_or(rest))
 }
 
-/// Parses `http://h:p` (several, comma-separated) or one `unix:PATH` into endpoints.
-pub(crate) fn parse_endpoints<S: AsRef<str>>(urls: &[S]) -> Result<Vec<String>> {
+/// Parses `http://h:p` or `https://h:p` (several, comma-separated) or one `unix:PATH` into
+/// endpoints; TLS options (`tls`) need every endpoint to be `https://`.
+pub(crate) fn parse_endpoints<S: AsRef<str>>(urls: &[S], tls: bool) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for url in urls {
         for e in url
@@ -73,16 +77,31 @@ pub(crate) fn parse_endpoints<S: AsRef<str>>(urls: &[S]) -> Result<Vec<String>> 
                 if path.is_empty() {
                     return Err(Error::invalid(format!("{e}: expected unix:PATH")));
                 }
+                if tls {
+                    return Err(Error::invalid(format!(
+                        "{e}: a unix socket is plain text (its file mode guards it); TLS options \
+                         need https:// endpoints"
+                    )));
+                }
                 out.push(e.to_string());
                 continue;
             }
-            let rest = e.strip_prefix("http://").ok_or_else(|| {
-                Error::invalid(format!(
-                    "{e}: expected http://HOST:PORT or unix:PATH (no TLS)"
-                ))
-            })?;
+            let rest = match (e.strip_prefix("http://"), e.strip_prefix("https://")) {
+                (Some(_), _) if tls => {
+                    return Err(Error::invalid(format!(
+                        "{e}: a CA, client certificate or server name is given, so every \
+                         endpoint must be https://"
+                    )))
+                }
+                (Some(rest), _) | (_, Some(rest)) => rest,
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "{e}: expected http://HOST:PORT, https://HOST:PORT or unix:PATH"
+                    )))
+                }
+            };
             if rest.is_empty() || rest.contains('/') {
-                return Err(Error::invalid(format!("{e}: expected http://HOST:PORT")));
+                return Err(Error::invalid(format!("{e}: expected http(s)://HOST:PORT")));
             }
             out.push(e.to_string());
         }
@@ -99,8 +118,172 @@ pub(crate) fn parse_endpoints<S: AsRef<str>>(urls: &[S]) -> Result<Vec<String>> 
     Ok(out)
 }
 
+/// How `connect` proves who it talks to and who it is: TLS material (PEM files, read when
+/// connecting) and etcd's user name and password.
+#[derive(Clone, Default)]
+pub(crate) struct Credentials {
+    /// The CA bundle the server's certificate must chain to (else the system's roots).
+    pub(crate) ca: Option<PathBuf>,
+    /// The client certificate and its key, for servers that require one (mutual TLS).
+    pub(crate) cert: Option<(PathBuf, PathBuf)>,
+    /// The name the server's certificate must carry, instead of the endpoint's host.
+    pub(crate) server_name: Option<String>,
+    /// etcd's user and password: the `Authenticate` token, fetched again when it expires.
+    pub(crate) user: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the password.
+        f.debug_struct("Credentials")
+            .field("ca", &self.ca)
+            .field("cert", &self.cert)
+            .field("server_name", &self.server_name)
+            .field("user", &self.user.as_ref().map(|(u, _)| u))
+            .finish()
+    }
+}
+
+impl Credentials {
+    /// Whether a TLS option is set (then every endpoint must be `https://`).
+    pub(crate) fn has_tls(&self) -> bool {
+        self.ca.is_some() || self.cert.is_some() || self.server_name.is_some()
+    }
+
+    fn read(what: &str, path: &Path) -> Result<Vec<u8>> {
+        std::fs::read(path).map_err(|e| Error::io(format!("cannot read the {what}"), path, &e))
+    }
+
+    /// The connect options these credentials add.
+    fn apply(
+        &self,
+        endpoints: &[String],
+        mut opts: etcd::ConnectOptions,
+    ) -> Result<etcd::ConnectOptions> {
+        if endpoints.iter().any(|e| e.starts_with("https://")) {
+            let mut tls = etcd::TlsOptions::new();
+            tls = match &self.ca {
+                Some(p) => {
+                    tls.ca_certificate(etcd::Certificate::from_pem(Self::read("CA bundle", p)?))
+                }
+                None => tls.with_native_roots(),
+            };
+            if let Some((cert, key)) = &self.cert {
+                let identity = etcd::Identity::from_pem(
+                    Self::read("client certificate", cert)?,
+                    Self::read("client key", key)?,
+                );
+                tls = tls.identity(identity);
+            }
+            if let Some(name) = &self.server_name {
+                tls = tls.domain_name(name.clone());
+            }
+            opts = opts.with_tls(tls);
+        }
+        if let Some((user, password)) = &self.user {
+            opts = opts
+                .with_user(user.clone(), password.clone())
+                .with_auto_token_refresh(true);
+        }
+        Ok(opts)
+    }
+}
+
 fn unavailable(e: impl std::fmt::Display) -> Error {
     Error::Unavailable(e.to_string())
+}
+
+/// `e` with the endpoints it concerns in front (connect's errors: which server refused whom).
+fn at_endpoints(e: Error, endpoints: &str) -> Error {
+    let at = |m: String| {
+        if m.contains(endpoints) {
+            m
+        } else {
+            format!("{endpoints}: {m}")
+        }
+    };
+    match e {
+        Error::Unauthenticated(m) => Error::Unauthenticated(at(m)),
+        Error::PermissionDenied(m) => Error::PermissionDenied(at(m)),
+        Error::Unavailable(m) => Error::Unavailable(at(m)),
+        other => other,
+    }
+}
+
+/// A connection failure `e` as `Unauthenticated` when an `https://` endpoint's TLS refuses us
+/// (or we it), or an `http://` endpoint is a TLS port, with the reason; else `e`.
+fn refusal(
+    rt: &tokio::runtime::Runtime,
+    e: Error,
+    endpoints: &[String],
+    creds: &Credentials,
+    limit: Duration,
+) -> Error {
+    if !matches!(e, Error::Unavailable(_)) || limit.is_zero() {
+        return e;
+    }
+    let until = Instant::now() + limit;
+    for ep in endpoints {
+        let left = until.saturating_duration_since(Instant::now());
+        let why = rt.block_on(async {
+            tokio::time::timeout(left, async {
+                if ep.starts_with("https://") {
+                    diagnose::tls_refusal(ep, creds).await
+                } else if diagnose::speaks_tls(ep).await {
+                    Some("the server speaks TLS there; use https://".to_string())
+                } else {
+                    None
+                }
+            })
+            .await
+        });
+        if let Ok(Some(why)) = why {
+            let e =
+                tls_refused(&why).unwrap_or_else(|| Error::Unauthenticated(format!("TLS: {why}")));
+            return at_endpoints(e, ep);
+        }
+    }
+    e
+}
+
+/// `top` and the causes below `e`, innermost last: a TLS refusal hides several layers down.
+fn chain(top: String, e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = top;
+    let mut next = e.source();
+    while let Some(s) = next {
+        let m = s.to_string();
+        if !out.contains(&m) {
+            out = format!("{out}: {m}");
+        }
+        next = s.source();
+    }
+    out
+}
+
+/// Why TLS refused a connection, in the user's terms (`None`: not a TLS refusal; retrying
+/// cannot fix one, only the right CA, certificate or name).
+fn tls_hint(m: &str) -> Option<&'static str> {
+    Some(if m.contains("UnknownIssuer") || m.contains("UnknownCA") {
+        "the server's certificate is not signed by the CA given, nor by the system's roots if none is"
+    } else if m.contains("NotValidForName") || m.contains("not valid for name") {
+        "the server's certificate is not for this name; see the server name option"
+    } else if m.contains("invalid peer certificate") {
+        "the server's certificate is not acceptable"
+    } else if m.contains("alert") || m.contains("after the TLS handshake") {
+        "the server refused the client certificate: missing, expired, or not from a CA it trusts"
+    } else if m.contains("InvalidContentType") || m.contains("corrupt message") {
+        "the server does not speak TLS there; use http://"
+    } else if m.contains("frame with invalid size") {
+        // A TLS record read as an HTTP/2 frame.
+        "the server speaks TLS there; use https://"
+    } else {
+        return None;
+    })
+}
+
+/// `m` as an `Unauthenticated` TLS refusal, if it is one.
+fn tls_refused(m: &str) -> Option<Error> {
+    tls_hint(m).map(|h| Error::Unauthenticated(format!("TLS: {m}; {h}")))
 }
 
 /// etcd's errors as tenure's. `lease`: the lease the call was about, for lease errors.
@@ -108,7 +291,7 @@ fn map_err(e: etcd::Error, lease: Option<LeaseId>) -> Error {
     use tonic::Code;
     match e {
         etcd::Error::GRpcStatus(s) => {
-            let msg = s.message().to_string();
+            let msg = chain(s.message().to_string(), &s);
             let id = lease.unwrap_or(LeaseId::new(0));
             if msg.contains("lease not found") {
                 Error::LeaseNotFound(id)
@@ -121,6 +304,19 @@ fn map_err(e: etcd::Error, lease: Option<LeaseId>) -> Error {
                     revision: 0,
                     reason: msg,
                 }
+            } else if s.code() == Code::PermissionDenied
+                // The lock and election services lose etcd's codes but keep its messages.
+                || msg.contains("etcdserver: permission denied")
+            {
+                Error::PermissionDenied(msg)
+            } else if s.code() == Code::Unauthenticated
+                || msg.contains("authentication failed")
+                || msg.contains("user name is empty")
+                || msg.contains("invalid auth token")
+            {
+                Error::Unauthenticated(msg)
+            } else if let Some(e) = tls_refused(&msg) {
+                e
             } else {
                 match s.code() {
                     Code::Unavailable
@@ -139,7 +335,11 @@ fn map_err(e: etcd::Error, lease: Option<LeaseId>) -> Error {
         }
         etcd::Error::InvalidArgs(m) => Error::InvalidArgument(m),
         etcd::Error::InvalidUri(e) => Error::invalid(e.to_string()),
-        other => unavailable(other),
+        etcd::Error::TransportError(e) => {
+            let msg = chain(e.to_string(), &e);
+            tls_refused(&msg).unwrap_or_else(|| unavailable(msg))
+        }
+        other => unavailable(chain(other.to_string(), &other)),
     }
 }
 
@@ -268,7 +468,11 @@ async fn unix_client(
 
 impl Remote {
     /// Connects to `endpoints` (already parsed), each call bounded by `timeout`.
-    pub(crate) fn connect(endpoints: Vec<String>, timeout: Duration) -> Result<Remote> {
+    pub(crate) fn connect(
+        endpoints: Vec<String>,
+        timeout: Duration,
+        creds: &Credentials,
+    ) -> Result<Remote> {
         if timeout.is_zero() {
             return Err(Error::invalid("request timeout must be positive"));
         }
@@ -282,7 +486,14 @@ impl Remote {
             .with_connect_timeout(timeout)
             .with_timeout(timeout)
             .with_keep_alive(Duration::from_secs(1), timeout);
-        let client = rt
+        let opts = creds.apply(&endpoints, opts)?;
+        // A diagnosis of a refused connection gets what is left of the deadline (none when the
+        // deadline itself was the failure).
+        let started = Instant::now();
+        let left = || timeout.saturating_sub(started.elapsed());
+        let names = endpoints.join(",");
+        let named = |e: Error| at_endpoints(e, &names);
+        let connected = rt
             .block_on(async {
                 let connect = async {
                     match unix_path(&endpoints[0]) {
@@ -292,8 +503,12 @@ impl Remote {
                 };
                 tokio::time::timeout(timeout, connect).await
             })
-            .map_err(|_| unavailable(format!("connecting to {}", endpoints.join(","))))?
-            .map_err(|e| map_err(e, None))?;
+            .map_err(|_| unavailable(format!("connecting to {names}")))
+            .and_then(|c| c.map_err(|e| named(map_err(e, None))));
+        let client = match connected {
+            Ok(c) => c,
+            Err(e) => return Err(refusal(&rt, e, &endpoints, creds, left())),
+        };
         let r = Remote {
             rt: RwLock::new(Some(rt)),
             client,
@@ -303,8 +518,16 @@ impl Remote {
             revision: AtomicI64::new(0),
             clock: Arc::new(SystemClock::new()),
         };
-        // Fail early on an unreachable server, as `open` fails on an unusable file.
-        r.fetch_revision()?;
+        // Fail early on an unreachable server (or one that refuses us), as `open` fails on an
+        // unusable file.
+        if let Err(e) = r.fetch_revision() {
+            let e = named(e);
+            let guard = r.rt.read().unwrap_or_else(|p| p.into_inner());
+            return Err(match guard.as_ref() {
+                Some(rt) => refusal(rt, e, &r.endpoints, creds, left()),
+                None => e,
+            });
+        }
         Ok(r)
     }
 
@@ -358,7 +581,12 @@ impl Remote {
             let out = rt.block_on(async { tokio::time::timeout(left, call).await });
             let err = match out {
                 Ok(Ok(v)) => return Ok(v),
-                Ok(Err(e)) => map_err(e, lease),
+                Ok(Err(e)) => match map_err(e, lease) {
+                    e @ (Error::PermissionDenied(_) | Error::Unauthenticated(_)) => {
+                        at_endpoints(e, &self.endpoints.join(","))
+                    }
+                    e => e,
+                },
                 Err(_) => unavailable(format!(
                     "no answer from {} within {budget:?}",
                     self.endpoints.join(",")
@@ -379,10 +607,8 @@ impl Remote {
     }
 
     fn fetch_revision(&self) -> Result<i64> {
-        let h = self.call(true, None, None, |mut c| async move {
-            c.get(vec![0], Some(etcd::GetOptions::new().with_count_only()))
-                .await
-        })?;
+        // Status, not a read of some key: a user whose roles allow only a prefix may ask it.
+        let h = self.call(true, None, None, |mut c| async move { c.status().await })?;
         Ok(self.seen(h.header()))
     }
 

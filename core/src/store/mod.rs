@@ -314,10 +314,7 @@ fn create(path: &Path, faults: &StorageFaults) -> Result<()> {
         Error::storage(format!("cannot create {}: {what}: {e}", path.display()))
     };
     let (dir, tmp) = sibling_temp(path, "creating")?;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
+    let file = new_private()
         .open(&tmp)
         .map_err(|e| Error::io("cannot create", path, &e))?;
     let built = guarded(path, || {
@@ -358,6 +355,17 @@ fn create(path: &Path, faults: &StorageFaults) -> Result<()> {
 
 /// `path`'s directory and a fresh temporary name beside `path` (`.NAME.TAG-PID-SEQ`): a file
 /// built there and renamed over `path` is on the same filesystem, so the rename is atomic.
+/// Options that create a new file, readable and writable by its owner only from the start
+/// (a database or a snapshot: leases, locks and keys are nobody else's business). An existing
+/// file is never opened by them, so it keeps the mode it has.
+pub(crate) fn new_private() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+}
+
 fn sibling_temp(path: &Path, tag: &str) -> Result<(PathBuf, PathBuf)> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let name = path

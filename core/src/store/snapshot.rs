@@ -4,14 +4,15 @@
 //! A [`View`] is one redb read transaction: it sees the last commit made before it began, and
 //! no later one, while the committer keeps committing. Nothing here blocks writers.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use redb::backends::FileBackend;
 use redb::{Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use super::{
-    codec::decode, guarded, sibling_temp, FaultyBackend, StorageFaults, Store, KV, LEASES, META,
+    codec::decode, guarded, new_private, sibling_temp, FaultyBackend, StorageFaults, Store, KV,
+    LEASES, META,
 };
 use crate::error::{Error, Result};
 use crate::types::{ContentHash, SnapshotInfo, SnapshotProgress, StorageSize};
@@ -135,10 +136,7 @@ impl View {
         progress: &mut dyn FnMut(SnapshotProgress),
     ) -> Result<SnapshotInfo> {
         let (dir, tmp) = sibling_temp(dest, "snapshot")?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
+        let file = new_private()
             .open(&tmp)
             .map_err(|e| Error::io("cannot write snapshot", dest, &e))?;
         let copied = guarded(&self.path, || {

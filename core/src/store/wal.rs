@@ -505,11 +505,8 @@ fn create_file(path: &Path, id: u64, region: u64) -> Result<()> {
     let cannot = |what: &str, e: &std::io::Error| Error::io(what, path, e);
     let (dir, tmp) = super::sibling_temp(path, "creating")?;
     let made = (|| {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
+        // Owner-only, as the database it logs for.
+        let f = super::new_private().open(&tmp)?;
         let zeros = vec![0u8; 1 << 20];
         let total = HEADER + 2 * region;
         let mut at = 0;

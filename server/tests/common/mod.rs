@@ -1,6 +1,8 @@
 //! Starts `tenure serve` on a random loopback port and runs real etcd clients against it.
 #![allow(dead_code)]
 
+pub(crate) mod certs;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -11,6 +13,8 @@ pub(crate) struct Server {
     pub child: Child,
     /// `127.0.0.1:PORT` of the first TCP listener.
     pub addr: String,
+    /// `https` when it serves TLS, else `http`.
+    pub scheme: &'static str,
     pub log: Arc<Mutex<String>>,
 }
 
@@ -42,23 +46,43 @@ impl Server {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                if let Some(rest) = line.split("http://").nth(1) {
-                    let addr = rest.split([',', ' ']).next().unwrap_or("").to_string();
-                    let _ = tx.send(addr);
+                for scheme in ["http", "https"] {
+                    if let Some(rest) = line.split(&format!(" {scheme}://")).nth(1) {
+                        let addr = rest.split([',', ' ']).next().unwrap_or("").to_string();
+                        let _ = tx.send((addr, scheme));
+                    }
                 }
                 let mut l = sink.lock().unwrap();
                 l.push_str(&line);
                 l.push('\n');
             }
         });
-        let addr = rx
+        let (addr, scheme) = rx
             .recv_timeout(Duration::from_secs(30))
             .unwrap_or_else(|_| panic!("tenure serve did not start: {}", log.lock().unwrap()));
-        Server { child, addr, log }
+        Server {
+            child,
+            addr,
+            scheme,
+            log,
+        }
     }
 
     pub(crate) fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
+    }
+
+    /// Waits (20 s at most) until the log has a line containing `needle`.
+    pub(crate) fn wait_log(&self, needle: &str) {
+        let until = Instant::now() + Duration::from_secs(20);
+        while !self.log.lock().unwrap().contains(needle) {
+            assert!(
+                Instant::now() < until,
+                "no {needle:?} in the log: {}",
+                self.log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     pub(crate) fn etcdctl(&self, args: &[&str]) -> Output {
@@ -192,15 +216,49 @@ pub(crate) struct Etcd {
     pub addr: String,
     dir: PathBuf,
     peer: u16,
+    tls: Option<EtcdTls>,
+}
+
+/// etcd's client TLS: its own flags and the etcdctl flags that get in.
+#[derive(Clone)]
+pub(crate) struct EtcdTls {
+    pub server: Vec<String>,
+    pub etcdctl: Vec<String>,
+}
+
+impl EtcdTls {
+    /// `--cert-file/--key-file/--trusted-ca-file/--client-cert-auth` with `certs`.
+    pub(crate) fn mutual(c: &certs::Certs) -> EtcdTls {
+        EtcdTls {
+            server: vec![
+                format!("--cert-file={}", c.arg("server.pem")),
+                format!("--key-file={}", c.arg("server.key")),
+                format!("--trusted-ca-file={}", c.arg("ca.pem")),
+                "--client-cert-auth".into(),
+            ],
+            etcdctl: c.etcdctl_flags("client"),
+        }
+    }
 }
 
 impl Etcd {
     pub(crate) fn start(dir: &Path) -> Etcd {
-        Etcd::start_at(dir, free_port(), free_port())
+        Etcd::start_at(dir, free_port(), free_port(), None, &[])
     }
 
-    fn start_at(dir: &Path, port: u16, peer: u16) -> Etcd {
-        let client = format!("http://127.0.0.1:{port}");
+    /// An etcd serving its clients over TLS.
+    pub(crate) fn start_tls(dir: &Path, tls: EtcdTls) -> Etcd {
+        Etcd::start_at(dir, free_port(), free_port(), Some(tls), &[])
+    }
+
+    /// An etcd started with `extra` flags (e.g. `--auth-token-ttl`).
+    pub(crate) fn start_with(dir: &Path, extra: &[&str]) -> Etcd {
+        Etcd::start_at(dir, free_port(), free_port(), None, extra)
+    }
+
+    fn start_at(dir: &Path, port: u16, peer: u16, tls: Option<EtcdTls>, extra: &[&str]) -> Etcd {
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let client = format!("{scheme}://127.0.0.1:{port}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let child = Command::new("etcd")
             .args(["--name", "t", "--data-dir"])
@@ -215,6 +273,8 @@ impl Etcd {
             .args(["--initial-advertise-peer-urls", &peer_url])
             .args(["--initial-cluster", &format!("t={peer_url}")])
             .args(["--log-level", "error"])
+            .args(tls.iter().flat_map(|t| t.server.iter()))
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -224,12 +284,10 @@ impl Etcd {
             addr: format!("127.0.0.1:{port}"),
             dir: dir.to_path_buf(),
             peer,
+            tls,
         };
         let until = Instant::now() + Duration::from_secs(30);
-        while !etcdctl(&e.addr, &["endpoint", "health"], None)
-            .status
-            .success()
-        {
+        while !e.ctl(&["endpoint", "health"]).status.success() {
             assert!(Instant::now() < until, "etcd did not start on {}", e.addr);
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -237,7 +295,29 @@ impl Etcd {
     }
 
     pub(crate) fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// etcdctl against this etcd (with the client certificate when it serves TLS).
+    pub(crate) fn ctl(&self, args: &[&str]) -> Output {
+        let flags = self.tls.iter().flat_map(|t| t.etcdctl.iter());
+        let args: Vec<&str> = flags
+            .map(String::as_str)
+            .chain(args.iter().copied())
+            .collect();
+        etcdctl(&self.url(), &args, None)
+    }
+
+    /// `ctl`, which must succeed.
+    pub(crate) fn ctl_ok(&self, args: &[&str]) -> String {
+        let out = self.ctl(args);
+        assert!(
+            out.status.success(),
+            "etcdctl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
     }
 
     /// SIGKILL; `restart` brings the same etcd (ports, data) back.
@@ -249,6 +329,7 @@ impl Etcd {
             dir: self.dir.clone(),
             port,
             peer: self.peer,
+            tls: self.tls.take(),
         }
     }
 }
@@ -258,11 +339,12 @@ pub(crate) struct DeadEtcd {
     dir: PathBuf,
     port: u16,
     peer: u16,
+    tls: Option<EtcdTls>,
 }
 
 impl DeadEtcd {
     pub(crate) fn restart(self) -> Etcd {
-        Etcd::start_at(&self.dir, self.port, self.peer)
+        Etcd::start_at(&self.dir, self.port, self.peer, self.tls, &[])
     }
 }
 
