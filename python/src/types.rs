@@ -71,9 +71,9 @@ impl PySnapshotInfo {
         self.0.revision
     }
 
-    /// The copy's size in bytes.
+    /// The copy's size in bytes (named as in Rust and C).
     #[getter]
-    fn size(&self) -> u64 {
+    fn bytes(&self) -> u64 {
         self.0.bytes
     }
 
@@ -92,7 +92,7 @@ impl PySnapshotInfo {
     fn __repr__(&self, py: Python<'_>) -> String {
         Repr::new(py, "SnapshotInfo")
             .field("revision", self.0.revision)
-            .field("size", self.0.bytes)
+            .field("bytes", self.0.bytes)
             .field("keys", self.0.keys)
             .field("leases", self.0.leases)
             .finish()

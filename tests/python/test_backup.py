@@ -62,7 +62,7 @@ def test_d8_snapshot_while_threads_write_holds_exactly_the_writes_up_to_its_revi
         assert seen and seen[-1][0] == seen[-1][1]
         assert info.revision < db.revision
 
-    assert info.size == dest.stat().st_size
+    assert info.bytes == dest.stat().st_size
     with tenure.open(dest, primary=False) as copy:
         assert copy.revision == info.revision
         before = 0
