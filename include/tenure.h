@@ -221,7 +221,10 @@ typedef struct tenure_connect_options {
     const char *password;
 } tenure_connect_options;
 
-// Counters and gauges of an engine (SPEC L15), filled by `tenure_stats_read`.
+// Counters and gauges of an engine (SPEC L15).
+//
+// `repr(C)`: it is also the C API's `tenure_stats` (one field list for both), so fields are
+// only ever appended, never reordered or removed.
 typedef struct tenure_stats {
     // Leases granted since open.
     uint64_t granted;
@@ -229,7 +232,8 @@ typedef struct tenure_stats {
     uint64_t revoked;
     // Successful renews since open.
     uint64_t renewed;
-    // Leases that reached their deadline since open.
+    // Leases that reached their deadline since open (revoked by the engine, or delivered for a
+    // manual revoke; a redelivery is not counted again).
     uint64_t expired;
     // Live leases now.
     uint64_t leases;
@@ -241,7 +245,7 @@ typedef struct tenure_stats {
     uint64_t commits;
     // Storage fsyncs since open.
     uint64_t fsyncs;
-    // Expired-lease batches dropped because no one drained `tenure_expired_next`.
+    // Expired-lease batches dropped because no one drained the expired-lease queue (it was full).
     uint64_t expired_dropped;
     // Watchers currently registered.
     uint64_t watchers;
@@ -255,6 +259,15 @@ typedef struct tenure_bytes {
     // Number of bytes.
     size_t len;
 } tenure_bytes;
+
+// Options of a session (`tenure_session_new_with`, `tenure_session_resume_with`), mirroring the
+// Rust `SessionOptions`: fill them with `tenure_session_options_init`, then change what you need.
+typedef struct tenure_session_options {
+    // The TTL of the session's lease in ms (> 0); ignored on resume (the lease keeps its own).
+    int64_t ttl_ms;
+    // How often the lease is renewed, in ms (> 0); 0 means every third of the TTL.
+    int64_t keepalive_interval_ms;
+} tenure_session_options;
 
 // Configuration of a leader elector (SPEC S5). Start from `tenure_elector_config_init`, then
 // set `name` and `identity`. Checked by `tenure_elector_start`: `lease_duration_ms >
@@ -780,8 +793,14 @@ struct tenure_bytes tenure_expired_key(const struct tenure_expired *e,
 // Frees a batch from `tenure_expired_next`. NULL is a no-op.
 void tenure_expired_free(struct tenure_expired *e);
 
-// Starts a session: grants a lease of `ttl_ms` (> 0) and renews it every third of its TTL.
-// `*out` is owned by the caller: free it with `tenure_session_free`.
+// Fills `opts` with the defaults: a 60000 ms TTL renewed every third of it.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`.
+tenure_result tenure_session_options_init(struct tenure_session_options *opts);
+
+// Starts a session: grants a lease of `ttl_ms` (> 0) and renews it every third of its TTL
+// (`tenure_session_new_with` chooses the interval). `*out` is owned by the caller: free it with
+// `tenure_session_free`.
 //
 // Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (TTL <= 0),
 // `TENURE_ERR_LEASE_TTL_TOO_LARGE`, `TENURE_ERR_NOT_PRIMARY`, `TENURE_ERR_STORAGE`,
@@ -790,13 +809,33 @@ tenure_result tenure_session_new(const struct tenure *db,
                                  int64_t ttl_ms,
                                  struct tenure_session **out);
 
+// Starts a session with `opts` (NULL: the defaults of `tenure_session_options_init`): grants a
+// lease of `opts->ttl_ms` and renews it every `opts->keepalive_interval_ms`. Free `*out` with
+// `tenure_session_free`.
+//
+// Errors: as `tenure_session_new`; `TENURE_ERR_INVALID_ARGUMENT` also for a negative interval
+// (a huge one saturates rather than overflowing).
+tenure_result tenure_session_new_with(const struct tenure *db,
+                                      const struct tenure_session_options *opts,
+                                      struct tenure_session **out);
+
 // Resumes a session on an existing lease (e.g. after a restart: the locks and candidacies it
-// holds are taken over) and starts renewing it. Free `*out` with `tenure_session_free`.
+// holds are taken over) and starts renewing it every third of its TTL. Free `*out` with
+// `tenure_session_free`.
 //
 // Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_LEASE_NOT_FOUND`, `TENURE_ERR_CLOSED`.
 tenure_result tenure_session_resume(const struct tenure *db,
                                     int64_t lease_id,
                                     struct tenure_session **out);
+
+// Like `tenure_session_resume`, renewing every `opts->keepalive_interval_ms` (NULL `opts`: the
+// defaults; `opts->ttl_ms` is ignored: the lease keeps its TTL).
+//
+// Errors: as `tenure_session_resume`; `TENURE_ERR_INVALID_ARGUMENT` for a bad interval.
+tenure_result tenure_session_resume_with(const struct tenure *db,
+                                         int64_t lease_id,
+                                         const struct tenure_session_options *opts,
+                                         struct tenure_session **out);
 
 // The session's lease ID (0 if `s` is NULL).
 int64_t tenure_session_lease(const struct tenure_session *s);
@@ -982,6 +1021,16 @@ tenure_result tenure_elector_start(const struct tenure *db,
 
 // Whether this candidate leads now (false if `e` is NULL).
 bool tenure_elector_is_leader(const struct tenure_elector *e);
+
+// The identity of the leader this elector observed last: `*out` receives it as a
+// NUL-terminated string owned by the caller (free it with `tenure_string_free`), or NULL
+// before any leader was observed. Callable from any thread, its callbacks included.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`.
+tenure_result tenure_elector_leader(const struct tenure_elector *e, char **out);
+
+// Frees a string the library handed out (`tenure_elector_leader`). NULL is a no-op.
+void tenure_string_free(char *s);
 
 // Stops the elector from any thread but its callbacks': steps down (revoking the lease with
 // `release_on_cancel`), waits until every callback has run (`on_stopped_leading` included, if

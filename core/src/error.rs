@@ -299,7 +299,8 @@ impl Error {
 /// The one wording of a refused TTL in every language; `given` is the TTL as the caller wrote
 /// it (`"0 ms"` in C, `"inf s"` in Python).
 pub fn ttl_refused(given: impl fmt::Display) -> String {
-    format!("lease TTL must be more than 0 and at most 9000000000 s, got {given}")
+    let max = crate::limits::MAX_TTL.as_secs();
+    format!("lease TTL must be more than 0 and at most {max} s, got {given}")
 }
 
 /// A duration as a person writes it: `800 ms`, `1.5 s`, `10 s` (what every message uses).

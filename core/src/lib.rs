@@ -17,7 +17,7 @@
 //! # Ok::<(), tenure::Error>(())
 //! ```
 //!
-//! The behaviour is specified line by line in the project's `SPEC.md`; the design, locking and
+//! The behaviour is specified line by line in the project's `docs/SPEC.md`; the design, locking and
 //! invariants are in `docs/DESIGN.md`.
 
 #![warn(missing_docs)]
@@ -30,6 +30,7 @@ mod error;
 mod keepalive;
 mod kv;
 mod lease;
+pub mod limits;
 mod locks;
 mod record;
 #[cfg(feature = "remote")]
@@ -41,8 +42,9 @@ mod types;
 mod wait;
 
 pub use crate::clock::{Clock, ManualClock, SystemClock, Waker};
-pub use crate::engine::{Builder, Tenure, MAX_DURATION, MAX_WATCH_EVENTS};
+pub use crate::engine::{Builder, Tenure};
 pub use crate::error::{Error, ErrorCode, Result};
+pub use crate::limits::{MAX_DURATION, MAX_WATCH_EVENTS};
 // Shared with the bindings so that every language words durations and TTL errors alike.
 #[doc(hidden)]
 pub use crate::error::{human as format_duration, ttl_refused};

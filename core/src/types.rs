@@ -135,6 +135,10 @@ impl Event {
 }
 
 /// Counters and gauges of an engine (SPEC L15).
+///
+/// `repr(C)`: it is also the C API's `tenure_stats` (one field list for both), so fields are
+/// only ever appended, never reordered or removed.
+#[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Stats {
     /// Leases granted since open.
@@ -156,7 +160,7 @@ pub struct Stats {
     pub commits: u64,
     /// Storage fsyncs since open.
     pub fsyncs: u64,
-    /// Expired-lease batches dropped because no one drained `expired()` (its queue was full).
+    /// Expired-lease batches dropped because no one drained the expired-lease queue (it was full).
     pub expired_dropped: u64,
     /// Watchers currently registered.
     pub watchers: u64,

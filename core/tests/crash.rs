@@ -1,4 +1,4 @@
-//! Crash test (issue 3, SPEC D1): a child process does acknowledged grants, revokes, checkpoints,
+//! Crash test (SPEC D1): a child process does acknowledged grants, revokes, checkpoints,
 //! puts, deletes, attaches and transactions with `Durability::Immediate` and is killed with
 //! SIGKILL at a random moment; the parent then reopens the file and checks that every
 //! acknowledged operation is there and no operation is there in part.
@@ -7,7 +7,7 @@
 //! `child_process_entry` test runs the workload then, and returns at once otherwise. Before each
 //! call the child prints `@@B <seq> <op>`, after it returns `@@A <seq> <result>` (one flushed
 //! `write` per line). The parent replays every acknowledged op on the reference model of
-//! `common/mod.rs` (and checks the child saw the result the model predicts). At most one op is
+//! `support/model.rs` (and checks the child saw the result the model predicts). At most one op is
 //! in flight when the child dies: the reopened state must then equal, exactly, the model either
 //! without it or with it — a partial op (half a revoke, half a txn) matches neither. The revision
 //! must be at least the last acknowledged one, and every key must point at a live lease.
@@ -26,7 +26,7 @@
 //! buffered). Seed: random, or `TENURE_CRASH_SEED` (printed). The rounds continue on one file.
 //! Leases live for hours on a real `SystemClock`, so nothing expires during the test.
 
-mod common;
+mod support;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -38,7 +38,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tenure::{Compare, CompareOp, Durability, LeaseId, Op, OpResponse, Tenure, Txn, TxnResponse};
 
-use common::{assert_integrity, engine_snapshot, observed, MResult, Model, Snapshot};
+use support::model::{assert_integrity, engine_snapshot, observed, MResult, Model, Snapshot};
+use support::secs;
 
 const CHILD_ENV: &str = "TENURE_CRASH_CHILD";
 const CHILD_SEED_ENV: &str = "TENURE_CRASH_CHILD_SEED";
@@ -298,10 +299,6 @@ impl COp {
             .then(ops(succ))
             .otherwise(ops(fail))
     }
-}
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
 }
 
 fn lease_arg(l: i64) -> Option<LeaseId> {

@@ -2,23 +2,18 @@
 //! which database, what timed out after how long, which session, which file) and a refused TTL
 //! shows the TTL given. The C and Python suites check the same messages in their languages.
 
+mod support;
+
 use std::time::Duration;
 
-use tenure::sync::{Election, Mutex, RecordLock, Session, SessionOptions};
+use support::session_on;
+use tenure::sync::{Election, Mutex, RecordLock};
 use tenure::{Error, Tenure};
-
-fn session(db: &Tenure) -> Session {
-    let opts = SessionOptions {
-        ttl: Duration::from_secs(30),
-        ..Default::default()
-    };
-    Session::new(db, opts).unwrap()
-}
 
 #[test]
 fn s2_locked_names_the_lock_and_its_holder() {
     let db = Tenure::in_memory().unwrap();
-    let (a, b) = (session(&db), session(&db));
+    let (a, b) = (session_on(&db), session_on(&db));
     let _held = Mutex::new(&a, "jobs/nightly").lock(None).unwrap();
     let e = Mutex::new(&b, "jobs/nightly").try_lock().unwrap_err();
     assert!(
@@ -47,7 +42,7 @@ fn s6_a_taken_record_lock_names_the_key_and_its_holder() {
 #[test]
 fn s2_a_lock_timeout_names_the_lock_and_how_long() {
     let db = Tenure::in_memory().unwrap();
-    let (a, b) = (session(&db), session(&db));
+    let (a, b) = (session_on(&db), session_on(&db));
     let _held = Mutex::new(&a, "jobs/nightly").lock(None).unwrap();
     let e = Mutex::new(&b, "jobs/nightly")
         .lock(Some(Duration::from_millis(20)))
@@ -65,7 +60,7 @@ fn s2_a_lock_timeout_names_the_lock_and_how_long() {
 #[test]
 fn s4_a_campaign_timeout_names_the_election() {
     let db = Tenure::in_memory().unwrap();
-    let (a, b) = (session(&db), session(&db));
+    let (a, b) = (session_on(&db), session_on(&db));
     let _leading = Election::new(&a, "svc").campaign("a", None).unwrap();
     let e = Election::new(&b, "svc")
         .campaign("b", Some(Duration::from_millis(20)))
@@ -91,7 +86,7 @@ fn k6_a_watch_timeout_says_what_it_waited_for() {
 #[test]
 fn s1_a_closed_session_is_session_expired_naming_it() {
     let db = Tenure::in_memory().unwrap();
-    let s = session(&db);
+    let s = session_on(&db);
     s.close().unwrap();
     let id = s.lease_id();
     for e in [

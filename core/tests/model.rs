@@ -1,5 +1,5 @@
-//! Model-based property test (issue 2): random sequences of every lease and key operation, run
-//! against the engine and against the reference model in `common/mod.rs`, compared after every
+//! Model-based property test: random sequences of every lease and key operation, run
+//! against the engine and against the reference model in `support/model.rs`, compared after every
 //! step.
 //!
 //! After each step: the call's result (or error code) equals the model's; the whole key space
@@ -14,7 +14,7 @@
 //! disabled (its moment is up to the expiry thread); explicit checkpoints and the one on close
 //! are modelled. `PROPTEST_CASES` sets the number of cases (default 256).
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +25,7 @@ use tenure::{
     Compare, CompareOp, Durability, ErrorCode, ExpiredLease, LeaseId, ManualClock, Op, Tenure, Txn,
 };
 
-use common::{assert_integrity, engine_snapshot, observed, MErr, Model};
+use support::model::{assert_integrity, engine_snapshot, observed, MErr, Model};
 
 /// Small key space so operations collide; the empty key is always invalid.
 const KEYS: [&[u8]; 6] = [b"a", b"a/1", b"a/2", b"b", b"b/1", b""];

@@ -1,15 +1,14 @@
 //! One or more tests per SPEC line D1–D7. (The kill -9 crash test of D1 is `crash.rs`.)
 
+mod support;
+
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
+use support::secs;
 use tenure::{Durability, Error, ManualClock, StorageFaults, Tenure};
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
 
 #[test]
 fn d1_immediate_writes_are_committed_when_the_call_returns() {

@@ -3,12 +3,12 @@
 use std::ffi::{c_char, CStr};
 use std::sync::Arc;
 
-use tenure_core::{Builder, Clock, Durability, Error, ManualClock, Recovery, Tenure};
+use tenure_core::{Builder, Clock, Durability, Error, ManualClock, Recovery, Stats, Tenure};
 
 use crate::error::{
     c_name_of, guard, invalid, last_error_ptr, set_last_error, shield, tenure_result, Res,
 };
-use crate::util::{arg, boxed, free, ms, text, Out};
+use crate::util::{arg, boxed, free, ms, text, to_ms, Out};
 
 /// An engine handle. Thread-safe: any number of threads may call functions on one handle at
 /// once. Each handle (from `tenure_open` or `tenure_clone`) is released exactly once, with
@@ -75,22 +75,17 @@ pub struct tenure_options {
     pub clock: *const tenure_clock,
 }
 
-/// A default duration in the options' milliseconds.
-fn default_ms(d: std::time::Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
 impl Default for tenure_options {
     /// The core's defaults (`tenure::Builder`).
     fn default() -> Self {
         tenure_options {
             durability: TENURE_DURABILITY_IMMEDIATE,
-            flush_interval_ms: default_ms(Builder::DEFAULT_FLUSH_INTERVAL),
+            flush_interval_ms: to_ms(Builder::DEFAULT_FLUSH_INTERVAL),
             recovery: TENURE_RECOVERY_WALL,
             extend_ms: 0,
             min_ttl_ms: 0,
-            checkpoint_interval_ms: default_ms(Builder::DEFAULT_CHECKPOINT_INTERVAL),
-            expired_retry_interval_ms: default_ms(Builder::DEFAULT_EXPIRED_RETRY_INTERVAL),
+            checkpoint_interval_ms: to_ms(Builder::DEFAULT_CHECKPOINT_INTERVAL),
+            expired_retry_interval_ms: to_ms(Builder::DEFAULT_EXPIRED_RETRY_INTERVAL),
             primary: true,
             auto_revoke: true,
             watch_history: Builder::DEFAULT_WATCH_HISTORY,
@@ -98,34 +93,6 @@ impl Default for tenure_options {
             clock: std::ptr::null(),
         }
     }
-}
-
-/// Counters and gauges of an engine (SPEC L15), filled by `tenure_stats_read`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct tenure_stats {
-    /// Leases granted since open.
-    pub granted: u64,
-    /// Leases revoked by a call since open.
-    pub revoked: u64,
-    /// Successful renews since open.
-    pub renewed: u64,
-    /// Leases that reached their deadline since open.
-    pub expired: u64,
-    /// Live leases now.
-    pub leases: u64,
-    /// Live keys now.
-    pub keys: u64,
-    /// The current store revision.
-    pub revision: i64,
-    /// Storage commits since open.
-    pub commits: u64,
-    /// Storage fsyncs since open.
-    pub fsyncs: u64,
-    /// Expired-lease batches dropped because no one drained `tenure_expired_next`.
-    pub expired_dropped: u64,
-    /// Watchers currently registered.
-    pub watchers: u64,
 }
 
 /// The engine behind a handle, or `TENURE_ERR_NULL_POINTER`.
@@ -404,27 +371,11 @@ pub unsafe extern "C" fn tenure_free(db: *mut tenure) {
 ///
 /// Errors: `TENURE_ERR_NULL_POINTER`.
 #[no_mangle]
-pub unsafe extern "C" fn tenure_stats_read(
-    db: *const tenure,
-    out: *mut tenure_stats,
-) -> tenure_result {
+pub unsafe extern "C" fn tenure_stats_read(db: *const tenure, out: *mut Stats) -> tenure_result {
     guard("tenure_stats_read", || {
         // SAFETY: the caller promises a live handle and a writable struct.
         let (db, out) = unsafe { (engine(db)?, Out::new(out, "out")?) };
-        let s = db.stats();
-        out.set(tenure_stats {
-            granted: s.granted,
-            revoked: s.revoked,
-            renewed: s.renewed,
-            expired: s.expired,
-            leases: s.leases,
-            keys: s.keys,
-            revision: s.revision,
-            commits: s.commits,
-            fsyncs: s.fsyncs,
-            expired_dropped: s.expired_dropped,
-            watchers: s.watchers,
-        });
+        out.set(db.stats());
         Ok(())
     })
 }

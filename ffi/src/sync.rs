@@ -11,6 +11,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_void, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tenure_core::sync::{
     Election, ElectorCallbacks, ElectorConfig, ElectorRun, FenceGate, LeaderElector, Leadership,
@@ -21,7 +22,7 @@ use tenure_core::KeepAlive;
 use crate::engine::{engine, tenure};
 use crate::error::{guard, invalid, shield, tenure_result, Res};
 use crate::kv::{tenure_bytes, tenure_kv};
-use crate::util::{arg, boxed, bytes, free, ms, text, wait, Out};
+use crate::util::{arg, boxed, bytes, free, ms, text, to_ms, wait, Out};
 
 /// Locks a std mutex, ignoring poisoning (no code here panics while holding one).
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -42,8 +43,69 @@ pub struct tenure_session {
     cancel: Stop,
 }
 
-/// Starts a session: grants a lease of `ttl_ms` (> 0) and renews it every third of its TTL.
-/// `*out` is owned by the caller: free it with `tenure_session_free`.
+/// Options of a session (`tenure_session_new_with`, `tenure_session_resume_with`), mirroring the
+/// Rust `SessionOptions`: fill them with `tenure_session_options_init`, then change what you need.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tenure_session_options {
+    /// The TTL of the session's lease in ms (> 0); ignored on resume (the lease keeps its own).
+    pub ttl_ms: i64,
+    /// How often the lease is renewed, in ms (> 0); 0 means every third of the TTL.
+    pub keepalive_interval_ms: i64,
+}
+
+impl tenure_session_options {
+    /// The interval (`None`: a third of the TTL); its bounds are checked by the core.
+    fn interval(&self) -> Res<Option<Duration>> {
+        match self.keepalive_interval_ms {
+            0 => Ok(None),
+            n => Ok(Some(ms(n, "keepalive_interval_ms")?)),
+        }
+    }
+
+    fn core(&self) -> Res<SessionOptions> {
+        Ok(SessionOptions {
+            ttl: ms(self.ttl_ms, "ttl_ms")?,
+            keepalive_interval: self.interval()?,
+        })
+    }
+}
+
+impl Default for tenure_session_options {
+    /// The core's defaults (`SessionOptions::default()`).
+    fn default() -> Self {
+        let d = SessionOptions::default();
+        tenure_session_options {
+            ttl_ms: to_ms(d.ttl),
+            keepalive_interval_ms: d.keepalive_interval.map_or(0, to_ms),
+        }
+    }
+}
+
+/// Fills `opts` with the defaults: a 60000 ms TTL renewed every third of it.
+///
+/// Errors: `TENURE_ERR_NULL_POINTER`.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_session_options_init(
+    opts: *mut tenure_session_options,
+) -> tenure_result {
+    guard("tenure_session_options_init", || {
+        // SAFETY: the caller promises a writable struct.
+        unsafe { Out::new(opts, "opts") }?.set(tenure_session_options::default());
+        Ok(())
+    })
+}
+
+fn new_session(s: Session, out: Out<*mut tenure_session>) {
+    out.set(boxed(tenure_session {
+        s,
+        cancel: Stop::new(),
+    }));
+}
+
+/// Starts a session: grants a lease of `ttl_ms` (> 0) and renews it every third of its TTL
+/// (`tenure_session_new_with` chooses the interval). `*out` is owned by the caller: free it with
+/// `tenure_session_free`.
 ///
 /// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (TTL <= 0),
 /// `TENURE_ERR_LEASE_TTL_TOO_LARGE`, `TENURE_ERR_NOT_PRIMARY`, `TENURE_ERR_STORAGE`,
@@ -57,21 +119,39 @@ pub unsafe extern "C" fn tenure_session_new(
     guard("tenure_session_new", || {
         // SAFETY: the caller promises a live handle and a writable pointer.
         let (db, out) = unsafe { (engine(db)?, Out::new(out, "out")?) };
-        let opts = SessionOptions {
-            ttl: ms(ttl_ms, "ttl_ms")?,
-            keepalive_interval: None,
+        let opts = tenure_session_options {
+            ttl_ms,
+            keepalive_interval_ms: 0,
         };
-        let s = Session::new(db, opts)?;
-        out.set(boxed(tenure_session {
-            s,
-            cancel: Stop::new(),
-        }));
+        new_session(Session::new(db, opts.core()?)?, out);
+        Ok(())
+    })
+}
+
+/// Starts a session with `opts` (NULL: the defaults of `tenure_session_options_init`): grants a
+/// lease of `opts->ttl_ms` and renews it every `opts->keepalive_interval_ms`. Free `*out` with
+/// `tenure_session_free`.
+///
+/// Errors: as `tenure_session_new`; `TENURE_ERR_INVALID_ARGUMENT` also for a negative interval
+/// (a huge one saturates rather than overflowing).
+#[no_mangle]
+pub unsafe extern "C" fn tenure_session_new_with(
+    db: *const tenure,
+    opts: *const tenure_session_options,
+    out: *mut *mut tenure_session,
+) -> tenure_result {
+    guard("tenure_session_new_with", || {
+        // SAFETY: the caller promises a live handle, NULL or a readable struct, a writable pointer.
+        let (db, opts, out) = unsafe { (engine(db)?, opts.as_ref(), Out::new(out, "out")?) };
+        let opts = opts.copied().unwrap_or_default().core()?;
+        new_session(Session::new(db, opts)?, out);
         Ok(())
     })
 }
 
 /// Resumes a session on an existing lease (e.g. after a restart: the locks and candidacies it
-/// holds are taken over) and starts renewing it. Free `*out` with `tenure_session_free`.
+/// holds are taken over) and starts renewing it every third of its TTL. Free `*out` with
+/// `tenure_session_free`.
 ///
 /// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_LEASE_NOT_FOUND`, `TENURE_ERR_CLOSED`.
 #[no_mangle]
@@ -80,14 +160,42 @@ pub unsafe extern "C" fn tenure_session_resume(
     lease_id: i64,
     out: *mut *mut tenure_session,
 ) -> tenure_result {
-    guard("tenure_session_resume", || {
-        // SAFETY: the caller promises a live handle and a writable pointer.
-        let (db, out) = unsafe { (engine(db)?, Out::new(out, "out")?) };
-        let s = Session::resume(db, lease_id, SessionOptions::default())?;
-        out.set(boxed(tenure_session {
-            s,
-            cancel: Stop::new(),
-        }));
+    // SAFETY: forwarded from the caller.
+    unsafe { session_resume("tenure_session_resume", db, lease_id, std::ptr::null(), out) }
+}
+
+/// Like `tenure_session_resume`, renewing every `opts->keepalive_interval_ms` (NULL `opts`: the
+/// defaults; `opts->ttl_ms` is ignored: the lease keeps its TTL).
+///
+/// Errors: as `tenure_session_resume`; `TENURE_ERR_INVALID_ARGUMENT` for a bad interval.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_session_resume_with(
+    db: *const tenure,
+    lease_id: i64,
+    opts: *const tenure_session_options,
+    out: *mut *mut tenure_session,
+) -> tenure_result {
+    // SAFETY: forwarded from the caller.
+    unsafe { session_resume("tenure_session_resume_with", db, lease_id, opts, out) }
+}
+
+/// # Safety
+/// As `tenure_session_resume_with`.
+unsafe fn session_resume(
+    name: &'static str,
+    db: *const tenure,
+    lease_id: i64,
+    opts: *const tenure_session_options,
+    out: *mut *mut tenure_session,
+) -> tenure_result {
+    guard(name, || {
+        // SAFETY: the caller promises a live handle, NULL or a readable struct, a writable pointer.
+        let (db, opts, out) = unsafe { (engine(db)?, opts.as_ref(), Out::new(out, "out")?) };
+        let opts = SessionOptions {
+            keepalive_interval: opts.copied().unwrap_or_default().interval()?,
+            ..SessionOptions::default()
+        };
+        new_session(Session::resume(db, lease_id, opts)?, out);
         Ok(())
     })
 }
@@ -586,7 +694,7 @@ fn callbacks(id: u64, cb: tenure_elector_callbacks, user: User) -> ElectorCallba
         on_new_leader: Box::new(move |who| {
             let u = user;
             if let Some(f) = cb.on_new_leader {
-                let who = CString::new(who.replace('\0', "\\0")).unwrap_or_default();
+                let who = c_identity(who);
                 // SAFETY: as above; `who` lives through the call.
                 in_callback(&mut || unsafe { f(u.0, who.as_ptr()) });
             }
@@ -607,9 +715,9 @@ pub unsafe extern "C" fn tenure_elector_config_init(
         unsafe { Out::new(cfg, "cfg") }?.set(tenure_elector_config {
             name: std::ptr::null(),
             identity: std::ptr::null(),
-            lease_duration_ms: 15_000,
-            renew_deadline_ms: 10_000,
-            retry_period_ms: 2_000,
+            lease_duration_ms: to_ms(ElectorConfig::DEFAULT_LEASE_DURATION),
+            renew_deadline_ms: to_ms(ElectorConfig::DEFAULT_RENEW_DEADLINE),
+            retry_period_ms: to_ms(ElectorConfig::DEFAULT_RETRY_PERIOD),
             release_on_cancel: false,
         });
         Ok(())
@@ -668,6 +776,44 @@ pub unsafe extern "C" fn tenure_elector_is_leader(e: *const tenure_elector) -> b
     // SAFETY: the caller promises NULL or a live elector.
     shield("tenure_elector_is_leader", false, || {
         unsafe { e.as_ref() }.is_some_and(|e| e.elector.is_leader())
+    })
+}
+
+/// An identity as a C string (a NUL inside, possible from another language, shows as `\0`).
+fn c_identity(who: &str) -> CString {
+    CString::new(who.replace('\0', "\\0")).unwrap_or_default()
+}
+
+/// The identity of the leader this elector observed last: `*out` receives it as a
+/// NUL-terminated string owned by the caller (free it with `tenure_string_free`), or NULL
+/// before any leader was observed. Callable from any thread, its callbacks included.
+///
+/// Errors: `TENURE_ERR_NULL_POINTER`.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_elector_leader(
+    e: *const tenure_elector,
+    out: *mut *mut c_char,
+) -> tenure_result {
+    guard("tenure_elector_leader", || {
+        // SAFETY: the caller promises a live elector and a writable pointer.
+        let (e, out) = unsafe { (arg(e, "e")?, Out::new(out, "out")?) };
+        out.set(
+            e.elector
+                .leader()
+                .map_or(std::ptr::null_mut(), |who| c_identity(&who).into_raw()),
+        );
+        Ok(())
+    })
+}
+
+/// Frees a string the library handed out (`tenure_elector_leader`). NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_string_free(s: *mut c_char) {
+    shield("tenure_string_free", (), || {
+        if !s.is_null() {
+            // SAFETY: from `CString::into_raw` in this library, freed once, as the caller promises.
+            drop(unsafe { CString::from_raw(s) });
+        }
     })
 }
 

@@ -7,12 +7,8 @@ use std::time::Duration;
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyString};
-use tenure::ErrorCode;
 
 use crate::errors::{invalid, with_message};
-
-/// The largest TTL etcd (and tenure) accepts, in seconds.
-const MAX_TTL_SECS: f64 = 9_000_000_000.0;
 
 pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
@@ -109,17 +105,11 @@ pub(crate) fn opt_secs_arg(obj: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
     secs_arg(obj).map(Some)
 }
 
-/// A TTL (SPEC L2): NaN or ≤ 0 → `InvalidArgument`; above etcd's maximum → `LeaseTtlTooLarge`.
+/// A TTL (SPEC L2), checked by the core's bound: NaN or ≤ 0 → `InvalidArgument`; above etcd's
+/// maximum → `LeaseTtlTooLarge`. Refusals name the TTL as the caller wrote it, in seconds.
 pub(crate) fn ttl(v: f64) -> PyResult<Duration> {
-    // Refusals name the TTL as the caller wrote it, in seconds (the wording is the core's).
-    let refused = || tenure::ttl_refused(format!("{v} s"));
-    if v.is_nan() || v <= 0.0 {
-        return Err(invalid(refused()));
-    }
-    if v > MAX_TTL_SECS {
-        return Err(with_message(ErrorCode::LeaseTtlTooLarge, refused()));
-    }
-    seconds(v, "ttl")
+    tenure::limits::check_ttl_secs(v)
+        .map_err(|code| with_message(code, tenure::ttl_refused(format!("{v} s"))))
 }
 
 /// An optional timeout (`None` = wait for ever).

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use tenure::{Durability, LeaseId, Recovery, Tenure, Txn, WatchOptions};
+use tenure::{Builder, Durability, LeaseId, Recovery, Tenure, Txn, WatchOptions};
 
 use crate::clock::PyManualClock;
 use crate::convert::{
@@ -56,10 +56,15 @@ fn recovery_arg(recovery: &str, extend: f64) -> PyResult<Recovery> {
 /// a damaged file (never written), `tenure.StorageError` (an `OSError`) if it cannot be read or
 /// created, `tenure.InvalidArgument` for a bad option.
 #[pyfunction]
+///
+/// The interval defaults are the core's (`tenure.DEFAULT_FLUSH_INTERVAL`,
+/// `DEFAULT_CHECKPOINT_INTERVAL`, `DEFAULT_EXPIRED_RETRY_INTERVAL`).
 #[pyo3(signature = (
-    path=None, *, durability="immediate", flush_interval=0.01, recovery="wall", extend=0.0,
-    min_ttl=0.0, checkpoint_interval=5.0, primary=true, auto_revoke=true,
-    expired_retry_interval=3.0, clock=None
+    path=None, *, durability="immediate",
+    flush_interval=Builder::DEFAULT_FLUSH_INTERVAL.as_secs_f64(), recovery="wall", extend=0.0,
+    min_ttl=0.0, checkpoint_interval=Builder::DEFAULT_CHECKPOINT_INTERVAL.as_secs_f64(),
+    primary=true, auto_revoke=true,
+    expired_retry_interval=Builder::DEFAULT_EXPIRED_RETRY_INTERVAL.as_secs_f64(), clock=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn open(

@@ -73,6 +73,23 @@ mod _tenure {
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", tenure::VERSION)?;
+        // The defaults of `open()`, published by the core (its signature shows them as `...`).
+        for (name, d) in [
+            (
+                "DEFAULT_FLUSH_INTERVAL",
+                tenure::Builder::DEFAULT_FLUSH_INTERVAL,
+            ),
+            (
+                "DEFAULT_CHECKPOINT_INTERVAL",
+                tenure::Builder::DEFAULT_CHECKPOINT_INTERVAL,
+            ),
+            (
+                "DEFAULT_EXPIRED_RETRY_INTERVAL",
+                tenure::Builder::DEFAULT_EXPIRED_RETRY_INTERVAL,
+            ),
+        ] {
+            m.add(name, d.as_secs_f64())?;
+        }
         super::log::install();
         #[cfg(feature = "test-hooks")]
         super::test_hooks::add(m)?;

@@ -67,6 +67,9 @@ from ._tenure import (
     Tenure,
     TxnResponse,
     Watcher,
+    DEFAULT_CHECKPOINT_INTERVAL,
+    DEFAULT_EXPIRED_RETRY_INTERVAL,
+    DEFAULT_FLUSH_INTERVAL,
     __version__,
     connect,
     open,
@@ -120,4 +123,7 @@ __all__ = [
     "PermissionDenied",
     "Unauthenticated",
     "__version__",
+    "DEFAULT_FLUSH_INTERVAL",
+    "DEFAULT_CHECKPOINT_INTERVAL",
+    "DEFAULT_EXPIRED_RETRY_INTERVAL",
 ]

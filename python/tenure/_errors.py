@@ -1,4 +1,4 @@
-"""The exceptions of tenure: one class per C result code (see API.md, "Errors").
+"""The exceptions of tenure: one class per C result code (the error table of docs/SPEC.md).
 
 Every class carries its stable C ``tenure_result`` number as ``code``. The compiled module maps
 an engine error to a class through that number, so this file and ``tenure::Error::code()`` are

@@ -42,6 +42,9 @@ __all__ = [
     "FenceGate",
     "RecordLock",
     "__version__",
+    "DEFAULT_FLUSH_INTERVAL",
+    "DEFAULT_CHECKPOINT_INTERVAL",
+    "DEFAULT_EXPIRED_RETRY_INTERVAL",
     "_Pending",
     "_lock_async",
     "_campaign_async",
@@ -52,19 +55,23 @@ __all__ = [
 ]
 
 __version__: Final[str]
+# The defaults of open()'s intervals, in seconds: the core's (the signature shows them as ...).
+DEFAULT_FLUSH_INTERVAL: Final[float]
+DEFAULT_CHECKPOINT_INTERVAL: Final[float]
+DEFAULT_EXPIRED_RETRY_INTERVAL: Final[float]
 
 def open(
     path: str | os.PathLike[str] | None = None,
     *,
     durability: Literal["immediate", "buffered"] = "immediate",
-    flush_interval: float = 0.01,
+    flush_interval: float = ...,
     recovery: Literal["wall", "extend"] = "wall",
     extend: float = 0.0,
     min_ttl: float = 0.0,
-    checkpoint_interval: float = 5.0,
+    checkpoint_interval: float = ...,
     primary: bool = True,
     auto_revoke: bool = True,
-    expired_retry_interval: float = 3.0,
+    expired_retry_interval: float = ...,
     clock: ManualClock | None = None,
 ) -> Tenure: ...
 def connect(

@@ -486,14 +486,14 @@ def open(
     path: str | os.PathLike[str] | None = None,
     *,
     durability: Literal["immediate", "buffered"] = "immediate",
-    flush_interval: float = 0.01,
+    flush_interval: float = _tenure.DEFAULT_FLUSH_INTERVAL,
     recovery: Literal["wall", "extend"] = "wall",
     extend: float = 0.0,
     min_ttl: float = 0.0,
-    checkpoint_interval: float = 5.0,
+    checkpoint_interval: float = _tenure.DEFAULT_CHECKPOINT_INTERVAL,
     primary: bool = True,
     auto_revoke: bool = True,
-    expired_retry_interval: float = 3.0,
+    expired_retry_interval: float = _tenure.DEFAULT_EXPIRED_RETRY_INTERVAL,
     clock: _tenure.ManualClock | None = None,
 ) -> Tenure:
     """Opens an engine for asyncio with the options of ``tenure.open`` (times in seconds);

@@ -83,6 +83,90 @@ static void s1_session_renews_its_lease_past_its_ttl(void) {
     tenure_close(db);
 }
 
+static int64_t remaining_ms(tenure *db, int64_t lease) {
+    tenure_lease_info *info = NULL;
+    CHECK_OK(tenure_lease_time_to_live(db, lease, &info));
+    int64_t r = tenure_lease_info_remaining_ms(info);
+    tenure_lease_info_free(info);
+    return r;
+}
+
+/* Polls (bounded, 10 s) until the lease was renewed to its full TTL of `ttl_ms`. */
+static int renewed_to(tenure *db, int64_t lease, int64_t ttl_ms) {
+    for (int i = 0; i < 1000; i++) {
+        if (remaining_ms(db, lease) == ttl_ms) return 1;
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    return 0;
+}
+
+static void s1_session_options_set_the_keepalive_interval(void) {
+    tenure_clock *clock = NULL;
+    CHECK_OK(tenure_clock_manual_new(&clock));
+    tenure *db = open_memory(clock);
+    tenure_session_options o;
+    CHECK_RC(tenure_session_options_init(NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_OK(tenure_session_options_init(&o));
+    CHECK_EQ(o.ttl_ms, 60000);
+    CHECK_EQ(o.keepalive_interval_ms, 0); /* a third of the TTL */
+
+    /* Renewed every 1000 ms of a 6000 ms TTL: one renewal after 1 s (the default interval,
+     * 2000 ms, would leave 5000 ms). Time is the manual clock's. */
+    o.ttl_ms = 6000;
+    o.keepalive_interval_ms = 1000;
+    tenure_session *s = NULL;
+    CHECK_OK(tenure_session_new_with(db, &o, &s));
+    int64_t lease = tenure_session_lease(s);
+    CHECK_EQ(remaining_ms(db, lease), 6000);
+    for (int round = 0; round < 3; round++) {
+        CHECK_OK(tenure_clock_advance(clock, 1000));
+        CHECK(renewed_to(db, lease, 6000));
+    }
+    CHECK(!tenure_session_done(s));
+
+    /* Resumed with its own interval; `ttl_ms` is ignored on resume (the lease keeps 6000). */
+    CHECK_OK(tenure_session_orphan(s));
+    tenure_session_free(s);
+    o.ttl_ms = 0;
+    o.keepalive_interval_ms = 500;
+    s = NULL;
+    CHECK_OK(tenure_session_resume_with(db, lease, &o, &s));
+    CHECK_OK(tenure_clock_advance(clock, 500));
+    CHECK(renewed_to(db, lease, 6000));
+    end_session(s);
+
+    /* NULL options are the defaults. */
+    s = NULL;
+    CHECK_OK(tenure_session_new_with(db, NULL, &s));
+    tenure_lease_info *info = NULL;
+    CHECK_OK(tenure_lease_time_to_live(db, tenure_session_lease(s), &info));
+    CHECK_EQ(tenure_lease_info_ttl_ms(info), 60000);
+    tenure_lease_info_free(info);
+    end_session(s);
+
+    /* Bounds are the core's: refused before anything is granted, `*out` untouched. */
+    tenure_session *none = (tenure_session *)1;
+    CHECK_OK(tenure_session_options_init(&o));
+    o.keepalive_interval_ms = -1;
+    CHECK_RC(tenure_session_new_with(db, &o, &none), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("keepalive_interval_ms");
+    CHECK_RC(tenure_session_resume_with(db, lease, &o, &none), TENURE_ERR_INVALID_ARGUMENT);
+    o.keepalive_interval_ms = 0;
+    o.ttl_ms = 0;
+    CHECK_RC(tenure_session_new_with(db, &o, &none), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_session_new_with(NULL, &o, &none), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_session_new_with(db, NULL, NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_session_resume_with(NULL, lease, NULL, &none), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_session_resume_with(db, 987654, NULL, &none), TENURE_ERR_LEASE_NOT_FOUND);
+    CHECK(none == (tenure_session *)1);
+    tenure_lease_list *all = NULL;
+    CHECK_OK(tenure_leases(db, &all));
+    CHECK_EQ(tenure_lease_list_len(all), 0); /* the refused sessions left no lease */
+    tenure_lease_list_free(all);
+    tenure_close(db);
+    tenure_clock_free(clock);
+}
+
 static void s1_misuse_nulls_bad_arguments(void) {
     tenure *db = open_memory(NULL);
     tenure_session *s = (tenure_session *)1;
@@ -480,6 +564,7 @@ static void keep_alive_renews_until_freed_and_reports_a_lost_lease(void) {
 void sync_tests(void) {
     RUN(s1_session_holds_a_lease_closes_resumes_and_reports_its_loss);
     RUN(s1_session_renews_its_lease_past_its_ttl);
+    RUN(s1_session_options_set_the_keepalive_interval);
     RUN(s1_misuse_nulls_bad_arguments);
     RUN(s2_s3_waiters_acquire_in_fifo_order_with_increasing_tokens);
     RUN(s2_s3_try_lock_timeouts_nesting_and_the_fence_gate);

@@ -284,6 +284,10 @@ static void s5_config_is_checked_by_the_core(void) {
     CHECK(e == (tenure_elector *)1);
     CHECK_RC(tenure_elector_stop(NULL), TENURE_ERR_NULL_POINTER);
     CHECK(!tenure_elector_is_leader(NULL));
+    char *who = (char *)1;
+    CHECK_RC(tenure_elector_leader(NULL, &who), TENURE_ERR_NULL_POINTER);
+    CHECK(who == (char *)1);
+    tenure_string_free(NULL);
     tenure_elector_free(NULL);
     tenure_close(db);
 }
@@ -365,6 +369,16 @@ static void on_new_leader(void *user, const char *identity) {
     log_add(user, what);
 }
 
+/* The elector's last observed leader is `want`. */
+static int leader_is(tenure_elector *e, const char *want) {
+    char *who = NULL;
+    CHECK_OK(tenure_elector_leader(e, &who));
+    int ok = who != NULL && strcmp(who, want) == 0;
+    if (!ok) fprintf(stderr, "leader: want %s, got %s\n", want, who ? who : "(none)");
+    tenure_string_free(who);
+    return ok;
+}
+
 static void s5_elector_callbacks_run_in_order_on_one_thread(void) {
     tenure_clock *clock = NULL;
     CHECK_OK(tenure_clock_manual_new(&clock));
@@ -389,11 +403,14 @@ static void s5_elector_callbacks_run_in_order_on_one_thread(void) {
     CHECK(log_is(&la, 0, "new:a"));
     CHECK(log_is(&la, 1, "start"));
     CHECK(tenure_elector_is_leader(a));
+    CHECK(leader_is(a, "a"));
+    CHECK_RC(tenure_elector_leader(a, NULL), TENURE_ERR_NULL_POINTER);
     cfg.identity = "b";
     CHECK_OK(tenure_elector_start(db, &cfg, &cb, &lb, &b));
     CHECK(log_wait(&lb, 1, WAIT_MS));
     CHECK(log_is(&lb, 0, "new:a"));
     CHECK(!tenure_elector_is_leader(b));
+    CHECK(leader_is(b, "a"));
 
     /* a steps down and releases at once; b takes over at its next retry. */
     CHECK_OK(tenure_elector_stop(a));
@@ -411,6 +428,8 @@ static void s5_elector_callbacks_run_in_order_on_one_thread(void) {
     CHECK(log_is(&lb, 2, "start"));
     CHECK(lb.token > la.token);
     CHECK(tenure_elector_is_leader(b));
+    CHECK(leader_is(b, "b"));
+    CHECK(leader_is(a, "a")); /* a stopped: it observes nothing since */
     tenure_elector_free(b); /* stops it: its stop callback has run when free returns */
     CHECK_EQ(lb.n, 4);
     CHECK(log_is(&lb, 3, "stop"));

@@ -1,4 +1,4 @@
-"""tenure.aio: the asyncio face (API.md "Python asyncio"). Leases run on a ManualClock; waits
+"""tenure.aio: the asyncio face. Leases run on a ManualClock; waits
 are awaited with generous bounds, never slept for."""
 
 from __future__ import annotations

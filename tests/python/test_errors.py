@@ -1,4 +1,4 @@
-"""The exception model: one class per C result code, all under tenure.TenureError (API.md,
+"""The exception model: one class per C result code, all under tenure.TenureError (docs/SPEC.md,
 "Errors"); a panic surfaces as TenureError; wrong argument types as TypeError."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tenure import _tenure, txn
 _raise_for_test: Callable[[str], None] = getattr(_tenure, "_raise_for_test")
 _panic_for_test: Callable[[str], None] = getattr(_tenure, "_panic_for_test")
 
-# API.md's table: Rust variant -> (Python class, C code, extra base class).
+# The error table of docs/SPEC.md: Rust variant -> (Python class, C code, extra base class).
 TABLE: list[tuple[str, type[tenure.TenureError], int, type[BaseException] | None]] = [
     ("InvalidArgument", tenure.InvalidArgument, 1, ValueError),
     ("LeaseNotFound", tenure.LeaseNotFound, 3, None),

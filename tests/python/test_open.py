@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import tenure
+from conftest import WAIT
 
 
 def test_open_without_path_is_in_memory_and_touches_no_file(
@@ -230,3 +232,29 @@ def test_repr_says_where_and_whether_open(path: Path) -> None:
 def test_version_is_a_string() -> None:
     assert isinstance(tenure.__version__, str)
     assert tenure.__version__.count(".") == 2
+
+
+def test_open_interval_defaults_are_the_cores(clock: tenure.ManualClock) -> None:
+    # The native signature takes them from the core's Builder constants and shows them as ...
+    # (as the stub does); tenure.aio.open shows their values.
+    native = inspect.signature(tenure.open).parameters
+    aio = inspect.signature(tenure.aio.open).parameters
+    for name, value in [
+        ("flush_interval", tenure.DEFAULT_FLUSH_INTERVAL),
+        ("checkpoint_interval", tenure.DEFAULT_CHECKPOINT_INTERVAL),
+        ("expired_retry_interval", tenure.DEFAULT_EXPIRED_RETRY_INTERVAL),
+    ]:
+        assert native[name].default is ..., name
+        assert aio[name].default == value > 0, name
+    # The native default is that constant: an unrevoked expired lease comes again after it (L12).
+    retry = tenure.DEFAULT_EXPIRED_RETRY_INTERVAL
+    with tenure.open(clock=clock, auto_revoke=False) as db:
+        expired = db.expired(timeout=WAIT)
+        lease = db.grant(1.0)
+        clock.advance(1.5)
+        assert [e.id for e in next(expired)] == [lease.id]
+        clock.advance(retry - 1.0)
+        with pytest.raises(tenure.Timeout):
+            expired.recv(timeout=0.2)
+        clock.advance(1.5)
+        assert [e.id for e in next(expired)] == [lease.id]

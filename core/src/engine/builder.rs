@@ -15,7 +15,8 @@ use crate::batch::Batch;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{panic_message, Error, Result};
 use crate::kv::watch::WatchHub;
-use crate::lease::lessor::{ns, MAX_TTL, NO_TIME};
+use crate::lease::lessor::{ns, NO_TIME};
+use crate::limits::{check_duration, check_interval, check_watch_events};
 use crate::locks::{Condvar, Mutex};
 use crate::record::Loaded;
 use crate::state::Machine;
@@ -116,7 +117,7 @@ impl Builder {
     }
 
     /// When writes are acknowledged. Default: [`Durability::Immediate`]. A buffered interval
-    /// must be > 0 and at most [`MAX_DURATION`].
+    /// must be > 0 and at most [`MAX_DURATION`](crate::MAX_DURATION).
     pub fn durability(mut self, d: Durability) -> Builder {
         self.durability = d;
         self
@@ -134,21 +135,21 @@ impl Builder {
         self
     }
 
-    /// TTLs below this are raised to it. Default: zero. At most [`MAX_DURATION`].
+    /// TTLs below this are raised to it. Default: zero. At most [`MAX_DURATION`](crate::MAX_DURATION).
     pub fn min_ttl(mut self, d: Duration) -> Builder {
         self.min_ttl = d;
         self
     }
 
     /// How often renewed leases' remaining TTLs are persisted. Default: 5 s. Must be > 0 and
-    /// at most [`MAX_DURATION`].
+    /// at most [`MAX_DURATION`](crate::MAX_DURATION).
     pub fn checkpoint_interval(mut self, d: Duration) -> Builder {
         self.checkpoint_interval = d;
         self
     }
 
     /// Manual revoke: how long until an expired, unrevoked lease is delivered again.
-    /// Default: 3 s. Must be > 0 and at most [`MAX_DURATION`].
+    /// Default: 3 s. Must be > 0 and at most [`MAX_DURATION`](crate::MAX_DURATION).
     pub fn expired_retry_interval(mut self, d: Duration) -> Builder {
         self.expired_retry_interval = d;
         self
@@ -167,14 +168,14 @@ impl Builder {
     }
 
     /// How many recent events are kept so a watcher can start from a past revision.
-    /// Default: 10 000; at most [`MAX_WATCH_EVENTS`].
+    /// Default: 10 000; at most [`MAX_WATCH_EVENTS`](crate::MAX_WATCH_EVENTS).
     pub fn watch_history(mut self, events: usize) -> Builder {
         self.watch_history = events;
         self
     }
 
     /// How many undelivered events a watcher may have before it is cancelled. Default: 10 000;
-    /// at most [`MAX_WATCH_EVENTS`]. Queues grow with the events actually waiting.
+    /// at most [`MAX_WATCH_EVENTS`](crate::MAX_WATCH_EVENTS). Queues grow with the events actually waiting.
     pub fn watch_queue(mut self, events: usize) -> Builder {
         self.watch_queue = events;
         self
@@ -285,31 +286,18 @@ impl Builder {
     }
 }
 
-/// The longest duration any option takes: etcd's `MaxLeaseTTL` (9 000 000 000 s, as for TTLs,
-/// L2), so no deadline computed from an option can overflow.
-pub const MAX_DURATION: Duration = MAX_TTL;
-/// The most events `watch_queue` and `watch_history` may be set to (16 Mi).
-pub const MAX_WATCH_EVENTS: usize = 1 << 24;
-
 impl Builder {
     /// Every option checked where it enters (SPEC D5: bad input gives a clear error).
     fn validate(&self) -> Result<()> {
-        let positive = |d: Duration, what: &str| {
-            if d.is_zero() {
-                Err(Error::invalid(format!("{what} must be positive")))
-            } else {
-                bounded_duration(d, what)
-            }
-        };
-        positive(self.checkpoint_interval, "checkpoint_interval")?;
-        positive(self.expired_retry_interval, "expired_retry_interval")?;
+        check_interval(self.checkpoint_interval, "checkpoint_interval")?;
+        check_interval(self.expired_retry_interval, "expired_retry_interval")?;
         if let Durability::Buffered(d) = self.durability {
-            positive(d, "the buffered flush interval")?;
+            check_interval(d, "the buffered flush interval")?;
         }
         if let Recovery::Extend(d) = self.recovery {
-            bounded_duration(d, "the recovery extension")?;
+            check_duration(d, "the recovery extension")?;
         }
-        bounded_duration(self.min_ttl, "min_ttl")?;
+        check_duration(self.min_ttl, "min_ttl")?;
         let region = crate::store::wal::REGION_MIN..=crate::store::wal::REGION_MAX;
         if !region.contains(&self.log_region) || self.log_region % 8 != 0 {
             return Err(Error::invalid(format!(
@@ -317,28 +305,10 @@ impl Builder {
                 self.log_region
             )));
         }
-        for (n, what) in [
-            (self.watch_history, "watch_history"),
-            (self.watch_queue, "watch_queue"),
-        ] {
-            if n > MAX_WATCH_EVENTS {
-                return Err(Error::invalid(format!(
-                    "{what} must be at most {MAX_WATCH_EVENTS} events, got {n}"
-                )));
-            }
-        }
+        check_watch_events(self.watch_history, "watch_history")?;
+        check_watch_events(self.watch_queue, "watch_queue")?;
         Ok(())
     }
-}
-
-fn bounded_duration(d: Duration, what: &str) -> Result<()> {
-    if d > MAX_DURATION {
-        return Err(Error::invalid(format!(
-            "{what} must be at most {} s, got {d:?}",
-            MAX_DURATION.as_secs()
-        )));
-    }
-    Ok(())
 }
 
 /// Starts an engine thread. If it panics (a bug, or a `Clock` that panics), the engine is

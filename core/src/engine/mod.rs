@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
-pub use self::builder::{Builder, MAX_DURATION, MAX_WATCH_EVENTS};
+pub use self::builder::Builder;
 use self::commit::{enqueued, wait_done, wait_durable, Ckpt, Logged, Work};
 use self::signals::notify_gone;
 use crate::batch::Batch;

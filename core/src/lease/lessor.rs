@@ -22,8 +22,6 @@ use crate::types::{LeaseId, LeaseInfo};
 
 /// Sentinel for "no time" (no deadline on a standby, no checkpointed remaining TTL).
 pub(crate) const NO_TIME: u64 = u64::MAX;
-/// etcd's `MaxLeaseTTL`: 9 000 000 000 s.
-pub(crate) const MAX_TTL: Duration = Duration::from_secs(9_000_000_000);
 
 #[derive(Debug)]
 pub(crate) struct Lease {
@@ -147,15 +145,7 @@ impl Lessor {
 
     /// Validates a TTL (L2) and applies `min_ttl`.
     pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<u64> {
-        if ttl.is_zero() {
-            return Err(Error::invalid(crate::error::ttl_refused(
-                crate::error::human(ttl),
-            )));
-        }
-        if ttl > MAX_TTL {
-            return Err(Error::LeaseTtlTooLarge(ttl));
-        }
-        Ok(ns(ttl).max(self.min_ttl))
+        Ok(ns(crate::limits::check_ttl(ttl)?).max(self.min_ttl))
     }
 
     /// Picks the ID for a grant (L1) without changing anything.

@@ -21,7 +21,6 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::kv::txn::{Compare, CompareOp, CompareTarget, Op, OpResponse, Txn, TxnResponse};
 use crate::kv::watch::{WatchFeed, WatchOptions, Watcher};
-use crate::lease::lessor::MAX_TTL;
 use crate::sync::RangeOptions;
 use crate::types::{Event, EventKind, KeyValue, LeaseId, LeaseInfo, Stats};
 
@@ -360,12 +359,7 @@ fn secs(ttl: i64) -> Duration {
 
 /// A TTL in etcd's whole seconds, rounded up.
 fn ttl_secs(ttl: Duration) -> Result<i64> {
-    if ttl.is_zero() {
-        return Err(Error::invalid("TTL must be positive"));
-    }
-    if ttl > MAX_TTL {
-        return Err(Error::LeaseTtlTooLarge(ttl));
-    }
+    crate::limits::check_ttl(ttl)?;
     Ok(ttl.as_secs() as i64 + i64::from(ttl.subsec_nanos() > 0))
 }
 

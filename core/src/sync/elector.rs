@@ -58,6 +58,16 @@ pub struct ElectorConfig {
     pub release_on_cancel: bool,
 }
 
+/// client-go's defaults, published once: the C `tenure_elector_config_init` uses them too.
+impl ElectorConfig {
+    /// How long others wait after the leader stops renewing.
+    pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+    /// How long the leader keeps trying to renew before it steps down.
+    pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
+    /// How often candidates try to acquire, and the leader to renew.
+    pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
+}
+
 impl ElectorConfig {
     /// Checks `lease_duration > renew_deadline > retry_period × JITTER`,
     /// `renew_deadline + retry_period < lease_duration`, all positive, identity non-empty.
@@ -77,8 +87,12 @@ impl ElectorConfig {
         }
         // Bounded like every duration option (it is a lease TTL), so the sums below cannot
         // overflow.
-        if self.lease_duration > crate::MAX_DURATION {
-            return bad("lease_duration must be at most 9000000000 s");
+        let max = crate::limits::MAX_DURATION;
+        if self.lease_duration > max {
+            return bad(&format!(
+                "lease_duration must be at most {} s",
+                max.as_secs()
+            ));
         }
         if self.lease_duration <= self.renew_deadline {
             return bad("lease_duration must be greater than renew_deadline");

@@ -1,6 +1,6 @@
 //! Helpers shared by the test binaries: engines on a `ManualClock`, bounded waits for what
 //! other threads do, a backend that offers the recipes only the seam, and the place the
-//! backend-neutral tests run in.
+//! backend-neutral tests run in; `model` is the reference model of the engine's observable state.
 //!
 //! One suite, three places (SPEC R1): `mem()` is an in-memory engine, or, with
 //! `TENURE_TEST_BACKEND=serve|etcd` and `TENURE_TEST_URL`, a `Tenure::connect` to that server,
@@ -13,6 +13,8 @@
 //! instead of silently testing the engine twice.
 // Each test binary uses a different subset.
 #![allow(dead_code)]
+
+pub(crate) mod model;
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};

@@ -1,5 +1,5 @@
 //! A small reference model of tenure's observable state, shared by the model-based property test
-//! (`model.rs`) and the crash test (`crash.rs`).
+//! (`tests/model.rs`) and the crash test (`tests/crash.rs`).
 //!
 //! It is deliberately naive: plain `BTreeMap`s, one field per fact of the SPEC, no indexes, no
 //! heaps, no batching. Every method mirrors one public call of `Tenure` and returns what that
@@ -16,8 +16,6 @@
 //! - a clean close checkpoints every lease renewed since its last checkpoint (primary only), and
 //!   a reopen in `Recovery::Wall` restarts each lease from its persisted remaining TTL (else its
 //!   TTL) minus the wall time since it was persisted, and records that as its checkpoint [L13].
-#![allow(dead_code)]
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
