@@ -118,8 +118,10 @@ $(C_BUILD)/tests-plain: $(C_TEST_SRCS) $(C_TEST_HDRS) ffi-test-hooks | c-tools
 	$(CC) $(C_WARN) -g -O0 -Iinclude $(C_TEST_SRCS) \
 		$(C_TARGET_DIR)/debug/libtenure.a $(C_STATIC_LIBS) -o $@
 
-test-c-asan: $(C_BUILD)/tests-asan
-	RUST_BACKTRACE=0 ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1 \
+# Under a `tenure serve` started (and stopped) for the run: the connect round trip of
+# tests/c/test_api.c runs against it (TENURE_TEST_CONNECT_URL).
+test-c-asan: $(C_BUILD)/tests-asan | serve-tools
+	RUST_BACKTRACE=0 $(PYTHON) tests/backends/run.py exec --serve-only -- env ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1 \
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/c/lsan.supp:print_suppressions=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		$(C_BUILD)/tests-asan

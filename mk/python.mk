@@ -62,8 +62,11 @@ python-wheel-venv: python-test-wheel $(PY_WHEELHOUSE)/.done
 # pytest exits non-zero (5) when it collects no test, which fails the target like any failure.
 # The package imported is the installed wheel's, never the checkout's python/ (checked by
 # test_wheel.py).
+# The tests marked `everywhere` run against a `tenure serve` and an etcd that
+# tests/backends/run.py starts for the run (and stops).
 test-python: python-wheel-venv
-	PATH="$(PY_TEST_PATH)" TENURE_EXPECT_WHEEL=1 pytest -q -p no:cacheprovider \
+	CARGO=$(CARGO) $(PYTHON) tests/backends/run.py exec -- env PATH="$(PY_TEST_PATH)" \
+		TENURE_EXPECT_WHEEL=1 TENURE_TEST_REQUIRE_BACKENDS=1 pytest -q -p no:cacheprovider \
 		--timeout 300 tests/python
 	PATH="$(PY_TEST_PATH)" python -m mypy.stubtest tenure --allowlist python/stubtest-allowlist.txt
 	PATH="$(PY_TEST_PATH)" python -m mypy --strict --cache-dir build/mypy-cache tests/python examples/python \

@@ -17,15 +17,54 @@ import tenure
 WAIT = 10.0
 
 
+# One suite, three places (SPEC R1): a test marked `everywhere` runs with `db` in memory, over
+# `tenure.connect` to `tenure serve`, and over `tenure.connect` to a real etcd (ids [embedded],
+# [serve], [etcd]); every other test is embedded-only. tests/backends/run.py starts the two
+# servers for the run and names them in TENURE_TEST_SERVE_URL / TENURE_TEST_ETCD_URL
+# (`make test-python` does, and sets TENURE_TEST_REQUIRE_BACKENDS so none is skipped).
+PLACES = ["embedded", "serve", "etcd"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("everywhere"):
+        metafunc.parametrize("place", PLACES, indirect=True)
+
+
 @pytest.fixture
-def clock() -> tenure.ManualClock:
+def place(request: pytest.FixtureRequest) -> str:
+    """Where `db` lives: "embedded" unless the test is marked `everywhere`."""
+    return getattr(request, "param", "embedded")
+
+
+@pytest.fixture
+def clock(place: str) -> tenure.ManualClock:
+    if place != "embedded":
+        pytest.fail("a test marked `everywhere` cannot drive a ManualClock (embedded only)")
     return tenure.ManualClock()
 
 
 @pytest.fixture
-def db(clock: tenure.ManualClock) -> Iterator[tenure.Tenure]:
-    """An in-memory engine on a manual clock."""
-    with tenure.open(clock=clock) as d:
+def db(request: pytest.FixtureRequest, place: str) -> Iterator[tenure.Tenure]:
+    """An in-memory engine on a manual clock; or, for a test marked `everywhere`, also a
+    connection to `tenure serve` and to etcd, each server emptied first (such tests take
+    revisions relative to where they start)."""
+    if place == "embedded":
+        clock: tenure.ManualClock = request.getfixturevalue("clock")
+        with tenure.open(clock=clock) as d:
+            yield d
+        return
+    url = os.environ.get(f"TENURE_TEST_{place.upper()}_URL")
+    if not url:
+        if os.environ.get("TENURE_TEST_REQUIRE_BACKENDS"):
+            pytest.fail(f"TENURE_TEST_{place.upper()}_URL is not set")
+        pytest.skip(f"no {place} server: run under tests/backends/run.py exec (make test-python)")
+    with tenure.connect(url, timeout=10.0) as d:
+        d.delete_prefix("")
+        for info in d.leases():
+            try:
+                d.revoke(info.id)
+            except tenure.LeaseNotFound:
+                pass
         yield d
 
 

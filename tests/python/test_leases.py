@@ -18,6 +18,7 @@ def test_grant_returns_a_lease_with_id_and_ttl(db: tenure.Tenure) -> None:
     assert lease.db is db
 
 
+@pytest.mark.everywhere
 def test_grant_allocates_fresh_ids_never_reused_after_revoke(db: tenure.Tenure) -> None:
     first = db.grant(10.0)
     first.revoke()
@@ -25,18 +26,21 @@ def test_grant_allocates_fresh_ids_never_reused_after_revoke(db: tenure.Tenure) 
     assert second.id != first.id
 
 
+@pytest.mark.everywhere
 def test_grant_with_explicit_id_uses_it(db: tenure.Tenure) -> None:
     lease = db.grant(10.0, id=4242)
     assert lease.id == 4242
     assert db.time_to_live(4242).id == 4242
 
 
+@pytest.mark.everywhere
 def test_grant_with_an_existing_id_raises_lease_exists(db: tenure.Tenure) -> None:
     db.grant(10.0, id=7)
     with pytest.raises(tenure.LeaseExists):
         db.grant(10.0, id=7)
 
 
+@pytest.mark.everywhere
 @pytest.mark.parametrize("bad_id", [0, -1])
 def test_grant_with_id_not_positive_raises_invalid_argument(
     db: tenure.Tenure, bad_id: int
@@ -45,6 +49,7 @@ def test_grant_with_id_not_positive_raises_invalid_argument(
         db.grant(10.0, id=bad_id)
 
 
+@pytest.mark.everywhere
 @pytest.mark.parametrize("ttl", [0.0, -1.0, -0.001, math.nan, -math.inf])
 def test_ttl_not_positive_or_nan_raises_invalid_argument(db: tenure.Tenure, ttl: float) -> None:
     with pytest.raises(tenure.InvalidArgument) as exc:
@@ -53,6 +58,7 @@ def test_ttl_not_positive_or_nan_raises_invalid_argument(db: tenure.Tenure, ttl:
     assert db.leases() == []
 
 
+@pytest.mark.everywhere
 @pytest.mark.parametrize("ttl", [9_000_000_001.0, 1e300, math.inf])
 def test_ttl_above_the_maximum_raises_lease_ttl_too_large(db: tenure.Tenure, ttl: float) -> None:
     with pytest.raises(tenure.LeaseTtlTooLarge) as exc:
@@ -60,6 +66,7 @@ def test_ttl_above_the_maximum_raises_lease_ttl_too_large(db: tenure.Tenure, ttl
     assert isinstance(exc.value, ValueError)
 
 
+@pytest.mark.everywhere
 def test_ttl_at_the_maximum_is_accepted(db: tenure.Tenure) -> None:
     assert db.grant(9_000_000_000.0).ttl == 9_000_000_000.0
 
@@ -71,15 +78,18 @@ def test_ttl_below_min_ttl_is_raised_to_it(clock: tenure.ManualClock) -> None:
         assert db.time_to_live(lease).ttl == 5.0
 
 
+@pytest.mark.everywhere
 def test_ttl_accepts_an_int(db: tenure.Tenure) -> None:
     assert db.grant(3).ttl == 3.0
 
 
+@pytest.mark.everywhere
 def test_ttl_of_a_wrong_type_raises_type_error(db: tenure.Tenure) -> None:
     with pytest.raises(TypeError):
         db.grant("10")  # type: ignore[arg-type]
 
 
+@pytest.mark.everywhere
 def test_revoke_deletes_attached_keys_in_one_revision(db: tenure.Tenure) -> None:
     lease = db.grant(10.0)
     db.put("a", "1", lease=lease)
@@ -94,6 +104,7 @@ def test_revoke_deletes_attached_keys_in_one_revision(db: tenure.Tenure) -> None
         db.time_to_live(lease)
 
 
+@pytest.mark.everywhere
 def test_revoke_of_an_unknown_lease_raises_lease_not_found(db: tenure.Tenure) -> None:
     with pytest.raises(tenure.LeaseNotFound, match="999"):
         db.revoke(999)
@@ -113,6 +124,7 @@ def test_renew_returns_the_ttl_and_moves_the_deadline(
     assert db.stats()["renewed"] == 2
 
 
+@pytest.mark.everywhere
 def test_renew_of_an_unknown_lease_raises_lease_not_found(db: tenure.Tenure) -> None:
     with pytest.raises(tenure.LeaseNotFound):
         db.renew(12345)
@@ -143,11 +155,13 @@ def test_time_to_live_reports_ttl_remaining_and_keys_in_order(
     assert "LeaseInfo(" in repr(info)
 
 
+@pytest.mark.everywhere
 def test_time_to_live_of_an_unknown_lease_raises_lease_not_found(db: tenure.Tenure) -> None:
     with pytest.raises(tenure.LeaseNotFound):
         db.time_to_live(77)
 
 
+@pytest.mark.everywhere
 def test_leases_lists_every_live_lease_soonest_first(db: tenure.Tenure) -> None:
     long = db.grant(30.0)
     short = db.grant(5.0)
@@ -157,6 +171,7 @@ def test_leases_lists_every_live_lease_soonest_first(db: tenure.Tenure) -> None:
     assert all(isinstance(i, tenure.LeaseInfo) for i in db.leases())
 
 
+@pytest.mark.everywhere
 def test_attach_detach_and_lease_of(db: tenure.Tenure) -> None:
     one = db.grant(10.0)
     two = db.grant(10.0)
@@ -176,6 +191,7 @@ def test_attach_detach_and_lease_of(db: tenure.Tenure) -> None:
     assert db.get("a") is None and db.get("b") is not None
 
 
+@pytest.mark.everywhere
 def test_attach_to_an_unknown_lease_raises_and_changes_nothing(db: tenure.Tenure) -> None:
     db.put("a", "1")
     with pytest.raises(tenure.LeaseNotFound):
@@ -183,11 +199,13 @@ def test_attach_to_an_unknown_lease_raises_and_changes_nothing(db: tenure.Tenure
     assert db.lease_of("a") is None
 
 
+@pytest.mark.everywhere
 def test_detach_from_an_unknown_lease_raises_lease_not_found(db: tenure.Tenure) -> None:
     with pytest.raises(tenure.LeaseNotFound):
         db.detach(999, ["a"])
 
 
+@pytest.mark.everywhere
 def test_attach_with_keys_of_a_wrong_type_raises_type_error(db: tenure.Tenure) -> None:
     lease = db.grant(10.0)
     with pytest.raises(TypeError):

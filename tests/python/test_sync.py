@@ -94,6 +94,7 @@ def test_s1_a_session_renews_its_lease_at_a_third_of_the_ttl_and_exit_revokes_it
     assert db.get("held") is None
 
 
+@pytest.mark.everywhere
 def test_s1_done_and_wait_done_report_a_lost_lease(db: tenure.Tenure) -> None:
     s = db.session(ttl=10.0)
     assert s.wait_done(timeout=0.05) is False
@@ -139,6 +140,7 @@ def test_s1_orphan_keeps_the_lease_and_resume_renews_it_again(
     assert not lease_alive(db, s.id) and s.done
 
 
+@pytest.mark.everywhere
 def test_s1_resume_of_an_unknown_lease_raises_lease_not_found(db: tenure.Tenure) -> None:
     with pytest.raises(tenure.LeaseNotFound):
         tenure.Session.resume(db, 12345)
@@ -172,6 +174,7 @@ def test_s1_a_session_of_a_closed_engine_raises_closed(clock: tenure.ManualClock
 # ---- S2 mutex, S3 fencing tokens -------------------------------------------------------------
 
 
+@pytest.mark.everywhere
 def test_s2_lock_is_a_context_manager_holding_the_key_and_exit_unlocks(
     db: tenure.Tenure, sessions: Callable[[], tenure.Session]
 ) -> None:
@@ -186,6 +189,7 @@ def test_s2_lock_is_a_context_manager_holding_the_key_and_exit_unlocks(
     assert keys(db, "jobs/1/") == []
 
 
+@pytest.mark.everywhere
 def test_s2_try_lock_raises_locked_while_held_and_leaves_no_key(
     db: tenure.Tenure, sessions: Callable[[], tenure.Session]
 ) -> None:
@@ -201,6 +205,7 @@ def test_s2_try_lock_raises_locked_while_held_and_leaves_no_key(
         assert g.is_held()
 
 
+@pytest.mark.everywhere
 def test_s2_lock_times_out_and_withdraws_its_key(
     db: tenure.Tenure, sessions: Callable[[], tenure.Session]
 ) -> None:
@@ -213,6 +218,7 @@ def test_s2_lock_times_out_and_withdraws_its_key(
         assert keys(db, "m/") == [f"m/{a.id:x}".encode()]
 
 
+@pytest.mark.everywhere
 def test_s2_s4_nested_lock_and_election_names_do_not_interfere(
     db: tenure.Tenure, sessions: Callable[[], tenure.Session]
 ) -> None:
@@ -225,6 +231,7 @@ def test_s2_s4_nested_lock_and_election_names_do_not_interfere(
     assert db.election_leader("svc") is None
 
 
+@pytest.mark.everywhere
 def test_s2_a_mutex_is_not_reentrant_per_session(
     db: tenure.Tenure, sessions: Callable[[], tenure.Session]
 ) -> None:
@@ -252,6 +259,7 @@ def test_s2_s4_huge_lock_and_campaign_timeouts_saturate(
         a.election("e").campaign(b"v", timeout=huge).resign()
 
 
+@pytest.mark.everywhere
 def test_s2_the_mutex_is_fifo_and_the_context_manager_never_enters_without_the_lock(
     db: tenure.Tenure, sessions: Callable[[], tenure.Session]
 ) -> None:
@@ -278,6 +286,7 @@ def test_s2_the_mutex_is_fifo_and_the_context_manager_never_enters_without_the_l
     assert not entered
 
 
+@pytest.mark.everywhere
 def test_s2_a_waiter_whose_session_is_revoked_raises_session_expired(
     db: tenure.Tenure, sessions: Callable[[], tenure.Session]
 ) -> None:
@@ -290,6 +299,7 @@ def test_s2_a_waiter_whose_session_is_revoked_raises_session_expired(
         assert keys(db, "m/") == [f"m/{a.id:x}".encode()]
 
 
+@pytest.mark.everywhere
 def test_s2_unlock_of_a_lost_or_released_lock_raises_not_leader(
     db: tenure.Tenure, sessions: Callable[[], tenure.Session]
 ) -> None:
@@ -319,6 +329,7 @@ def test_s2_a_garbage_collected_guard_unlocks(
     assert keys(db, "m/") == []
 
 
+@pytest.mark.everywhere
 def test_s3_fencing_tokens_increase_and_the_gate_rejects_a_stale_one(
     sessions: Callable[[], tenure.Session],
 ) -> None:
@@ -342,6 +353,7 @@ def test_s3_fencing_tokens_increase_and_the_gate_rejects_a_stale_one(
 # ---- S4 elections ----------------------------------------------------------------------------
 
 
+@pytest.mark.everywhere
 def test_s4_campaign_is_fifo_and_observe_reports_every_change_including_none(
     db: tenure.Tenure, sessions: Callable[[], tenure.Session]
 ) -> None:
@@ -376,6 +388,7 @@ def test_s4_campaign_is_fifo_and_observe_reports_every_change_including_none(
         assert not lc.is_leader()
 
 
+@pytest.mark.everywhere
 def test_s4_proclaim_after_losing_leadership_raises_not_leader(
     db: tenure.Tenure, sessions: Callable[[], tenure.Session]
 ) -> None:
@@ -391,6 +404,7 @@ def test_s4_proclaim_after_losing_leadership_raises_not_leader(
     leadership.resign()  # resigning a lost leadership is a no-op
 
 
+@pytest.mark.everywhere
 def test_s4_campaign_times_out_and_withdraws(
     db: tenure.Tenure, sessions: Callable[[], tenure.Session]
 ) -> None:
@@ -416,6 +430,7 @@ def test_s4_observe_waits_with_a_timeout_and_ends_when_the_engine_closes(
     obs.cancel()
 
 
+@pytest.mark.everywhere
 def test_s4_a_cancelled_observer_stops_iterating(db: tenure.Tenure) -> None:
     obs = db.observe_election("svc")
     assert next(obs) is None

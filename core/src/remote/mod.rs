@@ -412,6 +412,10 @@ fn txn_op(op: &Op) -> etcd::TxnOp {
 fn op_response(op: &Op, r: &etcd::TxnOpResponse, revision: i64) -> OpResponse {
     match (op, r) {
         (Op::Get { .. }, etcd::TxnOpResponse::Get(g)) => OpResponse::Get(g.kvs().first().map(kv)),
+        // etcd reads limit 0 as "no limit"; tenure's limit 0 is no key.
+        (Op::Range { limit: Some(0), .. }, etcd::TxnOpResponse::Get(_)) => {
+            OpResponse::Range(Vec::new())
+        }
         (Op::Range { .. }, etcd::TxnOpResponse::Get(g)) => {
             OpResponse::Range(g.kvs().iter().map(kv).collect())
         }
@@ -669,6 +673,10 @@ impl Remote {
         order: Option<RangeOptions>,
     ) -> Result<Vec<KeyValue>> {
         let limit = order.map_or(limit, |o| o.limit);
+        // etcd reads limit 0 as "no limit"; tenure's limit 0 is no key.
+        if limit == Some(0) {
+            return Ok(Vec::new());
+        }
         let r = self.call(true, None, None, |mut c| {
             let mut o = etcd::GetOptions::new().with_prefix();
             if let Some(n) = limit {
