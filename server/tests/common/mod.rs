@@ -124,6 +124,27 @@ pub(crate) fn signal(child: &Child, sig: &str) {
         .status()
         .unwrap();
     assert!(status.success());
+    if sig == "STOP" {
+        // `kill` returns once the signal is sent; a thread already running on another core may
+        // still answer a request until the kernel stops it. Return only once every thread is.
+        let task = format!("/proc/{}/task", child.id());
+        let stopped = || {
+            std::fs::read_dir(&task).unwrap().all(|t| {
+                let stat =
+                    std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap_or_default();
+                // The state follows the parenthesised command name.
+                matches!(
+                    stat.rsplit_once(") ").map(|(_, rest)| rest.as_bytes()[0]),
+                    Some(b'T' | b't')
+                )
+            })
+        };
+        let until = Instant::now() + Duration::from_secs(30);
+        while !stopped() {
+            assert!(Instant::now() < until, "pid {} did not stop", child.id());
+            std::thread::yield_now();
+        }
+    }
 }
 
 pub(crate) fn wait_for(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
