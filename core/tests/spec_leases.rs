@@ -95,6 +95,36 @@ fn l6_put_attaches_put_without_lease_detaches_and_delete_detaches() {
     assert!(db.time_to_live(l).unwrap().keys.is_empty());
 }
 
+/// Attach racing a writer that deletes and puts its key back: each attach either attaches or
+/// (over connect, where a key needs a value) is refused as `Unsupported` naming the key, as
+/// the attach itself saw it; never `Unavailable`, which means the network.
+#[test]
+fn l6_attach_racing_a_delete_and_put_of_its_key_is_attached_or_unsupported() {
+    let db = mem();
+    let l = db.grant(secs(60)).unwrap();
+    db.put("race/k", "v", None).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                db.delete("race/k").unwrap();
+                db.put("race/k", "v", None).unwrap();
+            }
+        });
+        for _ in 0..200 {
+            match db.attach(l, &["race/k"]) {
+                Ok(()) => {}
+                Err(Error::Unsupported(m)) => assert!(m.contains("race/k"), "{m}"),
+                Err(e) => {
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    panic!("attach during a delete and put: {e:?}");
+                }
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+}
+
 /// Tests of the embedded engine itself (a `ManualClock`, files, checkpoints, promote,
 /// the engine's counters): not run against `tenure serve` or etcd.
 mod embedded_only {

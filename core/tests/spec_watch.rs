@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use support::*;
-use tenure::{Durability, Error, ErrorCode, EventKind, Tenure, WatchOptions};
+use tenure::{Durability, Error, ErrorCode, EventKind, Refusal, Tenure, WatchOptions};
 
 // ---- K6 Watch -------------------------------------------------------------------------------
 
@@ -154,6 +154,36 @@ fn k6_a_watcher_fed_by_another_backend_yields_its_events_then_ends() {
     drop(tx);
     assert!(matches!(w.recv_timeout(WAIT), Err(Error::Closed(_))));
     assert!(w.next().is_none());
+}
+
+/// A start below the server's compaction fails at the call on every backend (not at the first
+/// receive), and a past start that is not compacted returns at once, even with no event to
+/// replay.
+#[test]
+fn k6_watch_from_a_compacted_revision_fails_at_the_call() {
+    let db = mem();
+    let r1 = db.put("cw/a", "1", None).unwrap();
+    let r2 = db.put("cw/b", "2", None).unwrap();
+    let r3 = db.put("cw/c", "3", None).unwrap();
+    db.compact(r2).unwrap().unwrap();
+    assert_eq!(db.compact(r2).unwrap(), Err(Refusal::Compacted));
+    assert_eq!(db.compact(r3 + 1).unwrap(), Err(Refusal::FutureRevision));
+    for (key, prefix) in [("cw/", true), ("cw/a", false)] {
+        let err = watch_from(&db, key, prefix, r1).unwrap_err();
+        assert!(
+            matches!(&err, Error::Compacted { revision, .. } if *revision == r1),
+            "{err:?}"
+        );
+        assert_eq!(err.code(), ErrorCode::Compacted);
+        assert!(err.to_string().contains("compacted"), "{err}");
+    }
+    let mut w = watch_from(&db, "cw/", true, r3).unwrap();
+    assert_eq!(next(&mut w).kv.key, b"cw/c");
+    db.put("cw/d", "4", None).unwrap();
+    let mut quiet = watch_from(&db, "cw/none", false, r3).unwrap();
+    db.put("cw/none", "5", None).unwrap();
+    assert_eq!(next(&mut quiet).kv.key, b"cw/none");
+    assert_eq!(next(&mut w).kv.key, b"cw/d");
 }
 
 /// Tests of the embedded engine itself (a `ManualClock`, files, checkpoints, promote,

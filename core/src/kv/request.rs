@@ -559,7 +559,12 @@ impl Tenure {
 
     /// etcd's Compact: drops the watch history up to `revision`. `Ok(Err(..))` for a revision
     /// above the current one or at or below an earlier compaction.
+    /// Over `connect` it is the server's Compact.
     pub fn compact(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
+        #[cfg(feature = "remote")]
+        if let Some(r) = self.remote() {
+            return r.compact(revision);
+        }
         self.with_hub(|hub, current| {
             Ok(if revision > current {
                 Err(Refusal::FutureRevision)

@@ -19,6 +19,7 @@ mod diagnose;
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
+use crate::kv::request::Refusal;
 use crate::kv::txn::{Compare, CompareOp, CompareTarget, Op, OpResponse, Txn, TxnResponse};
 use crate::kv::watch::{WatchFeed, WatchOptions, Watcher};
 use crate::sync::RangeOptions;
@@ -42,6 +43,9 @@ pub(crate) struct Remote {
     /// The highest store revision any response reported (what `revision()` returns when the
     /// server cannot be asked).
     revision: AtomicI64,
+    /// Set once the server answered a read at a past revision: it keeps history (etcd), so a
+    /// read at a watch's start revision tells whether that start is compacted.
+    keeps_history: AtomicBool,
     clock: Arc<dyn Clock>,
 }
 
@@ -514,6 +518,7 @@ impl Remote {
             timeout,
             closed: AtomicBool::new(false),
             revision: AtomicI64::new(0),
+            keeps_history: AtomicBool::new(false),
             clock: Arc::new(SystemClock::new()),
         };
         // Fail early on an unreachable server (or one that refuses us), as `open` fails on an
@@ -763,8 +768,10 @@ impl Remote {
 
     /// Attaches `keys` to `id` (`attach`), or detaches those attached to it: a put that keeps
     /// the value (etcd's `ignore_value`). Attach is one txn, all or nothing: every key must
-    /// have a value (etcd has no bare key names), else `Unsupported` naming the first without.
-    /// Detach is one conditional txn per key, so a key on another lease stays there.
+    /// have a value (etcd has no bare key names), else `Unsupported` naming the first without,
+    /// as the txn itself saw them (its failure branch reads them: no second look that a
+    /// concurrent writer could change). Detach is one conditional txn per key, so a key on
+    /// another lease stays there.
     pub(crate) fn attach<K: AsRef<[u8]>>(
         &self,
         id: LeaseId,
@@ -782,6 +789,9 @@ impl Remote {
         let mut reqs = Vec::new();
         if attach {
             let has_value = |k: &K| etcd::Compare::version(k.as_ref(), etcd::CompareOp::Greater, 0);
+            let read = |k: &K| {
+                etcd::TxnOp::get(k.as_ref(), Some(etcd::GetOptions::new().with_keys_only()))
+            };
             reqs.push(
                 etcd::Txn::new()
                     .when(keys.iter().map(has_value).collect::<Vec<_>>())
@@ -789,7 +799,8 @@ impl Remote {
                         keys.iter()
                             .map(|k| put(k.as_ref(), id.get()))
                             .collect::<Vec<_>>(),
-                    ),
+                    )
+                    .or_else(keys.iter().map(read).collect::<Vec<_>>()),
             );
         } else {
             for key in keys {
@@ -805,18 +816,17 @@ impl Remote {
             })?;
             self.seen(r.header());
             if attach && !r.succeeded() {
-                for key in keys {
-                    if self.get(key.as_ref())?.is_none() {
-                        return Err(Error::Unsupported(format!(
-                            "attach {}: the key has no value; over connect only keys with a \
-                             value can be attached (etcd has no bare key names)",
-                            String::from_utf8_lossy(key.as_ref())
-                        )));
-                    }
-                }
-                return Err(Error::Unavailable(
-                    "attach: keys changed concurrently; try again".into(),
-                ));
+                let missing = keys.iter().zip(r.op_responses()).find(
+                    |(_, resp)| matches!(resp, etcd::TxnOpResponse::Get(g) if g.kvs().is_empty()),
+                );
+                let key = missing.map_or_else(
+                    || String::from("a key"),
+                    |(k, _)| String::from_utf8_lossy(k.as_ref()).into_owned(),
+                );
+                return Err(Error::Unsupported(format!(
+                    "attach {key}: the key has no value; over connect only keys with a value \
+                     can be attached (etcd has no bare key names)"
+                )));
             }
         }
         Ok(())
@@ -840,7 +850,7 @@ impl Remote {
         }
         // The server's first answer says the watch exists (or why not): only then does a write
         // made after `watch` returns reach it, as with the embedded engine.
-        let (stream, created) = self.call(true, None, None, |mut c| {
+        let (mut stream, created) = self.call(true, None, None, |mut c| {
             let o = o.clone();
             async move {
                 let mut stream = c.watch(key, Some(o)).await?;
@@ -849,23 +859,15 @@ impl Remote {
             }
         })?;
         let created = created.ok_or_else(|| unavailable("the watch stream ended"))?;
-        if created.compact_revision() > 0 {
-            return Err(Error::Compacted {
-                revision: opts.start_revision.unwrap_or(0),
-                reason: format!(
-                    "history before revision {} was compacted on the server",
-                    created.compact_revision()
-                ),
-            });
-        }
-        if created.canceled() {
-            return Err(unavailable(format!(
-                "watch refused by the server: {}",
-                created.cancel_reason()
-            )));
+        let start = opts.start_revision.unwrap_or(0);
+        refused(&created, start)?;
+        let mut early = created.events().to_vec();
+        let current = created.header().map_or(0, etcd::ResponseHeader::revision);
+        if start > 0 && start <= current {
+            early.extend(self.past_start(&mut stream, key, start, current)?);
         }
         let (feed, watcher) = WatchFeed::new();
-        for e in created.events() {
+        for e in &early {
             if let Some(ev) = event(e) {
                 feed.send(ev);
             }
@@ -876,6 +878,86 @@ impl Remote {
             .ok_or_else(|| Error::Closed("(etcd connection)".into()))?;
         rt.spawn(pump(stream, feed));
         Ok(watcher)
+    }
+
+    /// Whether a watch from `start` (at or below `current`, the server's revision when it
+    /// created the watch) is compacted, decided before `watch` returns as the engine does. etcd
+    /// creates such a watch at once and cancels it later (when it catches up), so a read at
+    /// `start` answers instead. tenure serve refuses every read at a past revision, but it
+    /// decides at creation: its cancel precedes its reply to a progress request. The events
+    /// read meanwhile are returned, to be delivered first.
+    fn past_start(
+        &self,
+        stream: &mut etcd::WatchStream,
+        key: &[u8],
+        start: i64,
+        current: i64,
+    ) -> Result<Vec<etcd::Event>> {
+        let read_at = |rev: i64| {
+            self.call(true, None, None, |mut c| async move {
+                let o = etcd::GetOptions::new().with_revision(rev).with_count_only();
+                c.get(key, Some(o)).await
+            })
+        };
+        match read_at(start) {
+            Ok(_) => return Ok(Vec::new()),
+            Err(Error::Compacted { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let keeps_history = self.keeps_history.load(Ordering::Relaxed)
+            || (start < current - 1 && read_at(current - 1).is_ok());
+        if keeps_history {
+            self.keeps_history.store(true, Ordering::Relaxed);
+            return Err(compacted(start, None));
+        }
+        // No history to read: the server's own outcome, fenced by a progress request.
+        self.block(async move {
+            stream
+                .request_progress()
+                .await
+                .map_err(|e| map_err(e, None))?;
+            let mut events = Vec::new();
+            loop {
+                let m = stream.message().await.map_err(|e| map_err(e, None))?;
+                let m = m.ok_or_else(|| unavailable("the watch stream ended"))?;
+                refused(&m, start)?;
+                events.extend_from_slice(m.events());
+                if m.watch_id() == -1 {
+                    return Ok(events);
+                }
+            }
+        })
+    }
+
+    /// Runs `f` once under the call deadline (for what cannot be repeated as a new request).
+    fn block<T>(&self, f: impl Future<Output = Result<T>>) -> Result<T> {
+        let guard = self.rt.read().unwrap_or_else(|p| p.into_inner());
+        let Some(rt) = guard.as_ref().filter(|_| !self.is_closed()) else {
+            return Err(Error::Closed("(etcd connection)".into()));
+        };
+        rt.block_on(async { tokio::time::timeout(self.timeout, f).await })
+            .unwrap_or_else(|_| {
+                Err(unavailable(format!(
+                    "no answer from {} within {:?}",
+                    self.endpoints.join(","),
+                    self.timeout
+                )))
+            })
+    }
+
+    /// etcd's Compact (not physical: it returns once the revision is compacted logically).
+    pub(crate) fn compact(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
+        let r = self.call(false, None, None, |mut c| async move {
+            c.compact(revision, None).await
+        });
+        match r {
+            Ok(r) => Ok(Ok(self.seen(r.header()))),
+            Err(Error::Compacted { .. }) => Ok(Err(Refusal::Compacted)),
+            Err(Error::InvalidArgument(m)) if m.contains("future revision") => {
+                Ok(Err(Refusal::FutureRevision))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     // ---- leases -------------------------------------------------------------------------------
@@ -957,6 +1039,32 @@ impl Remote {
         out.sort_by_key(|l| l.remaining);
         Ok(out)
     }
+}
+
+/// The error a watch start at `start` gets when the server compacted it (`compact_revision`, if
+/// it said).
+fn compacted(start: i64, compact_revision: Option<i64>) -> Error {
+    Error::Compacted {
+        revision: start,
+        reason: match compact_revision {
+            Some(c) => format!("history before revision {c} was compacted on the server"),
+            None => "the history from that revision was compacted on the server".into(),
+        },
+    }
+}
+
+/// The error of a watch response that cancels (or refuses) the watch from `start`, if it does.
+fn refused(m: &etcd::WatchResponse, start: i64) -> Result<()> {
+    if m.compact_revision() > 0 {
+        return Err(compacted(start, Some(m.compact_revision())));
+    }
+    if m.canceled() {
+        return Err(unavailable(format!(
+            "watch refused by the server: {}",
+            m.cancel_reason()
+        )));
+    }
+    Ok(())
 }
 
 /// Moves an etcd watch stream's events into a watcher until either ends.
