@@ -43,8 +43,8 @@ pub(crate) struct Remote {
     /// The highest store revision any response reported (what `revision()` returns when the
     /// server cannot be asked).
     revision: AtomicI64,
-    /// Set once the server answered a read at a past revision: it keeps history (etcd), so a
-    /// read at a watch's start revision tells whether that start is compacted.
+    /// Whether the server keeps past revisions (etcd, not tenure serve; from its status): then
+    /// a read at a watch's start revision tells whether that start is compacted.
     keeps_history: AtomicBool,
     clock: Arc<dyn Clock>,
 }
@@ -611,8 +611,13 @@ impl Remote {
 
     fn fetch_revision(&self) -> Result<i64> {
         // Status, not a read of some key: a user whose roles allow only a prefix may ask it.
-        let h = self.call(true, None, None, |mut c| async move { c.status().await })?;
-        Ok(self.seen(h.header()))
+        let s = self.call(true, None, None, |mut c| async move { c.status().await })?;
+        let rev = self.seen(s.header());
+        // tenure serve has no raft: it answers term 1 and raft index = revision, which no etcd
+        // member does (its first election makes the term 2). Only etcd keeps past revisions.
+        let serve = s.raft_term() <= 1 && s.raft_index() == u64::try_from(rev).unwrap_or(0);
+        self.keeps_history.store(!serve, Ordering::Relaxed);
+        Ok(rev)
     }
 
     pub(crate) fn revision(&self) -> Result<i64> {
@@ -864,7 +869,7 @@ impl Remote {
         let mut early = created.events().to_vec();
         let current = created.header().map_or(0, etcd::ResponseHeader::revision);
         if start > 0 && start <= current {
-            early.extend(self.past_start(&mut stream, key, start, current)?);
+            early.extend(self.past_start(&mut stream, key, start)?);
         }
         let (feed, watcher) = WatchFeed::new();
         for e in &early {
@@ -880,8 +885,8 @@ impl Remote {
         Ok(watcher)
     }
 
-    /// Whether a watch from `start` (at or below `current`, the server's revision when it
-    /// created the watch) is compacted, decided before `watch` returns as the engine does. etcd
+    /// Whether a watch from `start` (at or below the server's revision when it created the
+    /// watch) is compacted, decided before `watch` returns as the engine does. etcd
     /// creates such a watch at once and cancels it later (when it catches up), so a read at
     /// `start` answers instead. tenure serve refuses every read at a past revision, but it
     /// decides at creation: its cancel precedes its reply to a progress request. The events
@@ -891,24 +896,19 @@ impl Remote {
         stream: &mut etcd::WatchStream,
         key: &[u8],
         start: i64,
-        current: i64,
     ) -> Result<Vec<etcd::Event>> {
-        let read_at = |rev: i64| {
-            self.call(true, None, None, |mut c| async move {
-                let o = etcd::GetOptions::new().with_revision(rev).with_count_only();
+        if self.keeps_history.load(Ordering::Relaxed) {
+            let read = self.call(true, None, None, |mut c| async move {
+                let o = etcd::GetOptions::new()
+                    .with_revision(start)
+                    .with_count_only();
                 c.get(key, Some(o)).await
-            })
-        };
-        match read_at(start) {
-            Ok(_) => return Ok(Vec::new()),
-            Err(Error::Compacted { .. }) => {}
-            Err(e) => return Err(e),
-        }
-        let keeps_history = self.keeps_history.load(Ordering::Relaxed)
-            || (start < current - 1 && read_at(current - 1).is_ok());
-        if keeps_history {
-            self.keeps_history.store(true, Ordering::Relaxed);
-            return Err(compacted(start, None));
+            });
+            return match read {
+                Ok(_) => Ok(Vec::new()),
+                Err(Error::Compacted { .. }) => Err(compacted(start, None)),
+                Err(e) => Err(e),
+            };
         }
         // No history to read: the server's own outcome, fenced by a progress request.
         self.block(async move {
