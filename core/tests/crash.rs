@@ -46,6 +46,8 @@ const CHILD_SEED_ENV: &str = "TENURE_CRASH_CHILD_SEED";
 const CHILD_TAG_ENV: &str = "TENURE_CRASH_CHILD_TAG";
 const CHILD_MODE_ENV: &str = "TENURE_CRASH_CHILD_MODE";
 const CHILD_LOG_ENV: &str = "TENURE_CRASH_CHILD_LOG";
+/// Set (to a thread count) for the concurrent workload.
+const CHILD_THREADS_ENV: &str = "TENURE_CRASH_CHILD_THREADS";
 /// The log's region size in most rounds: small, so that rounds switch regions and checkpoint
 /// into the file many times, and kills land during checkpoints.
 const SMALL_REGION: u64 = 4096;
@@ -501,6 +503,35 @@ fn child_workload(path: &Path, seed: u64, tag: &str, mode: Mode, log: Log) {
     let _ = std::io::Read::read(&mut std::io::stdin(), &mut [0u8; 1]);
 }
 
+/// The concurrent workload: `threads` threads, each granting a lease and putting a key attached
+/// to it, over and over (commits are shared, each led by one of the writers). After each
+/// acknowledged grant the child prints `@@G <thread> <i> <id>`, after each put `@@P <thread> <i>`.
+fn child_concurrent_workload(path: &Path, tag: &str, log: Log, threads: usize) {
+    let db = log.builder().path(path).open().expect("child: open");
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let db = db.clone();
+            s.spawn(move || {
+                let mut i = 0u64;
+                while start.elapsed() < CHILD_MAX_RUN && i < CHILD_MAX_OPS {
+                    let id = db.grant(Duration::from_secs(36_000)).expect("grant");
+                    emit(&format!("@@G {t} {i} {}\n", id.get()));
+                    db.put(concurrent_key(tag, t, i), "v", Some(id))
+                        .expect("put");
+                    emit(&format!("@@P {t} {i}\n"));
+                    i += 1;
+                }
+            });
+        }
+    });
+    let _ = std::io::Read::read(&mut std::io::stdin(), &mut [0u8; 1]);
+}
+
+fn concurrent_key(tag: &str, thread: usize, i: u64) -> String {
+    format!("c/{tag}/{thread}/{i:08}")
+}
+
 /// The child's entry point: runs the workload when re-executed by the crash test, and returns at
 /// once in a normal test run.
 #[test]
@@ -524,7 +555,10 @@ fn child_process_entry() {
         "off" => Log::Off,
         other => panic!("unknown log {other:?}"),
     };
-    child_workload(Path::new(&path), seed, &tag, mode, log);
+    match std::env::var(CHILD_THREADS_ENV) {
+        Ok(n) => child_concurrent_workload(Path::new(&path), &tag, log, n.parse().expect("n")),
+        Err(_) => child_workload(Path::new(&path), seed, &tag, mode, log),
+    }
 }
 
 // ---- the parent -------------------------------------------------------------------------------
@@ -682,18 +716,36 @@ enum Kill {
     AtOp(usize),
 }
 
+/// What a child runs.
+struct Child {
+    mode: Mode,
+    log: Log,
+    seed: u64,
+    tag: String,
+    /// The concurrent workload with this many threads, else the sequential one.
+    threads: Option<usize>,
+}
+
 /// Runs the child until the kill, sends SIGKILL, and returns its complete lines (each with the
 /// moment the parent read it) and the moment of the kill.
 fn run_child(
     path: &Path,
-    mode: Mode,
-    log: Log,
-    seed: u64,
-    tag: &str,
+    child: &Child,
     kill: Kill,
     stderr_path: &Path,
 ) -> (Vec<(Instant, String)>, Instant) {
-    let mut child = Command::new(std::env::current_exe().expect("current_exe"))
+    let mut command = Command::new(std::env::current_exe().expect("current_exe"));
+    let Child {
+        mode,
+        log,
+        seed,
+        tag,
+        threads,
+    } = child;
+    if let Some(n) = threads {
+        command.env(CHILD_THREADS_ENV, n.to_string());
+    }
+    let mut child = command
         .args([
             "--exact",
             "child_process_entry",
@@ -826,15 +878,14 @@ fn crash_rounds(
         let log = Log::for_round(round);
         let ctx = format!("{mode:?} log {log:?} TENURE_CRASH_SEED={seed}, round {round}");
         let (from, child_seed, plan) = (wall_ms(), rng.random(), kill(&mut rng));
-        let (lines, killed) = run_child(
-            &path,
+        let child = Child {
             mode,
             log,
-            child_seed,
-            &format!("r{round}"),
-            plan,
-            &stderr_path,
-        );
+            seed: child_seed,
+            tag: format!("r{round}"),
+            threads: None,
+        };
+        let (lines, killed) = run_child(&path, &child, plan, &stderr_path);
         let to = wall_ms();
         let round_ops = parse_round(&lines, killed);
         let min_k = must_keep(&round_ops);
@@ -971,6 +1022,86 @@ fn kill_9_with_buffered_durability_leaves_a_prefix_losing_at_most_the_last_inter
         t.acked > 0,
         "the children acknowledged nothing: the test tested nothing"
     );
+}
+
+/// D1 and D2 under kill -9 with concurrent writers (commits shared, led by the writers
+/// themselves): every acknowledged grant and put is on disk, and each thread's puts on disk are
+/// a prefix of its puts (a later write is never durable without an earlier one): all its
+/// acknowledged ones, plus at most the one in flight.
+#[test]
+fn kill_9_under_concurrent_writers_keeps_every_acknowledged_write_in_order() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return;
+    }
+    const THREADS: usize = 6;
+    let rounds: usize = env_or("TENURE_CRASH_ROUNDS", || 32) / 4;
+    let seed: u64 = env_or("TENURE_CRASH_SEED", || rand::rng().random());
+    eprintln!("crash test (concurrent): {rounds} rounds, TENURE_CRASH_SEED={seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("crash.tenure");
+    let stderr_path = dir.path().join("child.stderr");
+    Tenure::open(&path).expect("create").close().expect("close");
+    let mut total = 0;
+    for round in 0..rounds {
+        let log = Log::for_round(round);
+        let ctx = format!("log {log:?} TENURE_CRASH_SEED={seed}, round {round}");
+        let tag = format!("r{round}");
+        let kill = Kill::After(Duration::from_millis(rng.random_range(0..=400)));
+        let child = Child {
+            mode: Mode::Immediate,
+            log,
+            seed: 0,
+            tag: tag.clone(),
+            threads: Some(THREADS),
+        };
+        let (lines, _) = run_child(&path, &child, kill, &stderr_path);
+        let mut granted: Vec<(usize, u64, i64)> = Vec::new();
+        let mut put = [0u64; THREADS];
+        for (_, line) in &lines {
+            let f: Vec<&str> = line.split(' ').collect();
+            match f[..] {
+                ["@@G", t, i, id] => granted.push((
+                    t.parse().expect("t"),
+                    i.parse().expect("i"),
+                    id.parse().expect("id"),
+                )),
+                ["@@P", t, i] => {
+                    let (t, i): (usize, u64) = (t.parse().expect("t"), i.parse().expect("i"));
+                    assert_eq!(put[t], i, "{ctx}: thread {t}'s puts out of order");
+                    put[t] = i + 1;
+                }
+                _ => {}
+            }
+        }
+        let db = Tenure::open(&path).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+        for &(t, i, id) in &granted {
+            assert!(
+                db.time_to_live(id).is_ok(),
+                "{ctx}: acknowledged grant {id} (thread {t}, op {i}) lost"
+            );
+        }
+        for (t, &acked) in put.iter().enumerate() {
+            let on_disk = db.range(format!("c/{tag}/{t}/"), None).expect("range");
+            let n = on_disk.len() as u64;
+            assert!(
+                n == acked || n == acked + 1,
+                "{ctx}: thread {t}: {n} puts on disk, {acked} acknowledged"
+            );
+            for (i, kv) in on_disk.iter().enumerate() {
+                assert_eq!(
+                    kv.key,
+                    concurrent_key(&tag, t, i as u64).into_bytes(),
+                    "{ctx}: thread {t}: the puts on disk are not a prefix"
+                );
+                assert!(kv.lease.is_some(), "{ctx}: a put lost its lease");
+            }
+            total += acked;
+        }
+        db.close().expect("close");
+    }
+    eprintln!("crash test (concurrent): {total} acknowledged puts, none lost");
+    assert!(total > 0, "the children acknowledged nothing");
 }
 
 /// The harness itself: every op the child can generate survives its one-line text form, so the

@@ -599,6 +599,85 @@ fn d6_a_failed_log_write_or_fsync_is_not_acknowledged_and_reopen_recovers_exactl
 }
 
 #[test]
+fn d6_a_log_fault_under_concurrent_writers_fails_every_unacknowledged_write_and_loses_no_acknowledged_one(
+) {
+    // Commits are led by the writers themselves: the fault hits whichever writer leads, every
+    // writer waiting on that commit or a later one gets `Storage`, none hangs, and reopen has
+    // exactly the acknowledged writes (plus, after a failed fsync, possibly the failed batch).
+    const THREADS: usize = 8;
+    for fault in ["write", "fsync"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let faults = StorageFaults::new();
+        let db = Tenure::builder()
+            .path(&path)
+            .storage_faults(faults.clone())
+            .log_region_size(4096)
+            .open()
+            .unwrap();
+        let (acked, failed) = (
+            std::sync::Mutex::new(Vec::new()),
+            std::sync::Mutex::new(Vec::new()),
+        );
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let (db, faults, acked, failed) = (&db, &faults, &acked, &failed);
+                s.spawn(move || {
+                    for i in 0.. {
+                        if t == 0 && i == 40 {
+                            match fault {
+                                "write" => faults.fail_log_writes(true),
+                                _ => faults.fail_log_syncs(true),
+                            }
+                        }
+                        let key = format!("t{t}/{i:05}");
+                        match db.put(&key, "v", None) {
+                            Ok(_) => acked.lock().unwrap().push(key),
+                            Err(Error::Storage { .. }) => {
+                                failed.lock().unwrap().push(key);
+                                return;
+                            }
+                            Err(e) => panic!("{fault}: {e}"),
+                        }
+                        assert!(i < 100_000, "{fault}: a failed commit must stop the writes");
+                    }
+                });
+            }
+        });
+        faults.fail_log_writes(false);
+        faults.fail_log_syncs(false);
+        let (acked, failed) = (acked.into_inner().unwrap(), failed.into_inner().unwrap());
+        assert_eq!(
+            failed.len(),
+            THREADS,
+            "{fault}: every writer saw the failure"
+        );
+        assert!(matches!(
+            db.put("late", "v", None),
+            Err(Error::Storage { .. })
+        ));
+        let _ = db.close();
+        drop(db);
+        let db = Tenure::open(&path).unwrap();
+        for k in &acked {
+            assert!(
+                db.get(k).unwrap().is_some(),
+                "{fault}: acknowledged {k} lost"
+            );
+        }
+        if fault == "write" {
+            for k in &failed {
+                assert!(
+                    db.get(k).unwrap().is_none(),
+                    "{fault}: {k} was never written"
+                );
+            }
+        }
+        assert!(db.get("late").unwrap().is_none());
+    }
+}
+
+#[test]
 fn d6_a_failed_checkpoint_into_the_file_poisons_writes_and_the_log_keeps_every_acknowledged_one() {
     // Through a barrier, and through region hand-offs in the background (4 KiB regions).
     for background in [false, true] {

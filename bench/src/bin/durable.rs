@@ -1,9 +1,17 @@
 //! Durable throughput: `Durability::Immediate` (every call returns after its fsynced commit;
 //! concurrent callers share commits). Each of `--threads` threads (default 1,8,64, run one
 //! after another on a fresh file) loops for `--secs` seconds doing one op = `grant` followed by
-//! a `put` of a key attached to that lease (two durable writes). Prints ops/s (grant+put pairs)
-//! and writes per commit. First it times the disk itself: `fdatasync` after a 4 KiB write to a
-//! file in the same directory (p50 / p99 of 200), the floor under every durable commit.
+//! a `put` of a key attached to that lease (two durable writes). Prints ops/s (grant+put pairs),
+//! writes per commit and the mean time per commit.
+//!
+//! Before and after the engine runs it times the disk itself with what a log append does: a
+//! 256-byte append into a preallocated, zero-filled, fsynced file in the same directory (as the
+//! write-ahead log is), made durable by each way Linux offers (`--probe`, default all of them,
+//! interleaved in rounds so a change of load hits each alike): `fdatasync` (pwrite then
+//! fdatasync, what the log does), `rwf_dsync` (one pwritev2 with RWF_DSYNC), `o_dsync` (pwrite
+//! on an O_DSYNC descriptor), `o_direct` (O_DIRECT|O_DSYNC, the append rewrites its 4 KiB
+//! block). The `fdatasync` p50 is the ceiling: one thread waits for two syncs per pair, so it
+//! cannot exceed 1/(2 x p50) pairs/s (printed as `ceiling_pairs_per_s`).
 //!
 //! `--paths log,redb` (the default: both, back to back for each thread count) picks the commit
 //! path: `log` = the write-ahead log (one append + `fdatasync` per commit, the default of the
@@ -16,46 +24,173 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use std::fs::OpenOptions;
-use std::os::unix::fs::FileExt;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
 
 use tenure::{Durability, Tenure};
 use tenure_bench::{summary_us, Args, Scratch};
 
-/// p50 / p99 / max of `fdatasync` after a 4 KiB write, on a file in `dir`.
-fn disk_sync_latency(dir: &std::path::Path) -> String {
-    let path = dir.join("fsync-probe");
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .expect("probe file");
-    f.write_all_at(&[0u8; 65536], 0).expect("write");
-    f.sync_all().expect("sync");
-    let mut lat = Vec::with_capacity(200);
-    for i in 0..200u64 {
-        f.write_all_at(&[i as u8; 4096], (i % 16) * 4096)
-            .expect("write");
-        let t = Instant::now();
-        f.sync_data().expect("fdatasync");
-        lat.push(t.elapsed());
+/// Bytes appended per probe write: about one group commit of a few small writes.
+const APPEND: usize = 256;
+/// Size of the probe file (appends wrap around in it).
+const PROBE_FILE: usize = 4 << 20;
+/// Probe writes per mode and round, and rounds.
+const PER_ROUND: usize = 100;
+const ROUNDS: usize = 5;
+
+/// A 4 KiB-aligned buffer (O_DIRECT needs one).
+struct Aligned(*mut u8);
+
+impl Aligned {
+    fn new() -> Aligned {
+        let layout = std::alloc::Layout::from_size_align(4096, 4096).expect("layout");
+        // SAFETY: a non-zero size; freed with the same layout in Drop.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!p.is_null(), "allocation");
+        Aligned(p)
     }
-    drop(f);
-    let _ = std::fs::remove_file(&path);
-    summary_us("fdatasync", &mut lat)
+
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: 4096 bytes owned by self.
+        unsafe { std::slice::from_raw_parts_mut(self.0, 4096) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        let layout = std::alloc::Layout::from_size_align(4096, 4096).expect("layout");
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.0, layout) };
+    }
+}
+
+/// One way of making an append durable, on its own preallocated probe file.
+struct Probe {
+    mode: String,
+    file: File,
+    offset: usize,
+    buf: Aligned,
+    lat: Vec<Duration>,
+}
+
+impl Probe {
+    fn new(dir: &Path, mode: &str) -> Probe {
+        let path = dir.join(format!("probe-{mode}"));
+        {
+            let f = File::create(&path).expect("probe file");
+            f.write_all_at(&vec![0u8; PROBE_FILE], 0).expect("fill");
+            f.sync_all().expect("sync");
+        }
+        let mut o = OpenOptions::new();
+        o.read(true).write(true);
+        match mode {
+            "fdatasync" | "rwf_dsync" => {}
+            "o_dsync" => {
+                o.custom_flags(libc::O_DSYNC);
+            }
+            "o_direct" => {
+                o.custom_flags(libc::O_DSYNC | libc::O_DIRECT);
+            }
+            other => panic!("unknown --probe mode {other:?}"),
+        }
+        let file = o.open(&path).expect("open probe file");
+        let _ = std::fs::remove_file(&path);
+        Probe {
+            mode: mode.to_string(),
+            file,
+            offset: 0,
+            buf: Aligned::new(),
+            lat: Vec::new(),
+        }
+    }
+
+    /// Appends `APPEND` bytes and makes them durable; records the time taken.
+    fn append(&mut self, n: u8) {
+        if self.offset + APPEND > PROBE_FILE {
+            self.offset = 0;
+        }
+        let at = self.offset;
+        let block = at & !4095;
+        let t = Instant::now();
+        match self.mode.as_str() {
+            "fdatasync" | "o_dsync" => {
+                self.file
+                    .write_all_at(&[n; APPEND], at as u64)
+                    .expect("write");
+                if self.mode == "fdatasync" {
+                    self.file.sync_data().expect("fdatasync");
+                }
+            }
+            "rwf_dsync" => {
+                let data = [n; APPEND];
+                let iov = libc::iovec {
+                    iov_base: data.as_ptr() as *mut libc::c_void,
+                    iov_len: APPEND,
+                };
+                // SAFETY: one valid iovec over `data`, which outlives the call.
+                let r = unsafe {
+                    libc::pwritev2(
+                        self.file.as_raw_fd(),
+                        &iov,
+                        1,
+                        at as libc::off_t,
+                        libc::RWF_DSYNC,
+                    )
+                };
+                assert_eq!(r, APPEND as isize, "pwritev2");
+            }
+            _ => {
+                // O_DIRECT: rewrite the whole 4 KiB block that holds the append.
+                let b = self.buf.bytes();
+                b[at - block..at - block + APPEND].fill(n);
+                self.file.write_all_at(b, block as u64).expect("write");
+                if at - block + APPEND == 4096 {
+                    b.fill(0);
+                }
+            }
+        }
+        self.lat.push(t.elapsed());
+        self.offset += APPEND;
+    }
+}
+
+/// Times a durable 256-byte append by each of `modes`, interleaved in rounds; prints one line
+/// per mode (`when`: before or after the engine runs).
+fn probe_disk(dir: &Path, modes: &[String], when: &str) {
+    let mut probes: Vec<Probe> = modes.iter().map(|m| Probe::new(dir, m)).collect();
+    for round in 0..ROUNDS {
+        for p in &mut probes {
+            for i in 0..PER_ROUND {
+                p.append((round * PER_ROUND + i) as u8);
+            }
+        }
+    }
+    for p in &mut probes {
+        let summary = summary_us("sync", &mut p.lat);
+        let p50 = p.lat[p.lat.len() / 2].as_secs_f64();
+        println!(
+            "durable disk {when} mode={} append_bytes={APPEND} {summary} ceiling_pairs_per_s={:.0}",
+            p.mode,
+            1.0 / (2.0 * p50)
+        );
+    }
 }
 
 fn main() {
-    let args = Args::parse(&["threads", "secs", "dir", "paths"]);
+    let args = Args::parse(&["threads", "secs", "dir", "paths", "probe"]);
     let threads: Vec<usize> = args.list("threads", &[1, 8, 64]);
     let paths: Vec<String> = args.list("paths", &["log".to_string(), "redb".to_string()]);
     let secs: f64 = args.get("secs", 3.0);
     let dir: String = args.get("dir", String::new());
+    let modes: Vec<String> = args.list(
+        "probe",
+        &["fdatasync", "rwf_dsync", "o_dsync", "o_direct"].map(String::from),
+    );
     let scratch = Scratch::new((!dir.is_empty()).then(|| dir.into()));
 
-    println!("durable disk {}", disk_sync_latency(&scratch.dir));
+    probe_disk(&scratch.dir, &modes, "before");
     for (&t, commit_path) in threads
         .iter()
         .flat_map(|t| paths.iter().map(move |p| (t, p)))
@@ -106,10 +241,12 @@ fn main() {
         let commits = db.stats().commits - c0;
         db.close().expect("close");
         println!(
-            "durable path={commit_path} threads={t} ops={ops} ops_per_s={:.0} writes_per_s={:.0} commits={commits} writes_per_commit={:.1}",
+            "durable path={commit_path} threads={t} ops={ops} ops_per_s={:.0} writes_per_s={:.0} commits={commits} writes_per_commit={:.1} us_per_commit={:.1}",
             ops as f64 / elapsed,
             2.0 * ops as f64 / elapsed,
             2.0 * ops as f64 / commits.max(1) as f64,
+            elapsed * 1e6 / commits.max(1) as f64,
         );
     }
+    probe_disk(&scratch.dir, &modes, "after");
 }

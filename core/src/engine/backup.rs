@@ -103,7 +103,7 @@ impl Tenure {
                     while st.m.lessor.has_dirty() {
                         st.m.checkpoint_dirty(now, wall, usize::MAX, &mut st.pending);
                     }
-                    enqueued(s, st);
+                    enqueued(s, st, false);
                 }
                 true
             }

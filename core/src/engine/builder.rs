@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crossbeam_channel::bounded;
 
-use super::commit::{Ckpt, Logged};
+use super::commit::{Ckpt, Leader, Logged};
 use super::{commit, expiry, signals, Config, Done, Handle, Shared, State, Tenure, EXPIRED_QUEUE};
 use crate::batch::Batch;
 use crate::clock::{Clock, SystemClock};
@@ -387,9 +387,11 @@ impl Tenure {
                 next_checkpoint: now.saturating_add(cfg.checkpoint_interval),
                 sleep_until: NO_TIME,
                 barriers: 0,
+                gathering: false,
             }),
             expiry_cv: Condvar::new(),
             commit_cv: Condvar::new(),
+            gather_cv: Condvar::new(),
             hub: Mutex::new(hub),
             done: Mutex::new(Done {
                 revision,
@@ -397,7 +399,7 @@ impl Tenure {
             }),
             done_cv: Condvar::new(),
             store: Mutex::new(store),
-            log: Mutex::new(log.map(|w| Logged::new(w, ckpt_tx))),
+            leader: Mutex::new(Leader::new(log.map(|w| Logged::new(w, ckpt_tx)))),
             ckpt_rx: Mutex::new(Some(ckpt_rx)),
             ckpt: Mutex::new(Ckpt::default()),
             ckpt_cv: Condvar::new(),

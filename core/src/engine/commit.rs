@@ -1,6 +1,9 @@
-//! The commit pipeline: writes hand their effects to the committer thread, which commits them
-//! in one redb transaction (group commit), then delivers their events and notices and wakes
-//! the writers waiting for durability (SPEC D1–D3).
+//! The commit pipeline: writes append their effects to the pending batch; one *leader* at a
+//! time takes the whole batch and makes it durable (group commit): with `Immediate`, the writer
+//! that finds no commit in flight leads itself, so a lone writer's commit costs one log append
+//! and no thread hand-off; the committer thread leads for writes nobody waits on (expiry,
+//! `Buffered`), barriers and close. After a commit the leader delivers its events and notices
+//! and wakes the writers waiting for it (SPEC D1–D3; DESIGN, "The write path").
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -15,13 +18,43 @@ use crate::record::StoreOp;
 use crate::store::wal::{self, Appended};
 use crate::types::Durability;
 
-/// Immediate mode: how long a commit waits for the writers of the previous commit to come back.
+/// Immediate mode: how long a leader waits for the writers of the previous commit to come back.
 const GATHER: Duration = Duration::from_micros(50);
 /// Buffered mode: flush early once this many ops are pending.
 pub(super) const FLUSH_OPS: usize = 1 << 16;
-/// Hands what a write added to `pending` on: to the committer (returning the sequence number to
-/// wait for in Immediate mode), or straight to the hub in memory.
-pub(super) fn enqueued(s: &Shared, st: &mut State) -> Option<u64> {
+
+/// What only the commit leader touches, guarded by `Shared::leader`; taken by whoever holds
+/// `Done::committing` (so never contended).
+#[derive(Default)]
+pub(super) struct Leader {
+    /// The write-ahead log (`None`: commits go to redb; also once close flushed it).
+    pub(super) logged: Option<Logged>,
+    /// The previous batch's ops buffer, cleared, handed back to `pending` so a steady stream
+    /// of writes never regrows it.
+    spare: Vec<StoreOp>,
+    /// Writes the previous commit carried and the last sequence number taken: with that many
+    /// writers about, a commit that starts with fewer waits briefly for the rest (they were
+    /// woken by the last commit and are on their way back).
+    last_writes: u64,
+    taken_seq: u64,
+    /// Close brought redb up to date: no commit may follow.
+    finished: bool,
+}
+
+impl Leader {
+    pub(super) fn new(logged: Option<Logged>) -> Leader {
+        Leader {
+            logged,
+            ..Leader::default()
+        }
+    }
+}
+
+/// Hands what a write added to `pending` on (returning the sequence number to wait for in
+/// Immediate mode), or, in memory, straight to the hub. `leads`: the caller waits for it with
+/// [`wait_durable`] and so commits it itself if no commit is in flight; otherwise the committer
+/// thread is woken for it.
+pub(super) fn enqueued(s: &Shared, st: &mut State, leads: bool) -> Option<u64> {
     if !s.cfg.persist {
         let batch = st.pending.take();
         deliver(s, batch);
@@ -37,7 +70,11 @@ pub(super) fn enqueued(s: &Shared, st: &mut State) -> Option<u64> {
     st.seq += 1;
     match s.cfg.durability {
         Durability::Immediate => {
-            s.commit_cv.notify_one();
+            if !leads {
+                s.commit_cv.notify_one();
+            } else if st.gathering {
+                s.gather_cv.notify_one();
+            }
             Some(st.seq)
         }
         Durability::Buffered(_) => {
@@ -82,8 +119,62 @@ fn deliver(s: &Shared, batch: Batch) {
     }
 }
 
+/// Waits until the write `seq` is durable (Immediate mode). If no commit is in flight when it is
+/// not, the caller leads the next one itself: it commits everything pending, its own write
+/// included.
 pub(super) fn wait_durable(s: &Shared, seq: u64) -> Result<()> {
-    wait_done(s, |done| done.committed >= seq)
+    let mut done = s.done.lock();
+    loop {
+        if done.committed >= seq {
+            return Ok(());
+        }
+        if let Some(e) = &done.failed {
+            return Err(e.clone());
+        }
+        if !done.committing && s.cfg.durability == Durability::Immediate {
+            done.committing = true;
+            drop(done);
+            if !lead(s, |l| round(s, l, Round::Writer)) {
+                // Close ended the commits before this write was taken (it cannot be: close
+                // commits everything applied before it); never wait for nothing.
+                return Err(s.closed.clone());
+            }
+            done = s.done.lock();
+            continue;
+        }
+        s.done_cv.wait(&mut done);
+    }
+}
+
+/// Waits until no commit is in flight and takes the lead (`Done::committing`).
+fn take_lead(s: &Shared) {
+    let mut done = s.done.lock();
+    while done.committing {
+        s.done_cv.wait(&mut done);
+    }
+    done.committing = true;
+}
+
+/// Runs `f` as the commit leader (the caller set `Done::committing`), then gives the lead up
+/// and wakes the waiters. A panic inside poisons the engine like a failed commit (D6), so
+/// nobody waits for a commit that will never come. Returns false if close already ended the
+/// commits (then `f` did not run).
+fn lead(s: &Shared, f: impl FnOnce(&mut Leader)) -> bool {
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut l = s.leader.lock();
+        let open = !l.finished;
+        if open {
+            f(&mut l);
+        }
+        open
+    }));
+    if ran.is_err() {
+        poison(s, Error::storage("a commit panicked; reopen the database"));
+    }
+    let mut done = s.done.lock();
+    done.committing = false;
+    s.done_cv.notify_all();
+    ran.unwrap_or(true)
 }
 
 /// Waits until the committer's progress satisfies `reached`, or fails with its failure.
@@ -285,25 +376,109 @@ fn poison(s: &Shared, e: Error) {
     s.done_cv.notify_all();
 }
 
-/// The committer thread: takes everything pending, makes it durable in one log append (or,
-/// without a log, one redb transaction), then delivers its events and wakes the writers waiting
-/// for it (group commit, SPEC D1–D3). It also serves `flush_to_file` barriers.
+/// Who leads a commit round.
+#[derive(Clone, Copy, PartialEq)]
+enum Round {
+    /// A writer waiting for its own write (Immediate): it may gather, and leaves barriers to
+    /// the committer thread.
+    Writer,
+    /// The committer thread: it also serves `flush_to_file` barriers.
+    Committer,
+}
+
+/// One group commit, run by the leader: takes everything pending, makes it durable in one log
+/// append (or, without a log, one redb transaction), delivers its events and notices, then
+/// publishes its progress (`committed`), or poisons the engine if it failed (D6).
+fn round(s: &Shared, l: &mut Leader, who: Round) {
+    let (mut batch, seq, revision, next_id, barrier) = {
+        let mut st = s.state.lock();
+        if who == Round::Writer && !st.closed && st.seq - l.taken_seq < l.last_writes {
+            let until = Instant::now() + GATHER;
+            st.gathering = true;
+            while st.seq - l.taken_seq < l.last_writes && Instant::now() < until {
+                s.gather_cv.wait_until(&mut st, until);
+            }
+            st.gathering = false;
+        }
+        let batch = st.pending.take();
+        std::mem::swap(&mut st.pending.ops, &mut l.spare);
+        l.last_writes = st.seq - l.taken_seq;
+        l.taken_seq = st.seq;
+        let barrier = if who == Round::Committer {
+            st.barriers
+        } else {
+            0
+        };
+        (
+            batch,
+            st.seq,
+            st.m.kv.revision,
+            st.m.lessor.next_id(),
+            barrier,
+        )
+    };
+    let work = !batch.is_empty();
+    let failed = s.state.lock().poisoned.is_some();
+    let mut result = if failed {
+        Err(Error::storage(
+            "an earlier commit failed; reopen the database",
+        ))
+    } else if !work {
+        Ok(())
+    } else {
+        match &mut l.logged {
+            Some(log) => log.commit(s, &mut batch.ops, revision, next_id),
+            None => match &*s.store.lock() {
+                Some(store) => store.commit(&batch.ops, revision, next_id, None),
+                None => Ok(()),
+            },
+        }
+    };
+    l.spare = std::mem::take(&mut batch.ops);
+    l.spare.clear();
+    if l.spare.capacity() > 4 * FLUSH_OPS {
+        l.spare.shrink_to(FLUSH_OPS);
+    }
+    // A barrier (`flush_to_file`): everything committed so far goes into redb now.
+    if let (Ok(()), Some(log)) = (&result, &mut l.logged) {
+        if barrier > s.done.lock().barriers {
+            result = log.flush(s);
+        }
+    }
+    match result {
+        Ok(()) => {
+            if work {
+                s.commits.fetch_add(1, Ordering::Relaxed);
+            }
+            deliver(s, batch);
+            let mut done = s.done.lock();
+            done.committed = seq;
+            done.revision = revision;
+            done.barriers = done.barriers.max(barrier);
+        }
+        Err(e) => poison(s, prefixed("commit failed", e)),
+    }
+}
+
+/// The committer thread: leads the commits nobody waits on (the expiry thread's, every
+/// `Buffered` commit), `flush_to_file` barriers, and close's last commit and checkpoint.
 pub(super) fn run(s: &Shared) {
-    let mut logged = s.log.lock().take();
+    /// However the thread ends (a panic too), the log's writer is closed, which lets the
+    /// checkpointer end.
+    struct Finish<'a>(&'a Shared);
+    impl Drop for Finish<'_> {
+        fn drop(&mut self) {
+            finish(self.0);
+        }
+    }
+    let _finish = Finish(s);
     let interval = match s.cfg.durability {
         Durability::Immediate => None,
         Durability::Buffered(d) => Some(d),
     };
     let mut next_flush = interval.map(instant_after);
-    // The previous batch's ops buffer, cleared, handed back to `pending` so a steady stream of
-    // writes never regrows it.
-    let mut spare: Vec<StoreOp> = Vec::new();
-    // Writes the previous commit carried: with that many writers about, a commit that starts
-    // with fewer waits briefly for the rest to enqueue (they were woken by the last commit).
-    let mut last_writes: u64 = 0;
-    let mut taken_seq: u64 = 0;
     loop {
-        let (mut batch, seq, revision, next_id, last, barrier) = {
+        let last = {
             let mut st = s.state.lock();
             loop {
                 let barrier = st.barriers > s.done.lock().barriers; // lock order: state, done
@@ -312,21 +487,9 @@ pub(super) fn run(s: &Shared) {
                     Some(t) => Instant::now() >= t || st.pending.ops.len() >= FLUSH_OPS,
                 };
                 if barrier || (!st.pending.is_empty() && (due || st.closed)) {
-                    if interval.is_none()
-                        && !st.closed
-                        && !barrier
-                        && st.seq - taken_seq < last_writes
-                    {
-                        let until = Instant::now() + GATHER;
-                        while st.seq - taken_seq < last_writes && Instant::now() < until {
-                            s.commit_cv.wait_until(&mut st, until);
-                        }
-                    }
-                    break;
+                    break st.closed;
                 }
                 if st.closed {
-                    drop(st);
-                    finish(s, logged);
                     return;
                 }
                 match next_flush {
@@ -340,66 +503,13 @@ pub(super) fn run(s: &Shared) {
                     }
                 }
             }
-            if let Some(d) = interval {
-                next_flush = Some(instant_after(d));
-            }
-            let batch = st.pending.take();
-            std::mem::swap(&mut st.pending.ops, &mut spare);
-            last_writes = st.seq - taken_seq;
-            taken_seq = st.seq;
-            (
-                batch,
-                st.seq,
-                st.m.kv.revision,
-                st.m.lessor.next_id(),
-                st.closed,
-                st.barriers,
-            )
         };
-        let work = !batch.is_empty();
-        let failed = s.state.lock().poisoned.is_some();
-        let mut result = if failed {
-            Err(Error::storage(
-                "an earlier commit failed; reopen the database",
-            ))
-        } else if !work {
-            Ok(())
-        } else {
-            match &mut logged {
-                Some(l) => l.commit(s, &mut batch.ops, revision, next_id),
-                None => match &*s.store.lock() {
-                    Some(store) => store.commit(&batch.ops, revision, next_id, None),
-                    None => Ok(()),
-                },
-            }
-        };
-        spare = std::mem::take(&mut batch.ops);
-        spare.clear();
-        if spare.capacity() > 4 * FLUSH_OPS {
-            spare.shrink_to(FLUSH_OPS);
+        if let Some(d) = interval {
+            next_flush = Some(instant_after(d));
         }
-        // A barrier (`flush_to_file`): everything committed so far goes into redb now.
-        if let (Ok(()), Some(l)) = (&result, &mut logged) {
-            if barrier > s.done.lock().barriers {
-                result = l.flush(s);
-            }
-        }
-        match result {
-            Ok(()) => {
-                if work {
-                    s.commits.fetch_add(1, Ordering::Relaxed);
-                }
-                deliver(s, batch);
-                let mut done = s.done.lock();
-                done.committed = seq;
-                done.revision = revision;
-                done.barriers = done.barriers.max(barrier);
-                s.done_cv.notify_all();
-            }
-            Err(e) => poison(s, prefixed("commit failed", e)),
-        }
+        take_lead(s);
+        let _ = lead(s, |l| round(s, l, Round::Committer));
         if last && s.state.lock().pending.is_empty() {
-            finish(s, logged);
             return;
         }
     }
@@ -407,13 +517,17 @@ pub(super) fn run(s: &Shared) {
 
 /// The committer's last act on close: with a log, bring redb up to date (so the file alone is
 /// complete and the log holds nothing redb lacks), unless a failure poisoned the engine; then
-/// let the checkpointer end.
-fn finish(s: &Shared, logged: Option<Logged>) {
-    if let Some(mut l) = logged {
-        if s.state.lock().poisoned.is_none() {
-            if let Err(e) = l.flush(s) {
-                poison(s, prefixed("checkpoint on close failed", e));
+/// let the checkpointer end. No commit is led after it.
+fn finish(s: &Shared) {
+    take_lead(s);
+    let _ = lead(s, |l| {
+        l.finished = true;
+        if let Some(mut log) = l.logged.take() {
+            if s.state.lock().poisoned.is_none() {
+                if let Err(e) = log.flush(s) {
+                    poison(s, prefixed("checkpoint on close failed", e));
+                }
             }
         }
-    }
+    });
 }

@@ -33,7 +33,7 @@ pub(super) fn run(s: &Shared) {
                 st_ref.pending.record_events = s.record_events.load(Ordering::Relaxed);
                 st_ref.m.expire(&due, now, &mut st_ref.pending);
                 notify_gone(s, &mut st_ref.pending);
-                enqueued(s, st_ref);
+                enqueued(s, st_ref, false);
             }
             if now >= st.next_checkpoint {
                 let st_ref = &mut *st;
@@ -44,7 +44,7 @@ pub(super) fn run(s: &Shared) {
                     &mut st_ref.pending,
                 );
                 if n > 0 {
-                    enqueued(s, st_ref);
+                    enqueued(s, st_ref, false);
                 }
                 if !st.m.lessor.has_dirty() {
                     st.next_checkpoint = now.saturating_add(s.cfg.checkpoint_interval);

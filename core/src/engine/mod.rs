@@ -22,7 +22,7 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, Receiver, Sender};
 
 pub use self::builder::Builder;
-use self::commit::{enqueued, wait_done, wait_durable, Ckpt, Logged, Work};
+use self::commit::{enqueued, wait_done, wait_durable, Ckpt, Leader, Work};
 use self::signals::notify_gone;
 use crate::batch::Batch;
 use crate::clock::{Clock, Waker};
@@ -69,6 +69,8 @@ struct State {
     sleep_until: u64,
     /// `flush_to_store` barriers requested (the committer serves them in order).
     barriers: u64,
+    /// A commit leader waits (`gather_cv`) for more writes before taking the batch.
+    gathering: bool,
 }
 
 /// Commit progress guarded by `Shared::done`.
@@ -80,6 +82,8 @@ struct Done {
     /// `flush_to_store` barriers served: redb held every write applied before them.
     barriers: u64,
     failed: Option<Error>,
+    /// A commit is in flight: its leader holds `Shared::leader`; the next one waits for it.
+    committing: bool,
 }
 
 pub(crate) struct Shared {
@@ -88,14 +92,17 @@ pub(crate) struct Shared {
     expiry_cv: Condvar,
     /// The committer waits on it (with `state`).
     commit_cv: Condvar,
+    /// A gathering commit leader waits on it (with `state`).
+    gather_cv: Condvar,
     hub: Mutex<WatchHub>,
     done: Mutex<Done>,
     done_cv: Condvar,
     /// The committer alone without a log; the checkpointer alone with one (then `close`,
     /// after both stopped).
     store: Mutex<Option<Store>>,
-    /// The log's writer side, taken by the committer when it starts (`None`: no log).
-    log: Mutex<Option<Logged>>,
+    /// The commit leader's own state (the log's writer side, if any): taken only by the
+    /// holder of `Done::committing`, across the commit's fsync.
+    leader: Mutex<Leader>,
     /// The checkpointer's work queue, taken by it when it starts.
     ckpt_rx: Mutex<Option<Receiver<Work>>>,
     /// Whether the checkpointer is applying a hand-off (taken alone); `ckpt_cv` signals it.
@@ -283,7 +290,7 @@ impl Tenure {
                 st.pending.expired.len(),
             );
             let wait_for = if before != after {
-                enqueued(s, st)
+                enqueued(s, st, true)
             } else {
                 None
             };
