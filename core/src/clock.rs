@@ -87,18 +87,11 @@ impl Clock for SystemClock {
     fn instant_at(&self, t: Duration) -> Option<Instant> {
         // Relative to this moment, so TSC and CLOCK_MONOTONIC drift only spans one sleep.
         let wait = t.saturating_sub(self.now());
-        Some(Instant::now().checked_add(wait).unwrap_or_else(far_future))
+        Some(instant_after(wait))
     }
 }
 
-/// `d` from now, saturating at [`far_future`] (a sleeper re-checks when it wakes).
-pub(crate) fn instant_after(d: Duration) -> Instant {
-    Instant::now().checked_add(d).unwrap_or_else(far_future)
-}
-
-pub(crate) fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(86_400 * 365)
-}
+pub(crate) use crate::limits::instant_after;
 
 /// The latest monotonic time a `ManualClock` reaches: one below the engine's "no time" mark.
 const MANUAL_MAX_NS: u64 = u64::MAX - 1;

@@ -175,7 +175,8 @@ impl Tenure {
     }
 
     /// Starts renewing `id` every `interval` (default: a third of its TTL) on a background
-    /// thread. Fails at once if the lease does not exist.
+    /// thread. Fails at once if the lease does not exist, and with `InvalidArgument` for an
+    /// interval of zero or above [`MAX_KEEPALIVE_INTERVAL`](crate::limits::MAX_KEEPALIVE_INTERVAL).
     pub fn keep_alive(
         &self,
         id: impl Into<LeaseId>,
@@ -192,13 +193,14 @@ impl Tenure {
         interval: Option<Duration>,
         lost: Option<Stop>,
     ) -> Result<KeepAlive> {
+        if let Some(every) = interval {
+            crate::limits::check_keepalive_interval(every)?;
+        }
         let start = self.clock().now();
         let info = self.time_to_live(id)?;
         let ttl = info.ttl;
-        let every = interval.unwrap_or(ttl / 3);
-        if every.is_zero() {
-            return Err(Error::invalid("keep-alive interval must be positive"));
-        }
+        // The default, a third of the TTL, is below the bound but zero for a TTL under 3 ns.
+        let every = crate::limits::check_keepalive_interval(interval.unwrap_or(ttl / 3))?;
         let stop = Stop::new();
         let error = Arc::new(Mutex::new(None));
         let s = stop.clone();

@@ -45,6 +45,8 @@ pub use crate::clock::{Clock, ManualClock, SystemClock, Waker};
 pub use crate::engine::{Builder, Tenure};
 pub use crate::error::{Error, ErrorCode, Result};
 pub use crate::limits::{MAX_DURATION, MAX_WATCH_EVENTS};
+#[cfg(feature = "remote")]
+pub use crate::remote::Credentials;
 // Shared with the bindings so that every language words durations and TTL errors alike.
 #[doc(hidden)]
 pub use crate::error::{human as format_duration, ttl_refused};

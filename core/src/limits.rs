@@ -1,8 +1,8 @@
 //! Argument bounds, in one place: the core checks every argument against them where it enters,
 //! and the C and Python bindings use these constants and checks instead of copies of their own
-//! (SPEC L2 for TTLs, D5 for options).
+//! (SPEC L2 for TTLs, D5 for options, S1 for keep-alive intervals).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{human, ttl_refused, Error, ErrorCode, Result};
 
@@ -15,6 +15,26 @@ pub const MAX_DURATION: Duration = MAX_TTL;
 
 /// The most events `watch_queue` and `watch_history` may be set to (16 Mi).
 pub const MAX_WATCH_EVENTS: usize = 1 << 24;
+
+/// The longest keep-alive interval (`Tenure::keep_alive`, `SessionOptions::keepalive_interval`):
+/// the bound of every interval. Above it the call is `InvalidArgument` (SPEC S1).
+pub const MAX_KEEPALIVE_INTERVAL: Duration = MAX_DURATION;
+
+/// The smallest and largest region of the write-ahead log (`Builder::log_region_size`, a test
+/// option, and the region size a log file's header may carry); a multiple of 8 in between.
+pub const LOG_REGION_MIN: u64 = crate::store::wal::REGION_MIN;
+/// See [`LOG_REGION_MIN`].
+pub const LOG_REGION_MAX: u64 = crate::store::wal::REGION_MAX;
+
+/// How far ahead a deadline is put when the one asked for is beyond what the clock
+/// (`Instant`) holds: 30 years, which no wait outlives (a sleeper woken then re-checks).
+pub const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// The instant `d` from now, saturating at [`FAR_FUTURE`] from now (never a panic).
+pub fn instant_after(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d).unwrap_or_else(|| now + FAR_FUTURE)
+}
 
 /// A lease TTL (SPEC L2): zero is `InvalidArgument`, above [`MAX_TTL`] `LeaseTtlTooLarge`.
 pub fn check_ttl(ttl: Duration) -> Result<Duration> {
@@ -61,6 +81,24 @@ pub fn check_duration(d: Duration, what: &str) -> Result<Duration> {
     Ok(d)
 }
 
+/// A keep-alive interval: more than zero and at most [`MAX_KEEPALIVE_INTERVAL`]
+/// (`InvalidArgument` naming `keepalive_interval` and the bound).
+pub fn check_keepalive_interval(d: Duration) -> Result<Duration> {
+    check_interval(d, "keepalive_interval")
+}
+
+/// A region size of the write-ahead log: a multiple of 8 from [`LOG_REGION_MIN`] to
+/// [`LOG_REGION_MAX`].
+pub fn check_log_region(bytes: u64) -> Result<u64> {
+    let region = LOG_REGION_MIN..=LOG_REGION_MAX;
+    if !region.contains(&bytes) || bytes % 8 != 0 {
+        return Err(Error::invalid(format!(
+            "log_region_size must be a multiple of 8 in {region:?}, got {bytes}"
+        )));
+    }
+    Ok(bytes)
+}
+
 /// A number of watch events (`watch_queue`, `watch_history`): at most [`MAX_WATCH_EVENTS`].
 pub fn check_watch_events(n: usize, what: &str) -> Result<usize> {
     if n > MAX_WATCH_EVENTS {
@@ -102,5 +140,32 @@ mod tests {
         assert!(check_duration(Duration::ZERO, "x").is_ok());
         assert!(check_watch_events(MAX_WATCH_EVENTS, "x").is_ok());
         assert!(check_watch_events(MAX_WATCH_EVENTS + 1, "x").is_err());
+        assert!(check_log_region(LOG_REGION_MIN).is_ok());
+        assert!(check_log_region(LOG_REGION_MAX).is_ok());
+        assert!(check_log_region(LOG_REGION_MIN - 8).is_err());
+        assert!(check_log_region(LOG_REGION_MIN + 4).is_err());
+        assert!(check_log_region(LOG_REGION_MAX + 8).is_err());
+    }
+
+    #[test]
+    fn s1_keepalive_intervals_are_positive_and_at_most_the_bound() {
+        assert!(check_keepalive_interval(Duration::ZERO).is_err());
+        assert!(check_keepalive_interval(MAX_KEEPALIVE_INTERVAL).is_ok());
+        let e =
+            check_keepalive_interval(MAX_KEEPALIVE_INTERVAL + Duration::from_nanos(1)).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        let m = e.to_string();
+        assert!(
+            m.contains("keepalive_interval") && m.contains("9000000000 s"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn s2_a_deadline_beyond_the_clock_saturates_at_the_far_future() {
+        let before = Instant::now();
+        let at = instant_after(Duration::MAX);
+        assert!(at >= before + FAR_FUTURE);
+        assert!(instant_after(Duration::from_secs(1)) < before + Duration::from_secs(3600));
     }
 }

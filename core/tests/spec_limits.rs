@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use tenure::limits::MAX_KEEPALIVE_INTERVAL;
 use tenure::sync::{Election, Mutex, Session, SessionOptions};
 use tenure::{
     Clock, Durability, Error, ManualClock, Recovery, Tenure, WatchOptions, MAX_DURATION,
@@ -197,14 +198,43 @@ fn d6_a_dead_background_thread_poisons_the_engine_instead_of_dropping_work() {
 }
 
 #[test]
-fn s1_a_huge_keepalive_interval_saturates_instead_of_panicking() {
+fn s1_the_longest_keepalive_interval_saturates_instead_of_panicking() {
     let clock = ManualClock::new();
     let db = Tenure::builder().clock(clock.clone()).open().unwrap();
     let lease = db.grant(Duration::from_secs(10)).unwrap();
-    let k = db.keep_alive(lease, Some(Duration::MAX)).unwrap();
+    let k = db.keep_alive(lease, Some(MAX_KEEPALIVE_INTERVAL)).unwrap();
     clock.advance(Duration::from_secs(5));
     assert!(k.is_alive());
     k.stop();
+}
+
+#[test]
+fn s1_a_keepalive_interval_above_the_bound_is_an_invalid_argument_naming_it() {
+    let db = Tenure::in_memory().unwrap();
+    let lease = db.grant(Duration::from_secs(10)).unwrap();
+    let leases = db.leases().unwrap().len();
+    for too_long in [
+        MAX_KEEPALIVE_INTERVAL + Duration::from_nanos(1),
+        Duration::MAX,
+    ] {
+        let opts = SessionOptions {
+            keepalive_interval: Some(too_long),
+            ..Default::default()
+        };
+        for e in [
+            db.keep_alive(lease, Some(too_long)).unwrap_err(),
+            Session::new(&db, opts.clone()).unwrap_err(),
+            Session::resume(&db, lease, opts).unwrap_err(),
+        ] {
+            let m = e.to_string();
+            assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+            assert!(
+                m.contains("keepalive_interval") && m.contains("9000000000 s"),
+                "{m}"
+            );
+        }
+    }
+    assert_eq!(db.leases().unwrap().len(), leases, "nothing granted");
 }
 
 #[test]

@@ -3,7 +3,9 @@
 use std::ffi::{c_char, CStr};
 use std::sync::Arc;
 
-use tenure_core::{Builder, Clock, Durability, Error, ManualClock, Recovery, Stats, Tenure};
+use tenure_core::{
+    Builder, Clock, Credentials, Durability, Error, ManualClock, Recovery, Stats, Tenure,
+};
 
 use crate::error::{
     c_name_of, guard, invalid, last_error_ptr, set_last_error, shield, tenure_result, Res,
@@ -243,41 +245,22 @@ unsafe fn option(ptr: *const c_char, name: &str) -> Res<Option<String>> {
     Ok(Some(s.to_owned()))
 }
 
-/// The TLS and credential options of `o` applied to `b`.
+/// The TLS and credential options of `o`, as given (the core checks that the pairs are whole).
 ///
 /// # Safety
 /// Each non-NULL string field of `o` must point to a NUL-terminated string.
-unsafe fn credentials(mut b: Builder, o: &tenure_connect_options) -> Res<Builder> {
+unsafe fn credentials(o: &tenure_connect_options) -> Res<Credentials> {
     // SAFETY (every `option` below): the caller's promise about `o`'s strings.
-    if let Some(ca) = unsafe { option(o.ca_file, "ca_file") }? {
-        b = b.ca_file(ca);
+    unsafe {
+        Ok(Credentials {
+            ca_file: option(o.ca_file, "ca_file")?.map(Into::into),
+            cert_file: option(o.cert_file, "cert_file")?.map(Into::into),
+            key_file: option(o.key_file, "key_file")?.map(Into::into),
+            server_name: option(o.server_name, "server_name")?,
+            user: option(o.user, "user")?,
+            password: option(o.password, "password")?,
+        })
     }
-    let cert = unsafe { option(o.cert_file, "cert_file") }?;
-    let key = unsafe { option(o.key_file, "key_file") }?;
-    match (cert, key) {
-        (Some(c), Some(k)) => b = b.client_cert(c, k),
-        (None, None) => {}
-        _ => {
-            return Err(invalid(
-                "cert_file and key_file go together: give both or neither",
-            ))
-        }
-    }
-    if let Some(name) = unsafe { option(o.server_name, "server_name") }? {
-        b = b.server_name(name);
-    }
-    let user = unsafe { option(o.user, "user") }?;
-    let password = unsafe { option(o.password, "password") }?;
-    match (user, password) {
-        (Some(u), Some(p)) => b = b.user(u, p),
-        (None, None) => {}
-        _ => {
-            return Err(invalid(
-                "user and password go together: give both or neither",
-            ))
-        }
-    }
-    Ok(b)
 }
 
 /// Connects to an etcd v3 server — `tenure serve` or an etcd cluster — at `url`
@@ -312,7 +295,7 @@ pub unsafe extern "C" fn tenure_connect(
             b = b.request_timeout(ms(opts.request_timeout_ms, "request_timeout_ms")?);
         }
         // SAFETY: the caller promises NUL-terminated strings in the options' string fields.
-        let db = unsafe { credentials(b, &opts) }?.connect()?;
+        let db = b.credentials(unsafe { credentials(&opts) }?).connect()?;
         out.set(boxed(tenure { db }));
         Ok(())
     })

@@ -50,7 +50,9 @@ pub struct tenure_session {
 pub struct tenure_session_options {
     /// The TTL of the session's lease in ms (> 0); ignored on resume (the lease keeps its own).
     pub ttl_ms: i64,
-    /// How often the lease is renewed, in ms (> 0); 0 means every third of the TTL.
+    /// How often the lease is renewed, in ms: 0 means every third of the TTL, else at most
+    /// 9 000 000 000 000 ms (9 000 000 000 s, the core's `MAX_KEEPALIVE_INTERVAL`, the bound of
+    /// every interval); above it, or negative, is `TENURE_ERR_INVALID_ARGUMENT`.
     pub keepalive_interval_ms: i64,
 }
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use tenure::{Builder, Durability, LeaseId, Recovery, Tenure, Txn, WatchOptions};
+use tenure::{Builder, Credentials, Durability, LeaseId, Recovery, Tenure, Txn, WatchOptions};
 
 use crate::clock::PyManualClock;
 use crate::convert::{
@@ -133,29 +133,17 @@ pub(crate) fn connect(
     user: Option<String>,
     password: Option<String>,
 ) -> PyResult<Py<PyTenure>> {
-    let mut b = Tenure::builder()
+    let b = Tenure::builder()
         .endpoints([url])
-        .request_timeout(seconds(timeout, "timeout")?);
-    if let Some(ca) = ca {
-        b = b.ca_file(ca);
-    }
-    match (cert, key) {
-        (Some(c), Some(k)) => b = b.client_cert(c, k),
-        (None, None) => {}
-        _ => return Err(invalid("cert and key go together: give both or neither")),
-    }
-    if let Some(name) = server_name {
-        b = b.server_name(name);
-    }
-    match (user, password) {
-        (Some(u), Some(p)) => b = b.user(u, p),
-        (None, None) => {}
-        _ => {
-            return Err(invalid(
-                "user and password go together: give both or neither",
-            ))
-        }
-    }
+        .request_timeout(seconds(timeout, "timeout")?)
+        .credentials(Credentials {
+            ca_file: ca,
+            cert_file: cert,
+            key_file: key,
+            server_name,
+            user,
+            password,
+        });
     let engine = blocking(py, move || b.connect())?;
     let db = Py::new(
         py,

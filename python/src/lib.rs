@@ -73,7 +73,8 @@ mod _tenure {
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", tenure::VERSION)?;
-        // The defaults of `open()`, published by the core (its signature shows them as `...`).
+        // The defaults of `open()` (its signature shows them as `...`) and the bounds of
+        // arguments, published by the core.
         for (name, d) in [
             (
                 "DEFAULT_FLUSH_INTERVAL",
@@ -86,6 +87,12 @@ mod _tenure {
             (
                 "DEFAULT_EXPIRED_RETRY_INTERVAL",
                 tenure::Builder::DEFAULT_EXPIRED_RETRY_INTERVAL,
+            ),
+            // The bounds of a TTL and of a keep-alive interval (`tenure::limits`).
+            ("MAX_TTL", tenure::limits::MAX_TTL),
+            (
+                "MAX_KEEPALIVE_INTERVAL",
+                tenure::limits::MAX_KEEPALIVE_INTERVAL,
             ),
         ] {
             m.add(name, d.as_secs_f64())?;

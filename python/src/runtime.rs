@@ -130,13 +130,9 @@ pub(crate) fn reset_attached_after_fork() {
     ATTACHED.store(0, Ordering::SeqCst);
 }
 
-/// The deadline of a wait of `t` (`None`: no limit); saturating.
+/// The deadline of a wait of `t` (`None`: no limit); saturating at the core's far future.
 pub(crate) fn deadline(t: Option<Duration>) -> Option<Instant> {
-    t.map(|t| {
-        Instant::now()
-            .checked_add(t)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365 * 30))
-    })
+    t.map(tenure::limits::instant_after)
 }
 
 /// The one wait of the binding: until `poll(step)` yields a value, in slices of at most

@@ -45,6 +45,8 @@ __all__ = [
     "DEFAULT_FLUSH_INTERVAL",
     "DEFAULT_CHECKPOINT_INTERVAL",
     "DEFAULT_EXPIRED_RETRY_INTERVAL",
+    "MAX_TTL",
+    "MAX_KEEPALIVE_INTERVAL",
     "_Pending",
     "_lock_async",
     "_campaign_async",
@@ -59,6 +61,11 @@ __version__: Final[str]
 DEFAULT_FLUSH_INTERVAL: Final[float]
 DEFAULT_CHECKPOINT_INTERVAL: Final[float]
 DEFAULT_EXPIRED_RETRY_INTERVAL: Final[float]
+# The bounds of arguments, in seconds: the core's. A TTL above MAX_TTL (9e9, etcd's MaxLeaseTTL)
+# raises LeaseTtlTooLarge; a keepalive_interval of 0 or above MAX_KEEPALIVE_INTERVAL (9e9, the
+# bound of every interval) raises InvalidArgument naming it and the bound.
+MAX_TTL: Final[float]
+MAX_KEEPALIVE_INTERVAL: Final[float]
 
 def open(
     path: str | os.PathLike[str] | None = None,

@@ -151,6 +151,13 @@ static void s1_session_options_set_the_keepalive_interval(void) {
     CHECK_RC(tenure_session_new_with(db, &o, &none), TENURE_ERR_INVALID_ARGUMENT);
     CHECK_MSG("keepalive_interval_ms");
     CHECK_RC(tenure_session_resume_with(db, lease, &o, &none), TENURE_ERR_INVALID_ARGUMENT);
+    /* S1: above the bound (9 000 000 000 s), named with the bound. */
+    o.keepalive_interval_ms = INT64_C(9000000000001);
+    CHECK_RC(tenure_session_new_with(db, &o, &none), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("keepalive_interval");
+    CHECK_MSG("9000000000 s");
+    CHECK_RC(tenure_session_resume_with(db, lease, &o, &none), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("9000000000 s");
     o.keepalive_interval_ms = 0;
     o.ttl_ms = 0;
     CHECK_RC(tenure_session_new_with(db, &o, &none), TENURE_ERR_INVALID_ARGUMENT);

@@ -160,6 +160,20 @@ def test_s1_bad_session_options_raise_invalid_argument(
         db.session(**kwargs)
 
 
+@pytest.mark.parametrize("interval", [9e9 + 1.0, 1e300, float("inf")])
+def test_s1_a_keepalive_interval_above_the_bound_raises_invalid_argument_naming_it(
+    db: tenure.Tenure, interval: float
+) -> None:
+    assert tenure.MAX_KEEPALIVE_INTERVAL == 9e9
+    lease = db.grant(10.0)
+    bound = r"keepalive_interval.*9000000000 s"
+    with pytest.raises(tenure.InvalidArgument, match=bound):
+        db.session(keepalive_interval=interval)
+    with pytest.raises(tenure.InvalidArgument, match=bound):
+        db.resume_session(lease, keepalive_interval=interval)
+    assert [info.id for info in db.leases()] == [lease.id]
+
+
 def test_s1_a_session_of_a_closed_engine_raises_closed(clock: tenure.ManualClock) -> None:
     db = tenure.open(clock=clock)
     s = db.session()

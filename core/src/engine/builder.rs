@@ -16,7 +16,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{panic_message, Error, Result};
 use crate::kv::watch::WatchHub;
 use crate::lease::lessor::{ns, NO_TIME};
-use crate::limits::{check_duration, check_interval, check_watch_events};
+use crate::limits::{check_duration, check_interval, check_log_region, check_watch_events};
 use crate::locks::{Condvar, Mutex};
 use crate::record::Loaded;
 use crate::state::Machine;
@@ -234,7 +234,7 @@ impl Builder {
     /// endpoints; without it, the system's roots. Feature `remote` (SPEC R4).
     #[cfg(feature = "remote")]
     pub fn ca_file(mut self, path: impl AsRef<Path>) -> Builder {
-        self.credentials.ca = Some(path.as_ref().to_path_buf());
+        self.credentials.ca_file = Some(path.as_ref().to_path_buf());
         self
     }
 
@@ -242,7 +242,8 @@ impl Builder {
     /// requires one (mutual TLS, etcd's `--client-cert-auth`). Feature `remote` (SPEC R4).
     #[cfg(feature = "remote")]
     pub fn client_cert(mut self, cert: impl AsRef<Path>, key: impl AsRef<Path>) -> Builder {
-        self.credentials.cert = Some((cert.as_ref().to_path_buf(), key.as_ref().to_path_buf()));
+        self.credentials.cert_file = Some(cert.as_ref().to_path_buf());
+        self.credentials.key_file = Some(key.as_ref().to_path_buf());
         self
     }
 
@@ -259,7 +260,17 @@ impl Builder {
     /// (SPEC R5).
     #[cfg(feature = "remote")]
     pub fn user(mut self, name: impl Into<String>, password: impl Into<String>) -> Builder {
-        self.credentials.user = Some((name.into(), password.into()));
+        self.credentials.user = Some(name.into());
+        self.credentials.password = Some(password.into());
+        self
+    }
+
+    /// Every TLS and credential option at once, replacing those set before (what a binding
+    /// passes through); [`connect`](Builder::connect) refuses a pair given by half. Feature
+    /// `remote` (SPEC R4, R5).
+    #[cfg(feature = "remote")]
+    pub fn credentials(mut self, credentials: crate::remote::Credentials) -> Builder {
+        self.credentials = credentials;
         self
     }
 
@@ -271,6 +282,7 @@ impl Builder {
     /// The storage options of the builder do not apply. Feature `remote`.
     #[cfg(feature = "remote")]
     pub fn connect(self) -> Result<Tenure> {
+        self.credentials.check()?;
         let endpoints =
             crate::remote::parse_endpoints(&self.endpoints, self.credentials.has_tls())?;
         let remote =
@@ -298,13 +310,7 @@ impl Builder {
             check_duration(d, "the recovery extension")?;
         }
         check_duration(self.min_ttl, "min_ttl")?;
-        let region = crate::store::wal::REGION_MIN..=crate::store::wal::REGION_MAX;
-        if !region.contains(&self.log_region) || self.log_region % 8 != 0 {
-            return Err(Error::invalid(format!(
-                "log_region_size must be a multiple of 8 in {region:?}, got {}",
-                self.log_region
-            )));
-        }
+        check_log_region(self.log_region)?;
         check_watch_events(self.watch_history, "watch_history")?;
         check_watch_events(self.watch_queue, "watch_queue")?;
         Ok(())

@@ -18,7 +18,7 @@ const REFUSAL_WINDOW: Duration = Duration::from_secs(1);
 
 fn config(creds: &Credentials) -> Result<ClientConfig, String> {
     let mut roots = RootCertStore::empty();
-    match &creds.ca {
+    match &creds.ca_file {
         Some(p) => {
             let pem = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
             for c in CertificateDer::pem_slice_iter(&pem) {
@@ -36,7 +36,7 @@ fn config(creds: &Credentials) -> Result<ClientConfig, String> {
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_root_certificates(roots);
-    let mut c = match &creds.cert {
+    let mut c = match creds.identity() {
         Some((cert, key)) => {
             let pem = std::fs::read(cert).map_err(|e| format!("{}: {e}", cert.display()))?;
             let chain = CertificateDer::pem_slice_iter(&pem)

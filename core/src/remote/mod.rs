@@ -121,36 +121,68 @@ pub(crate) fn parse_endpoints<S: AsRef<str>>(urls: &[S], tls: bool) -> Result<Ve
     Ok(out)
 }
 
-/// How `connect` proves who it talks to and who it is: TLS material (PEM files, read when
-/// connecting) and etcd's user name and password.
-#[derive(Clone, Default)]
-pub(crate) struct Credentials {
+/// How [`connect`](crate::Builder::connect) proves who it talks to and who it is: TLS material
+/// (PEM files, read when connecting) and etcd's user name and password (SPEC R4, R5). Every
+/// field is optional; the pairs (`cert_file` with `key_file`, `user` with `password`) go
+/// together, which `connect` checks before it dials, so a binding passes its options through
+/// as they came. Feature `remote`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Credentials {
     /// The CA bundle the server's certificate must chain to (else the system's roots).
-    pub(crate) ca: Option<PathBuf>,
-    /// The client certificate and its key, for servers that require one (mutual TLS).
-    pub(crate) cert: Option<(PathBuf, PathBuf)>,
+    pub ca_file: Option<PathBuf>,
+    /// The client certificate, for servers that require one (mutual TLS); with `key_file`.
+    pub cert_file: Option<PathBuf>,
+    /// The client certificate's private key; with `cert_file`.
+    pub key_file: Option<PathBuf>,
     /// The name the server's certificate must carry, instead of the endpoint's host.
-    pub(crate) server_name: Option<String>,
-    /// etcd's user and password: the `Authenticate` token, fetched again when it expires.
-    pub(crate) user: Option<(String, String)>,
+    pub server_name: Option<String>,
+    /// etcd's user (the `Authenticate` token, fetched again when it expires); with `password`.
+    pub user: Option<String>,
+    /// The user's password; with `user`.
+    pub password: Option<String>,
 }
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the password.
         f.debug_struct("Credentials")
-            .field("ca", &self.ca)
-            .field("cert", &self.cert)
+            .field("ca_file", &self.ca_file)
+            .field("cert_file", &self.cert_file)
+            .field("key_file", &self.key_file)
             .field("server_name", &self.server_name)
-            .field("user", &self.user.as_ref().map(|(u, _)| u))
-            .finish()
+            .field("user", &self.user)
+            .finish_non_exhaustive()
     }
 }
 
 impl Credentials {
     /// Whether a TLS option is set (then every endpoint must be `https://`).
     pub(crate) fn has_tls(&self) -> bool {
-        self.ca.is_some() || self.cert.is_some() || self.server_name.is_some()
+        self.ca_file.is_some()
+            || self.cert_file.is_some()
+            || self.key_file.is_some()
+            || self.server_name.is_some()
+    }
+
+    /// The pairs are whole: both halves or neither (`InvalidArgument` naming them).
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            return Err(Error::invalid(
+                "the client cert and key go together (cert_file and key_file): give both or \
+                 neither",
+            ));
+        }
+        if self.user.is_some() != self.password.is_some() {
+            return Err(Error::invalid(
+                "user and password go together: give both or neither",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The client certificate and its key, when both are given.
+    pub(crate) fn identity(&self) -> Option<(&Path, &Path)> {
+        Some((self.cert_file.as_deref()?, self.key_file.as_deref()?))
     }
 
     fn read(what: &str, path: &Path) -> Result<Vec<u8>> {
@@ -165,13 +197,13 @@ impl Credentials {
     ) -> Result<etcd::ConnectOptions> {
         if endpoints.iter().any(|e| e.starts_with("https://")) {
             let mut tls = etcd::TlsOptions::new();
-            tls = match &self.ca {
+            tls = match &self.ca_file {
                 Some(p) => {
                     tls.ca_certificate(etcd::Certificate::from_pem(Self::read("CA bundle", p)?))
                 }
                 None => tls.with_native_roots(),
             };
-            if let Some((cert, key)) = &self.cert {
+            if let Some((cert, key)) = self.identity() {
                 let identity = etcd::Identity::from_pem(
                     Self::read("client certificate", cert)?,
                     Self::read("client key", key)?,
@@ -183,7 +215,7 @@ impl Credentials {
             }
             opts = opts.with_tls(tls);
         }
-        if let Some((user, password)) = &self.user {
+        if let (Some(user), Some(password)) = (&self.user, &self.password) {
             opts = opts
                 .with_user(user.clone(), password.clone())
                 .with_auto_token_refresh(true);

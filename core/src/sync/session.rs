@@ -26,13 +26,21 @@ use crate::wait::{Stop, Wait};
 pub struct SessionOptions {
     /// The TTL of the session's lease. Default: [`SessionOptions::DEFAULT_TTL`].
     pub ttl: Duration,
-    /// How often the lease is renewed. Default: a third of the TTL.
+    /// How often the lease is renewed. Default: a third of the TTL. More than zero and at most
+    /// [`MAX_KEEPALIVE_INTERVAL`](crate::limits::MAX_KEEPALIVE_INTERVAL), else `InvalidArgument`.
     pub keepalive_interval: Option<Duration>,
 }
 
 impl SessionOptions {
     /// The default TTL of a session's lease (etcd's `concurrency` default).
     pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
+
+    /// The interval's bound, checked before anything is granted or renewed.
+    fn check(&self) -> Result<()> {
+        self.keepalive_interval.map_or(Ok(()), |d| {
+            crate::limits::check_keepalive_interval(d).map(drop)
+        })
+    }
 }
 
 impl Default for SessionOptions {
@@ -98,6 +106,7 @@ impl std::fmt::Debug for Session {
 impl Session {
     /// Grants a lease with `opts.ttl` and starts renewing it.
     pub fn new<B: Backend + Clone>(db: &B, opts: SessionOptions) -> Result<Session> {
+        opts.check()?;
         let db: Arc<dyn Backend> = Arc::new(db.clone());
         let id = db.grant(opts.ttl)?;
         Session::start(db.clone(), id, &opts).inspect_err(|_| {
@@ -112,6 +121,7 @@ impl Session {
         opts: SessionOptions,
     ) -> Result<Session> {
         let id = id.into();
+        opts.check()?;
         db.time_to_live(id)?;
         Session::start(Arc::new(db.clone()), id, &opts)
     }

@@ -11,7 +11,7 @@ use tenure::sync::{Election, Mutex as SyncMutex, Session, SessionOptions};
 use super::election::PyElection;
 use super::mutex::{PyLockGuard, PyMutex};
 use crate::convert::{opt_secs_arg, seconds, timeout};
-use crate::errors::{blocking, invalid};
+use crate::errors::blocking;
 use crate::handle::PyTenure;
 use crate::lease::lease_arg;
 use crate::repr::Repr;
@@ -38,11 +38,14 @@ impl Drop for PySession {
     }
 }
 
+/// The interval as given: its bounds (positive, at most `MAX_KEEPALIVE_INTERVAL`) are the
+/// core's. A value beyond any `Duration` goes on as the longest one, which the core refuses
+/// naming the bound.
 fn interval_arg(keepalive_interval: Option<f64>) -> PyResult<Option<Duration>> {
     keepalive_interval
-        .map(|i| match seconds(i, "keepalive_interval")? {
-            d if d.is_zero() => Err(invalid("keepalive_interval must be positive")),
-            d => Ok(d),
+        .map(|i| match seconds(i, "keepalive_interval") {
+            Err(_) if i > 0.0 => Ok(Duration::MAX),
+            r => r,
         })
         .transpose()
 }
