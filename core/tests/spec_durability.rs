@@ -677,6 +677,82 @@ fn d6_a_log_fault_under_concurrent_writers_fails_every_unacknowledged_write_and_
     }
 }
 
+/// The `format` row of the database at `path` (opened by redb itself, which repairs a crash
+/// image as a tenure open would).
+fn format_of(path: &Path) -> i64 {
+    use redb::ReadableDatabase;
+    let meta: redb::TableDefinition<&str, i64> = redb::TableDefinition::new("tenure_meta");
+    let db = redb::Database::open(path).unwrap();
+    let tx = db.begin_read().unwrap();
+    let v = tx
+        .open_table(meta)
+        .unwrap()
+        .get("format")
+        .unwrap()
+        .unwrap()
+        .value();
+    v
+}
+
+#[test]
+fn d5_a_file_whose_log_may_hold_writes_it_lacks_is_refused_by_builds_without_the_log() {
+    // Those builds accept format 1 only: the file is marked 2 from the open with the log until
+    // its clean close, so a crash image is never opened by a build that would ignore its log.
+    let dir = tempfile::tempdir().unwrap();
+    let image = crash_image(dir.path(), 20);
+    let live = dir.path().join("live.tenure");
+    assert_eq!(format_of(&live), 1, "closed cleanly: complete on its own");
+    let marked = dir.path().join("marked.tenure");
+    std::fs::copy(&image, &marked).unwrap();
+    assert_eq!(format_of(&marked), 2, "the crash image's log holds writes");
+    let unlogged = dir.path().join("unlogged.tenure");
+    std::fs::copy(&image, &unlogged).unwrap();
+    std::fs::copy(log_of(&image), log_of(&unlogged)).unwrap();
+    // This build replays it, and its clean close marks it complete again.
+    let db = Tenure::open(&image).unwrap();
+    assert_eq!(prefix_held(&db, 20), 20);
+    let snap = dir.path().join("snap.tenure");
+    db.snapshot(&snap).unwrap();
+    db.close().unwrap();
+    assert_eq!(format_of(&image), 1);
+    assert_eq!(
+        format_of(&snap),
+        1,
+        "a snapshot has no log: complete on its own"
+    );
+    // Opened without the log, the image's log is replayed into the file, complete from then on.
+    let db = Tenure::builder()
+        .path(&unlogged)
+        .write_ahead_log(false)
+        .open()
+        .unwrap();
+    assert_eq!(prefix_held(&db, 20), 20);
+    db.close().unwrap();
+    assert_eq!(format_of(&unlogged), 1);
+}
+
+#[test]
+fn d7_close_reports_a_failed_last_checkpoint_and_the_log_keeps_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let (db, faults) = faulty(&path);
+    for i in 0..20 {
+        db.put(format!("k{i}"), "v", None).unwrap();
+    }
+    faults.fail_db_writes(true);
+    assert!(matches!(db.close(), Err(Error::Storage { .. })));
+    assert!(matches!(db.close(), Ok(()) | Err(Error::Closed(_))));
+    faults.fail_db_writes(false);
+    drop(db);
+    let db = Tenure::open(&path).unwrap();
+    assert_eq!(
+        prefix_held(&db, 20),
+        20,
+        "the log kept every acknowledged write"
+    );
+    db.close().unwrap();
+}
+
 #[test]
 fn d6_a_failed_checkpoint_into_the_file_poisons_writes_and_the_log_keeps_every_acknowledged_one() {
     // Through a barrier, and through region hand-offs in the background (4 KiB regions).

@@ -54,7 +54,7 @@ fn d5_refused_files_are_left_byte_for_byte_untouched_for_every_reason() {
     type Edit = fn(&redb::WriteTransaction);
     let cases: Vec<(&str, Edit)> = vec![
         ("unsupported format version", |tx| {
-            tx.open_table(META).unwrap().insert("format", 2).unwrap();
+            tx.open_table(META).unwrap().insert("format", 3).unwrap();
         }),
         ("missing format version", |tx| {
             tx.open_table(META).unwrap().remove("format").unwrap();

@@ -15,7 +15,7 @@ use crate::batch::Batch;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{panic_message, Error, Result};
 use crate::kv::watch::WatchHub;
-use crate::lease::lessor::{ns, NO_TIME};
+use crate::lease::lessor::ns;
 use crate::limits::{check_duration, check_interval, check_log_region, check_watch_events};
 use crate::locks::{Condvar, Mutex};
 use crate::record::Loaded;
@@ -391,7 +391,7 @@ impl Tenure {
                 closed: false,
                 poisoned: None,
                 next_checkpoint: now.saturating_add(cfg.checkpoint_interval),
-                sleep_until: NO_TIME,
+                sleep_until: super::AWAKE,
                 barriers: 0,
                 gathering: false,
             }),

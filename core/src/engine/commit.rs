@@ -524,7 +524,12 @@ fn finish(s: &Shared) {
         l.finished = true;
         if let Some(mut log) = l.logged.take() {
             if s.state.lock().poisoned.is_none() {
-                if let Err(e) = log.flush(s) {
+                // Then the file is complete on its own: a build without the log may open it.
+                let complete = log.flush(s).and_then(|()| match &*s.store.lock() {
+                    Some(store) => store.mark_complete(),
+                    None => Ok(()),
+                });
+                if let Err(e) = complete {
                     poison(s, prefixed("checkpoint on close failed", e));
                 }
             }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::commit::enqueued;
 use super::signals::notify_gone;
-use super::Shared;
+use super::{Shared, AWAKE};
 use crate::lease::lessor::{Due, NO_TIME};
 
 /// Most leases expired (or checkpointed) per state-lock hold, and per write.
@@ -81,6 +81,6 @@ pub(super) fn run(s: &Shared) {
             }
             None => s.expiry_cv.wait(&mut st),
         }
-        st.sleep_until = NO_TIME;
+        st.sleep_until = AWAKE;
     }
 }

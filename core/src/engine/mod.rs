@@ -65,7 +65,10 @@ struct State {
     poisoned: Option<Error>,
     /// When the expiry thread next checkpoints renewed leases (ns).
     next_checkpoint: u64,
-    /// What the expiry thread sleeps until (ns); a write with an earlier deadline wakes it.
+    /// What the expiry thread sleeps until (ns); `AWAKE` while it is awake or already woken.
+    /// A write with an earlier deadline wakes it, once: a write while it is awake needs no
+    /// wake-up (it recomputes its deadline before it sleeps again), and a futex wake per
+    /// grant or renew would cost more than the write itself.
     sleep_until: u64,
     /// `flush_to_store` barriers requested (the committer serves them in order).
     barriers: u64,
@@ -294,9 +297,7 @@ impl Tenure {
             } else {
                 None
             };
-            if st.m.lessor.next_wake().is_some_and(|w| w < st.sleep_until) {
-                s.expiry_cv.notify_one();
-            }
+            wake_expiry_if_earlier(s, st);
             (out, wait_for)
         };
         if let Some(seq) = wait_for {
@@ -457,9 +458,7 @@ impl Tenure {
         }
         let now = s.clock.now_ns();
         let ttl = st.m.renew(id, now)?;
-        if st.m.lessor.next_wake().is_some_and(|w| w < st.sleep_until) {
-            s.expiry_cv.notify_one();
-        }
+        wake_expiry_if_earlier(s, &mut st);
         Ok(Duration::from_nanos(ttl))
     }
 
@@ -704,6 +703,18 @@ impl Tenure {
     }
 }
 
+/// `State::sleep_until` while the expiry thread is awake or already woken.
+const AWAKE: u64 = 0;
+
+/// Wakes the expiry thread if it sleeps past the earliest deadline (see `State::sleep_until`).
+#[inline]
+fn wake_expiry_if_earlier(s: &Shared, st: &mut State) {
+    if st.m.lessor.next_wake().is_some_and(|w| w < st.sleep_until) {
+        st.sleep_until = AWAKE;
+        s.expiry_cv.notify_one();
+    }
+}
+
 fn close_engine(s: &Arc<Shared>, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result<()> {
     let seq = {
         let mut st = s.state.lock();
@@ -732,8 +743,13 @@ fn close_engine(s: &Arc<Shared>, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result
         st.seq
     };
     join(threads);
+    // A storage failure (D6), the close's own last checkpoint included, is reported: the file
+    // is then not complete on its own (its log still holds every acknowledged write).
     let result = if s.cfg.persist {
-        wait_durable(s, seq)
+        wait_durable(s, seq).and_then(|()| match &s.done.lock().failed {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        })
     } else {
         Ok(())
     };

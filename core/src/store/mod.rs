@@ -1,6 +1,7 @@
 //! Durable storage in a redb file: three tables, one write transaction per group commit.
 //!
-//! - `tenure_meta`: `format` (= [`FORMAT_VERSION`]), `revision`, `next_lease_id`.
+//! - `tenure_meta`: `format` ([`FORMAT_VERSION`], or [`FORMAT_LOGGED`] while the log may hold
+//!   records the file lacks), `revision`, `next_lease_id`.
 //! - `tenure_leases`: lease ID → (ttl ns, remaining ns or `NO_TIME`, wall ms when persisted).
 //! - `tenure_kv`: key → encoded entry (`codec`): value, revisions, lease.
 //!
@@ -33,8 +34,13 @@ const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
 const LEASES: TableDefinition<i64, (u64, u64, i64)> = TableDefinition::new("tenure_leases");
 const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tenure_kv");
 
-/// On-disk format version, stored in `tenure_meta["format"]`.
+/// On-disk format version of a file complete on its own, stored in `tenure_meta["format"]`.
 pub(crate) const FORMAT_VERSION: i64 = 1;
+/// The `format` of a file while an engine with the write-ahead log has it (from its open to its
+/// clean close) or after that engine died: the log beside it may hold acknowledged records the
+/// file lacks. A build that predates the mark refuses it as an unsupported version (`Corrupt`,
+/// nothing written) instead of ignoring the log and losing those writes.
+pub(crate) const FORMAT_LOGGED: i64 = 2;
 /// redb's file magic; a non-empty file without it is refused untouched.
 const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
 
@@ -223,6 +229,15 @@ impl SyncCounter {
 
 fn storage(e: impl fmt::Display) -> Error {
     Error::storage(e.to_string())
+}
+
+/// A redb error while the open writes to `path` (replay, new log id): damage redb found in the
+/// file is `Corrupt` for it (D5), anything else `Storage`.
+fn opening(path: &Path, e: impl Into<redb::Error>) -> Error {
+    match e.into() {
+        redb::Error::Corrupted(detail) => corrupt_at(path, format!("damaged file: {detail}")),
+        other => storage(other),
+    }
 }
 
 /// Runs `f`, turning a panic into `Corrupt` for `path`. redb trusts the file's structure and can
@@ -506,7 +521,7 @@ fn load_tables(
             .ok_or_else(|| corrupt(format!("missing {k}")))
     };
     match get("format")? {
-        FORMAT_VERSION => {}
+        FORMAT_VERSION | FORMAT_LOGGED => {}
         v => return Err(corrupt(format!("unsupported format version {v}"))),
     }
     let log = log_rows(meta, path)?;
@@ -610,31 +625,42 @@ fn replay(
     path: &Path,
     records: &[wal::Record],
     id: u64,
+    use_log: bool,
 ) -> Result<(Loaded, LogMeta)> {
-    let tx = db.begin_write().map_err(storage)?;
+    let tx = db.begin_write().map_err(|e| opening(path, e))?;
     let loaded = (|| {
-        let mut meta = tx.open_table(META).map_err(storage)?;
-        let mut leases = tx.open_table(LEASES).map_err(storage)?;
-        let mut kv = tx.open_table(KV).map_err(storage)?;
+        let mut meta = tx.open_table(META).map_err(|e| opening(path, e))?;
+        let mut leases = tx.open_table(LEASES).map_err(|e| opening(path, e))?;
+        let mut kv = tx.open_table(KV).map_err(|e| opening(path, e))?;
         for r in records {
             apply_ops(&mut leases, &mut kv, &r.ops)?;
         }
         if let Some(last) = records.last() {
-            meta.insert("revision", last.revision).map_err(storage)?;
+            meta.insert("revision", last.revision)
+                .map_err(|e| opening(path, e))?;
             meta.insert("next_lease_id", last.next_id)
-                .map_err(storage)?;
+                .map_err(|e| opening(path, e))?;
             meta.insert("log_applied", last.lsn as i64)
-                .map_err(storage)?;
+                .map_err(|e| opening(path, e))?;
         }
-        meta.insert("log_id", id as i64).map_err(storage)?;
+        meta.insert("log_id", id as i64)
+            .map_err(|e| opening(path, e))?;
+        let format = if use_log {
+            FORMAT_LOGGED
+        } else {
+            FORMAT_VERSION
+        };
+        meta.insert("format", format)
+            .map_err(|e| opening(path, e))?;
         load_tables(&meta, &leases, &kv, path)
     })();
     match loaded {
         Ok(l) => {
             let mut tx = tx;
-            tx.set_durability(Durability::Immediate).map_err(storage)?;
+            tx.set_durability(Durability::Immediate)
+                .map_err(|e| opening(path, e))?;
             tx.set_quick_repair(true);
-            tx.commit().map_err(storage)?;
+            tx.commit().map_err(|e| opening(path, e))?;
             Ok(l)
         }
         Err(e) => {
@@ -644,16 +670,20 @@ fn replay(
     }
 }
 
-/// Commits a new log id (I-G2), durably.
-fn set_log_id(db: &redb::Database, id: u64) -> Result<()> {
-    let mut tx = db.begin_write().map_err(storage)?;
-    tx.set_durability(Durability::Immediate).map_err(storage)?;
+/// Commits a new log id (I-G2) and the mark of a file with a log in use, durably.
+fn set_log_id(db: &redb::Database, path: &Path, id: u64) -> Result<()> {
+    let mut tx = db.begin_write().map_err(|e| opening(path, e))?;
+    tx.set_durability(Durability::Immediate)
+        .map_err(|e| opening(path, e))?;
     tx.set_quick_repair(true);
-    tx.open_table(META)
-        .map_err(storage)?
-        .insert("log_id", id as i64)
-        .map_err(storage)?;
-    tx.commit().map_err(storage)
+    {
+        let mut meta = tx.open_table(META).map_err(|e| opening(path, e))?;
+        meta.insert("log_id", id as i64)
+            .map_err(|e| opening(path, e))?;
+        meta.insert("format", FORMAT_LOGGED)
+            .map_err(|e| opening(path, e))?;
+    }
+    tx.commit().map_err(|e| opening(path, e))
 }
 
 /// What [`Store::open`] gives the engine.
@@ -735,12 +765,12 @@ impl Store {
                 _ => new_log_id(),
             };
             let (loaded, lm) = match before {
-                Some(m) if !records.is_empty() => replay(&db, path, records, fresh_id(m))?,
+                Some(m) if !records.is_empty() => replay(&db, path, records, fresh_id(m), use_log)?,
                 _ => match load(&db, path)? {
                     // Nothing to replay: read (as fast as without a log), then the new id alone.
                     Some((l, m)) if use_log => {
                         let id = fresh_id(m);
-                        set_log_id(&db, id)?;
+                        set_log_id(&db, path, id)?;
                         (l, LogMeta { id: Some(id), ..m })
                     }
                     Some(l) => l,
@@ -808,6 +838,21 @@ impl Store {
                     meta.insert("log_applied", lsn as i64).map_err(storage)?;
                 }
             }
+            tx.commit().map_err(storage)
+        })
+    }
+
+    /// Marks the file complete on its own (`FORMAT_VERSION`), durably: on close, once redb holds
+    /// every record of the log.
+    pub(crate) fn mark_complete(&self) -> Result<()> {
+        guarded(&self.path, || {
+            let mut tx = self.db.begin_write().map_err(storage)?;
+            tx.set_durability(Durability::Immediate).map_err(storage)?;
+            tx.set_quick_repair(true);
+            tx.open_table(META)
+                .map_err(storage)?
+                .insert("format", FORMAT_VERSION)
+                .map_err(storage)?;
             tx.commit().map_err(storage)
         })
     }

@@ -213,7 +213,13 @@ impl View {
                 if super::LOG_ROWS.contains(&k.value()) {
                     continue;
                 }
-                out.insert(k.value(), v.value()).map_err(dst)?;
+                // ... and it is complete on its own.
+                let v = if k.value() == "format" {
+                    super::FORMAT_VERSION
+                } else {
+                    v.value()
+                };
+                out.insert(k.value(), v).map_err(dst)?;
             }
             let mut out = tx.open_table(LEASES).map_err(|e| write_error(dest, e))?;
             for row in leases.iter().map_err(src)? {
