@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{eventually, manual, mem, secs, WAIT};
+use support::{eventually, manual, mem, secs, session_ttl, ttl_options, WAIT};
 use tenure::sync::{RecordLock, Session, SessionOptions};
 use tenure::{Error, Tenure};
 
@@ -27,14 +27,7 @@ mod embedded_only {
     #[test]
     fn s1_a_session_keeps_its_lease_alive_and_done_fires_when_it_is_lost() {
         let (clock, db) = manual();
-        let s = Session::new(
-            &db,
-            SessionOptions {
-                ttl: secs(9),
-                keepalive_interval: None,
-            },
-        )
-        .unwrap();
+        let s = session_ttl(&db, secs(9));
         for _ in 0..5 {
             let renewed = db.stats().renewed;
             clock.advance(secs(3));
@@ -54,26 +47,11 @@ mod embedded_only {
     #[test]
     fn s1_orphan_keeps_the_lease_close_revokes_and_resume_continues() {
         let (clock, db) = manual();
-        let s = Session::new(
-            &db,
-            SessionOptions {
-                ttl: secs(9),
-                keepalive_interval: None,
-            },
-        )
-        .unwrap();
+        let s = session_ttl(&db, secs(9));
         let id = s.lease_id();
         s.orphan();
         assert!(db.time_to_live(id).is_ok(), "orphan keeps the lease");
-        let resumed = Session::resume(
-            &db,
-            id,
-            SessionOptions {
-                ttl: secs(9),
-                keepalive_interval: None,
-            },
-        )
-        .unwrap();
+        let resumed = Session::resume(&db, id, ttl_options(secs(9))).unwrap();
         let renewed = db.stats().renewed;
         clock.advance(secs(3));
         eventually("the resumed session renews", || {

@@ -157,6 +157,22 @@ pub(crate) fn connect(
     Ok(db)
 }
 
+impl PyTenure {
+    /// `op` (attach, detach) on a lease and one key or an iterable of keys, without the GIL.
+    fn on_keys(
+        &self,
+        py: Python<'_>,
+        lease: &Bound<'_, PyAny>,
+        keys: &Bound<'_, PyAny>,
+        op: impl FnOnce(&Tenure, i64, &[Vec<u8>]) -> tenure::Result<()> + Send,
+    ) -> PyResult<()> {
+        let id = lease_arg(lease)?;
+        let keys = keys_arg(keys)?;
+        let e = self.engine()?;
+        blocking(py, || op(e, id, &keys))
+    }
+}
+
 #[pymethods]
 impl PyTenure {
     // ---- leases -------------------------------------------------------------------------------
@@ -218,10 +234,7 @@ impl PyTenure {
         lease: &Bound<'_, PyAny>,
         keys: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let id = lease_arg(lease)?;
-        let keys = keys_arg(keys)?;
-        let e = self.engine()?;
-        blocking(py, || e.attach(id, &keys))
+        self.on_keys(py, lease, keys, |e, id, keys| e.attach(id, keys))
     }
 
     /// Detaches one key or an iterable of keys from a lease (they then live on). Raises
@@ -232,10 +245,7 @@ impl PyTenure {
         lease: &Bound<'_, PyAny>,
         keys: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let id = lease_arg(lease)?;
-        let keys = keys_arg(keys)?;
-        let e = self.engine()?;
-        blocking(py, || e.detach(id, &keys))
+        self.on_keys(py, lease, keys, |e, id, keys| e.detach(id, keys))
     }
 
     /// The ID of the lease a key is attached to, or `None`.

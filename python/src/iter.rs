@@ -14,7 +14,7 @@ use crate::convert::{opt_secs_arg, timeout};
 use crate::errors::{blocking, err};
 use crate::handle::PyTenure;
 use crate::repr::Repr;
-use crate::runtime::{deadline, drop_detached, lock, sliced, ForkSafe};
+use crate::runtime::{deadline, drop_detached, lock, sliced, take_and_drop, ForkSafe};
 use crate::types::{PyEvent, PyExpiredLease};
 
 /// Waits with the shared sliced wait; `Ok(None)` when the stream ended, `Timeout` at the
@@ -184,12 +184,7 @@ impl PyWatcher {
 
     /// Cancels the watch; iteration then stops. Idempotent.
     fn cancel(&self, py: Python<'_>) -> PyResult<()> {
-        let Ok(inner) = self.inner.get() else {
-            return Ok(());
-        };
-        let w = blocking(py, || Ok(lock(inner).take()))?;
-        drop_detached(w);
-        Ok(())
+        take_and_drop(py, &self.inner)
     }
 
     /// Whether the watch is cancelled or ended.

@@ -11,7 +11,7 @@ use crate::convert::seconds;
 use crate::errors::{blocking, to_py};
 use crate::handle::PyTenure;
 use crate::repr::Repr;
-use crate::runtime::{drop_detached, lock, ForkSafe};
+use crate::runtime::{drop_detached, lock, take_and_drop, ForkSafe};
 
 /// Renews a lease on a native thread (every `interval`, default TTL/3) until `stop()`, the end
 /// of its `with` block, the engine's close, or a failed renew (`error` then says why).
@@ -83,16 +83,7 @@ impl PyKeepAlive {
     /// Stops renewing and waits for the thread to end; the lease is left as it is. Idempotent;
     /// never raises (a failed renew is in `error`).
     fn stop(&self, py: Python<'_>) -> PyResult<()> {
-        let Ok(inner) = self.inner.get() else {
-            return Ok(());
-        };
-        blocking(py, || {
-            let ka = lock(inner).take();
-            if let Some(ka) = ka {
-                ka.stop();
-            }
-            Ok(())
-        })
+        take_and_drop(py, &self.inner)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

@@ -3,6 +3,7 @@
 //! `tenure.aio`'s waits), the guarded entry of engine threads into the interpreter, and the
 //! detached drop. Nothing else in the binding loops, retries or keeps a timer of its own.
 
+use std::borrow::Borrow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -87,6 +88,21 @@ pub(crate) fn drop_detached<T: Send>(v: T) {
     let mut slot = Some(v);
     Python::try_attach(|py| py.detach(|| drop(slot.take())));
     drop(slot);
+}
+
+/// Ends what `slot` holds (a watch, an observer, a keep-alive): takes it out and drops it with
+/// the GIL released. Idempotent; in a forked child it does nothing (the parent's object).
+pub(crate) fn take_and_drop<T, M>(py: Python<'_>, slot: &ForkSafe<M>) -> PyResult<()>
+where
+    T: Send,
+    M: Borrow<Mutex<Option<T>>> + Sync,
+{
+    let Ok(inner) = slot.get() else {
+        return Ok(());
+    };
+    let v = blocking(py, || Ok(lock(inner.borrow()).take()))?;
+    drop_detached(v);
+    Ok(())
 }
 
 /// Set by the `atexit` hook: from then on no engine thread enters the interpreter (results

@@ -20,30 +20,8 @@ seconds. Every blocking call releases the GIL. Errors are subclasses of ``tenure
 
 from __future__ import annotations
 
-from . import aio, txn
-from ._errors import (
-    AlreadyOpen,
-    Closed,
-    Compacted,
-    Corrupt,
-    InvalidArgument,
-    LeaseExists,
-    LeaseExpired,
-    LeaseNotFound,
-    LeaseTtlTooLarge,
-    Locked,
-    NotLeader,
-    NotPrimary,
-    SessionExpired,
-    StaleToken,
-    PermissionDenied,
-    Unauthenticated,
-    Unavailable,
-    Unsupported,
-    StorageError,
-    TenureError,
-    Timeout,
-)
+from . import _errors, aio, txn
+from ._errors import *  # noqa: F403 (every exception class: _errors.__all__, listed once)
 from ._tenure import (
     Election,
     Event,
@@ -103,27 +81,6 @@ __all__ = [
     "FenceGate",
     "RecordLock",
     "txn",
-    "TenureError",
-    "InvalidArgument",
-    "LeaseNotFound",
-    "LeaseExists",
-    "LeaseExpired",
-    "LeaseTtlTooLarge",
-    "NotPrimary",
-    "Compacted",
-    "AlreadyOpen",
-    "Corrupt",
-    "StorageError",
-    "Closed",
-    "Timeout",
-    "Locked",
-    "SessionExpired",
-    "NotLeader",
-    "StaleToken",
-    "Unsupported",
-    "Unavailable",
-    "PermissionDenied",
-    "Unauthenticated",
     "__version__",
     "DEFAULT_FLUSH_INTERVAL",
     "DEFAULT_CHECKPOINT_INTERVAL",
@@ -131,3 +88,4 @@ __all__ = [
     "MAX_TTL",
     "MAX_KEEPALIVE_INTERVAL",
 ]
+__all__ += _errors.__all__

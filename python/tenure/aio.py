@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
+import inspect
 import pathlib
 from collections.abc import Awaitable, Callable, Generator, Iterable
 from types import TracebackType
-from typing import Any, Generic, Literal, Self, TypeVar, final
+from typing import Any, Generic, ParamSpec, Self, TypeVar, final, overload
 
 from . import _tenure
 from ._errors import Closed, Timeout
@@ -45,6 +45,8 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+_R = TypeVar("_R")
+_P = ParamSpec("_P")
 _Key = str | bytes | bytearray
 _Wake = Callable[[bool, Any], None]
 
@@ -133,6 +135,48 @@ def _repr(sync: object) -> str:
 
 def _lease_id(lease: Lease | _tenure.Lease | int) -> int:
     return int(lease)
+
+
+class _Attr(Generic[_T]):
+    """A read-only attribute answered by the attribute of the same name of the wrapped ``sync``
+    object (no wait: it is read in memory)."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Self: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> _T: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> _T | Self:
+        if obj is None:
+            return self
+        value: _T = getattr(getattr(obj, "sync"), self._name)
+        return value
+
+
+def _options_of(sync: Callable[_P, object]) -> Callable[[Callable[..., _R]], Callable[_P, _R]]:
+    """Gives the decorated function the parameters of the native ``sync`` (one list of options,
+    the native module's): for type checkers through ``_P``, for ``inspect.signature`` and
+    ``help()`` through ``__signature__``, where a native default shown as ``...`` is the core's
+    constant ``DEFAULT_<NAME>``."""
+
+    def default(p: inspect.Parameter) -> inspect.Parameter:
+        if p.default is not Ellipsis:
+            return p
+        return p.replace(default=getattr(_tenure, "DEFAULT_" + p.name.upper()))
+
+    def decorate(f: Callable[..., _R]) -> Callable[_P, _R]:
+        native = inspect.signature(sync)
+        params = [default(p) for p in native.parameters.values()]
+        setattr(f, "__signature__", native.replace(parameters=params))
+        return f
+
+    return decorate
 
 
 class _Scope:
@@ -244,15 +288,9 @@ class Lease:
     def __init__(self, sync: _tenure.Lease) -> None:
         self.sync = sync
 
-    @property
-    def id(self) -> int:
-        """The lease ID."""
-        return self.sync.id
+    id = _Attr[int]("The lease ID.")
 
-    @property
-    def ttl(self) -> float:
-        """The granted TTL in seconds."""
-        return self.sync.ttl
+    ttl = _Attr[float]("The granted TTL in seconds.")
 
     async def renew(self) -> float:
         """Renews the lease; returns its TTL in seconds. ``tenure.LeaseNotFound`` if gone."""
@@ -357,10 +395,7 @@ class Tenure:
         """Makes this engine a standby: leases stop expiring."""
         await _run(self.sync.demote)
 
-    @property
-    def is_primary(self) -> bool:
-        """Whether leases expire here."""
-        return self.sync.is_primary
+    is_primary = _Attr[bool]("Whether leases expire here.")
 
     def expired(self, timeout: float | None = None) -> ExpiredIterator:
         """Batches of expired leases from now on (subscribed at the call); ``async for`` waits
@@ -390,10 +425,7 @@ class Tenure:
         """Deletes every key under ``prefix``; how many. Writes raise ``tenure.StorageError`` if the file cannot be written, ``tenure.Closed`` after close."""
         return await _run(lambda: self.sync.delete_prefix(prefix))
 
-    @property
-    def revision(self) -> int:
-        """The current revision."""
-        return self.sync.revision
+    revision = _Attr[int]("The current revision.")
 
     async def txn(
         self,
@@ -453,15 +485,9 @@ class Tenure:
         """Engine counters."""
         return await self._read(self.sync.stats)
 
-    @property
-    def closed(self) -> bool:
-        """Whether the engine is closed."""
-        return self.sync.closed
+    closed = _Attr[bool]("Whether the engine is closed.")
 
-    @property
-    def path(self) -> pathlib.Path | None:
-        """The database file, or ``None`` in memory."""
-        return self.sync.path
+    path = _Attr[pathlib.Path | None]("The database file, or ``None`` in memory.")
 
     async def close(self) -> None:
         """Closes the engine (flushes, stops its threads). Idempotent."""
@@ -482,52 +508,17 @@ class Tenure:
         return _repr(self.sync)
 
 
-def open(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    durability: Literal["immediate", "buffered"] = "immediate",
-    flush_interval: float = _tenure.DEFAULT_FLUSH_INTERVAL,
-    recovery: Literal["wall", "extend"] = "wall",
-    extend: float = 0.0,
-    min_ttl: float = 0.0,
-    checkpoint_interval: float = _tenure.DEFAULT_CHECKPOINT_INTERVAL,
-    primary: bool = True,
-    auto_revoke: bool = True,
-    expired_retry_interval: float = _tenure.DEFAULT_EXPIRED_RETRY_INTERVAL,
-    clock: _tenure.ManualClock | None = None,
-) -> Tenure:
+@_options_of(_tenure.open)
+def open(*args: Any, **options: Any) -> Tenure:
     """Opens an engine for asyncio with the options of ``tenure.open`` (times in seconds);
     ``async with`` closes it. Opening reads the file once (no wait). Raises as ``tenure.open``:
     ``tenure.AlreadyOpen``, ``tenure.Corrupt``, ``tenure.StorageError``,
     ``tenure.InvalidArgument``."""
-    return Tenure(
-        _tenure.open(
-            path,
-            durability=durability,
-            flush_interval=flush_interval,
-            recovery=recovery,
-            extend=extend,
-            min_ttl=min_ttl,
-            checkpoint_interval=checkpoint_interval,
-            primary=primary,
-            auto_revoke=auto_revoke,
-            expired_retry_interval=expired_retry_interval,
-            clock=clock,
-        )
-    )
+    return Tenure(_tenure.open(*args, **options))
 
 
-def connect(
-    url: str,
-    *,
-    timeout: float = 5.0,
-    ca: str | os.PathLike[str] | None = None,
-    cert: str | os.PathLike[str] | None = None,
-    key: str | os.PathLike[str] | None = None,
-    server_name: str | None = None,
-    user: str | None = None,
-    password: str | None = None,
-) -> _Opening[Tenure]:
+@_options_of(_tenure.connect)
+def connect(*args: Any, **options: Any) -> _Opening[Tenure]:
     """Connects to an etcd v3 server (or ``tenure serve``) at ``url``, as ``tenure.connect``
     (``timeout``: the deadline of every call, in seconds; the same TLS and credential options;
     network failures raise ``tenure.Unavailable``, a refused TLS connection or login
@@ -535,20 +526,8 @@ def connect(
     call, reads included, then runs on the loop's default executor (each is a network round
     trip)."""
 
-    def sync() -> _tenure.Tenure:
-        return _tenure.connect(
-            url,
-            timeout=timeout,
-            ca=ca,
-            cert=cert,
-            key=key,
-            server_name=server_name,
-            user=user,
-            password=password,
-        )
-
     async def make() -> Tenure:
-        return Tenure(await _run(sync), remote=True)
+        return Tenure(await _run(lambda: _tenure.connect(*args, **options)), remote=True)
 
     return _Opening(make, Tenure.close)
 
@@ -560,20 +539,11 @@ class Session(_Scope):
     def __init__(self, sync: _tenure.Session) -> None:
         self.sync = sync
 
-    @property
-    def lease_id(self) -> int:
-        """The session's lease ID."""
-        return self.sync.lease_id
+    lease_id = _Attr[int]("The session's lease ID.")
 
-    @property
-    def id(self) -> int:
-        """The session's ID (its lease ID)."""
-        return self.sync.id
+    id = _Attr[int]("The session's ID (its lease ID).")
 
-    @property
-    def done(self) -> bool:
-        """Whether the session's lease is lost or the session closed."""
-        return self.sync.done
+    done = _Attr[bool]("Whether the session's lease is lost or the session closed.")
 
     async def wait_done(self, timeout: float | None = None) -> bool:
         """Waits until the session's lease is lost (expired, revoked, closed, engine closed),
@@ -617,15 +587,9 @@ class Mutex:
     def __init__(self, sync: _tenure.Mutex) -> None:
         self.sync = sync
 
-    @property
-    def name(self) -> str:
-        """The mutex's name."""
-        return self.sync.name
+    name = _Attr[str]("The mutex's name.")
 
-    @property
-    def key(self) -> bytes:
-        """This contender's key."""
-        return self.sync.key
+    key = _Attr[bytes]("This contender's key.")
 
     async def lock(self, timeout: float | None = None) -> LockGuard:
         """Waits until held, at most ``timeout`` seconds (then ``tenure.Timeout``); a cancelled
@@ -646,15 +610,9 @@ class _Held(_Scope):
 
     sync: _tenure.LockGuard | _tenure.Leadership
 
-    @property
-    def name(self) -> str:
-        """The lock's or election's name."""
-        return self.sync.name
+    name = _Attr[str]("The lock's or election's name.")
 
-    @property
-    def key(self) -> bytes:
-        """The key held: the lock key or the leader key."""
-        return self.sync.key
+    key = _Attr[bytes]("The key held: the lock key or the leader key.")
 
     def __repr__(self) -> str:
         return _repr(self.sync)
@@ -667,10 +625,7 @@ class LockGuard(_Held):
     def __init__(self, sync: _tenure.LockGuard) -> None:
         self.sync: _tenure.LockGuard = sync
 
-    @property
-    def fencing_token(self) -> int:
-        """The fencing token: strictly increasing per lock name."""
-        return self.sync.fencing_token
+    fencing_token = _Attr[int]("The fencing token: strictly increasing per lock name.")
 
     def is_held(self) -> bool:
         """Whether the lock key still exists (the session is alive and it was not unlocked)."""
@@ -691,10 +646,7 @@ class Election:
     def __init__(self, sync: _tenure.Election) -> None:
         self.sync = sync
 
-    @property
-    def name(self) -> str:
-        """The election's name."""
-        return self.sync.name
+    name = _Attr[str]("The election's name.")
 
     async def campaign(self, value: _Key, timeout: float | None = None) -> Leadership:
         """Becomes a candidate with ``value`` and waits until leader, at most ``timeout``
@@ -715,10 +667,7 @@ class Leadership(_Held):
     def __init__(self, sync: _tenure.Leadership) -> None:
         self.sync: _tenure.Leadership = sync
 
-    @property
-    def fencing_token(self) -> int:
-        """The fencing token: strictly increasing per election."""
-        return self.sync.fencing_token
+    fencing_token = _Attr[int]("The fencing token: strictly increasing per election.")
 
     def is_leader(self) -> bool:
         """Whether the leader key still exists."""
@@ -825,25 +774,15 @@ class LeaderElector:
 
             self._post(announce)
 
-    @property
-    def name(self) -> str:
-        """The record key."""
-        return self.sync.name
+    name = _Attr[str]("The record key.")
 
-    @property
-    def identity(self) -> str:
-        """This candidate's identity."""
-        return self.sync.identity
+    identity = _Attr[str]("This candidate's identity.")
 
-    @property
-    def is_leader(self) -> bool:
-        """Whether this candidate leads now."""
-        return self.sync.is_leader
+    is_leader = _Attr[bool]("Whether this candidate leads now.")
 
-    @property
-    def leader(self) -> str | None:
-        """The identity of the last observed leader, or ``None`` before any."""
-        return self.sync.leader
+    leader = _Attr[str | None](
+        "The identity of the last observed leader, or ``None`` before any."
+    )
 
     def start(self) -> None:
         """Runs the elector on its native thread, its callbacks on the running loop."""

@@ -13,94 +13,17 @@
 //! --all-targets` runs it) it only smoke-tests tenure briefly. `BENCH_SECS` sets the time per
 //! point (default 2), `ETCD=0` skips etcd.
 
-use std::net::TcpListener;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, WatchOptions};
 
-struct Proc(Child);
+/// The tests' launchers of `tenure serve` and etcd (free ports, readiness, kill on drop).
+#[path = "../tests/common/mod.rs"]
+mod common;
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn wait_ready(url: &str) {
-    let until = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(mut c) = Client::connect([url], None).await {
-            if c.status().await.is_ok() {
-                return;
-            }
-        }
-        assert!(Instant::now() < until, "{url} did not come up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn start_tenure(dir: &Path) -> (Proc, String) {
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_tenure"))
-        .arg("serve")
-        .arg(dir.join("db.tenure"))
-        .args([
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--log-level",
-            "warn",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("tenure serve");
-    (Proc(child), format!("http://127.0.0.1:{port}"))
-}
-
-fn start_etcd(dir: &Path) -> Option<(Proc, String)> {
-    let (port, peer) = (free_port(), free_port());
-    let client = format!("http://127.0.0.1:{port}");
-    let peer_url = format!("http://127.0.0.1:{peer}");
-    let child = Command::new("etcd")
-        .args(["--name", "bench", "--data-dir"])
-        .arg(dir.join("etcd"))
-        .args([
-            "--listen-client-urls",
-            &client,
-            "--advertise-client-urls",
-            &client,
-        ])
-        .args([
-            "--listen-peer-urls",
-            &peer_url,
-            "--initial-advertise-peer-urls",
-            &peer_url,
-        ])
-        .args([
-            "--initial-cluster",
-            &format!("bench={peer_url}"),
-            "--log-level",
-            "error",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    Some((Proc(child), client))
-}
+use common::{Etcd, Server};
 
 #[derive(Clone, Copy, Debug)]
 struct Point {
@@ -311,17 +234,19 @@ fn main() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     rt.block_on(async {
-        let (_t_proc, t_url) = start_tenure(dir.path());
-        wait_ready(&t_url).await;
-        let etcd = if with_etcd { start_etcd(dir.path()) } else { None };
+        let tenure = Server::start(&dir.path().join("db.tenure"), &[]);
+        let t_url = tenure.url();
+        let installed = std::process::Command::new("etcd")
+            .arg("--version")
+            .output()
+            .is_ok();
+        let etcd = (with_etcd && installed).then(|| Etcd::start(dir.path()));
         if with_etcd && etcd.is_none() {
             eprintln!("etcd not found: install Debian's etcd-server (make serve-tools)");
         }
+        let e_url = etcd.as_ref().map(Etcd::url);
         let mut urls = vec![t_url.as_str()];
-        if let Some((_, e_url)) = &etcd {
-            wait_ready(e_url).await;
-            urls.push(e_url.as_str());
-        }
+        urls.extend(e_url.as_deref());
         eprintln!("tenure serve (durability immediate) at {t_url}; etcd: {:?}", urls.get(1));
         let results = run_all(&urls, secs, levels).await;
         if urls.len() < 2 {

@@ -110,16 +110,22 @@ pub(crate) fn recv<T>(rx: &Receiver<T>) -> T {
     rx.recv_timeout(WAIT).expect("nothing received in time")
 }
 
+/// A session's options: a lease of `ttl`, renewed at the default interval (a third of it).
+pub(crate) fn ttl_options(ttl: Duration) -> SessionOptions {
+    SessionOptions {
+        ttl,
+        keepalive_interval: None,
+    }
+}
+
+/// A session with a lease of `ttl` on `backend`.
+pub(crate) fn session_ttl<B: Backend + Clone>(backend: &B, ttl: Duration) -> Session {
+    Session::new(backend, ttl_options(ttl)).unwrap()
+}
+
 /// A session with a 30 s lease on `backend`.
 pub(crate) fn session_on<B: Backend + Clone>(backend: &B) -> Session {
-    Session::new(
-        backend,
-        SessionOptions {
-            ttl: secs(30),
-            keepalive_interval: None,
-        },
-    )
-    .unwrap()
+    session_ttl(backend, secs(30))
 }
 
 /// The engine seen through the recipes' seam alone: every required method forwards to the

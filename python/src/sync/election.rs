@@ -12,7 +12,9 @@ use crate::convert::{bytes_arg, opt_secs_arg, timeout};
 use crate::errors::{blocking, closed, err};
 use crate::handle::PyTenure;
 use crate::repr::Repr;
-use crate::runtime::{deadline, drop_detached, in_pool, interruptible, lock, sliced, ForkSafe};
+use crate::runtime::{
+    deadline, drop_detached, in_pool, interruptible, lock, sliced, take_and_drop, ForkSafe,
+};
 use crate::types::PyKeyValue;
 
 /// An election (SPEC S4) in which a session campaigns, made by `Session.election(name)`.
@@ -311,12 +313,7 @@ impl PyObserver {
 
     /// Stops observing; iteration then ends. Idempotent.
     fn cancel(&self, py: Python<'_>) -> PyResult<()> {
-        let Ok(inner) = self.inner.get() else {
-            return Ok(());
-        };
-        let o = blocking(py, || Ok(lock(inner).take()))?;
-        drop_detached(o);
-        Ok(())
+        take_and_drop(py, &self.inner)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

@@ -2,10 +2,24 @@
 
 use pyo3::prelude::*;
 use tenure::sync::RecordLock;
+use tenure::Tenure;
 
 use crate::convert::{bytes_arg, secs_arg, ttl};
 use crate::errors::blocking;
 use crate::handle::PyTenure;
+
+/// `op` on the record `key` for `owner` (both `str` or `bytes`), with the GIL released.
+fn on_record<T: Send>(
+    db: &Bound<'_, PyTenure>,
+    key: &Bound<'_, PyAny>,
+    owner: &Bound<'_, PyAny>,
+    op: impl FnOnce(&Tenure, &[u8], &[u8]) -> tenure::Result<T> + Send,
+) -> PyResult<T> {
+    let key = bytes_arg(key, "key")?;
+    let owner = bytes_arg(owner, "owner")?;
+    let e = db.get().engine()?;
+    blocking(db.py(), || op(e, &key, &owner))
+}
 
 /// Owner-checked record locks (SPEC S6), Redis's `SET key owner NX PX ttl` embedded: a key
 /// holding the owner's name, bound to a lease of `ttl` seconds. Static methods only.
@@ -23,11 +37,10 @@ impl PyRecordLock {
         owner: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = secs_arg)] ttl: f64,
     ) -> PyResult<i64> {
-        let key = bytes_arg(key, "key")?;
-        let owner = bytes_arg(owner, "owner")?;
         let ttl = self::ttl(ttl)?;
-        let e = db.get().engine()?;
-        blocking(db.py(), || RecordLock::try_acquire(e, &key, &owner, ttl))
+        on_record(db, key, owner, |e, k, o| {
+            RecordLock::try_acquire(e, k, o, ttl)
+        })
     }
 
     /// Extends the hold by a full TTL; `tenure.NotLeader` unless `owner` holds `key`.
@@ -37,10 +50,7 @@ impl PyRecordLock {
         key: &Bound<'_, PyAny>,
         owner: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let key = bytes_arg(key, "key")?;
-        let owner = bytes_arg(owner, "owner")?;
-        let e = db.get().engine()?;
-        blocking(db.py(), || RecordLock::refresh(e, &key, &owner))
+        on_record(db, key, owner, |e, k, o| RecordLock::refresh(e, k, o))
     }
 
     /// Releases `key` (and revokes its lease) if `owner` holds it; `tenure.NotLeader` otherwise.
@@ -50,9 +60,6 @@ impl PyRecordLock {
         key: &Bound<'_, PyAny>,
         owner: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let key = bytes_arg(key, "key")?;
-        let owner = bytes_arg(owner, "owner")?;
-        let e = db.get().engine()?;
-        blocking(db.py(), || RecordLock::release(e, &key, &owner))
+        on_record(db, key, owner, |e, k, o| RecordLock::release(e, k, o))
     }
 }
