@@ -169,7 +169,9 @@ typedef int32_t tenure_durability;
 typedef int32_t tenure_recovery;
 
 // Engine options. Always start from `tenure_options_init`, then change fields; a NULL options
-// pointer to `tenure_open` means the defaults.
+// pointer to `tenure_open` means the defaults. Every time in ms is at most 9 000 000 000 000
+// (9 000 000 000 s, the core's `MAX_DURATION`) and the watch sizes at most 16 777 216 (the
+// core's `MAX_WATCH_EVENTS`); beyond them, `TENURE_ERR_INVALID_ARGUMENT`.
 typedef struct tenure_options {
     // `TENURE_DURABILITY_IMMEDIATE` (default) or `TENURE_DURABILITY_BUFFERED`.
     tenure_durability durability;

@@ -45,7 +45,9 @@ pub const TENURE_RECOVERY_WALL: tenure_recovery = 0;
 pub const TENURE_RECOVERY_EXTEND: tenure_recovery = 1;
 
 /// Engine options. Always start from `tenure_options_init`, then change fields; a NULL options
-/// pointer to `tenure_open` means the defaults.
+/// pointer to `tenure_open` means the defaults. Every time in ms is at most 9 000 000 000 000
+/// (9 000 000 000 s, the core's `MAX_DURATION`) and the watch sizes at most 16 777 216 (the
+/// core's `MAX_WATCH_EVENTS`); beyond them, `TENURE_ERR_INVALID_ARGUMENT`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct tenure_options {

@@ -61,6 +61,17 @@ pub(crate) fn seconds(v: f64, what: &str) -> PyResult<Duration> {
     Duration::try_from_secs_f64(v).map_err(|_| invalid(format!("{what} is too large: {v} seconds")))
 }
 
+/// An optional interval whose bounds (positive, at most a `tenure::limits` maximum) the core
+/// checks: NaN or negative is refused here; a value beyond any `Duration` goes on as the longest
+/// one, which the core refuses naming the argument and its bound.
+pub(crate) fn opt_interval(v: Option<f64>, what: &str) -> PyResult<Option<Duration>> {
+    v.map(|v| match seconds(v, what) {
+        Err(_) if v > 0.0 => Ok(Duration::MAX),
+        r => r,
+    })
+    .transpose()
+}
+
 /// An integer argument (`from_py_with`): not an integer → `TypeError`; outside the 64-bit range
 /// → `tenure.InvalidArgument` (a `ValueError`), never `OverflowError`.
 pub(crate) fn int_arg(obj: &Bound<'_, PyAny>) -> PyResult<i64> {

@@ -50,7 +50,8 @@ fn recovery_arg(recovery: &str, extend: f64) -> PyResult<Recovery> {
 /// (committed at least every `flush_interval` seconds); `recovery` "wall" or "extend" (every
 /// lease restarts from its checkpointed remaining TTL plus `extend` seconds); `min_ttl`,
 /// `checkpoint_interval`, `expired_retry_interval` in seconds; `primary`; `auto_revoke`;
-/// `clock`, a `tenure.ManualClock` for tests.
+/// `clock`, a `tenure.ManualClock` for tests. Every interval and `extend` is at most
+/// `tenure.MAX_DURATION` seconds.
 ///
 /// Raises `tenure.AlreadyOpen` if this process has the file open already, `tenure.Corrupt` for
 /// a damaged file (never written), `tenure.StorageError` (an `OSError`) if it cannot be read or
@@ -445,7 +446,8 @@ impl PyTenure {
 
     /// A session (SPEC S1): a lease of `ttl` seconds renewed by a native thread every
     /// `keepalive_interval` seconds (default TTL/3). A context manager whose exit revokes it.
-    /// Raises `tenure.InvalidArgument` for a TTL or interval that is not positive. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
+    /// Raises `tenure.InvalidArgument` for a TTL or interval that is not positive, or an interval
+    /// above `tenure.MAX_KEEPALIVE_INTERVAL`. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
     #[pyo3(signature = (ttl=10.0, keepalive_interval=None))]
     fn session(
         slf: &Bound<'_, Self>,

@@ -1,13 +1,12 @@
 //! `Lease.keep_alive()`: a native thread renewing a lease, as a context manager.
 
 use std::sync::Mutex;
-use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use tenure::KeepAlive;
 
-use crate::convert::seconds;
+use crate::convert::opt_interval;
 use crate::errors::{blocking, to_py};
 use crate::handle::PyTenure;
 use crate::repr::Repr;
@@ -29,7 +28,7 @@ impl PyKeepAlive {
         id: i64,
         interval: Option<f64>,
     ) -> PyResult<PyKeepAlive> {
-        let interval: Option<Duration> = interval.map(|i| seconds(i, "interval")).transpose()?;
+        let interval = opt_interval(interval, "interval")?;
         let ka = {
             let e = db.get().engine()?;
             blocking(py, || e.keep_alive(id, interval))?

@@ -64,7 +64,7 @@ impl PyLease {
     /// A context manager whose native thread renews the lease every `interval` seconds
     /// (default TTL/3) until the block exits, the engine closes or the lease is lost. Raises
     /// `tenure.LeaseNotFound` if the lease is already gone, `tenure.InvalidArgument` for an
-    /// interval that is not positive.
+    /// interval that is not positive or above `tenure.MAX_KEEPALIVE_INTERVAL` seconds.
     #[pyo3(signature = (interval=None))]
     fn keep_alive(
         &self,

@@ -88,8 +88,10 @@ mod _tenure {
                 "DEFAULT_EXPIRED_RETRY_INTERVAL",
                 tenure::Builder::DEFAULT_EXPIRED_RETRY_INTERVAL,
             ),
-            // The bounds of a TTL and of a keep-alive interval (`tenure::limits`).
+            // The bounds of a TTL, of every other duration and of a keep-alive interval
+            // (`tenure::limits`).
             ("MAX_TTL", tenure::limits::MAX_TTL),
+            ("MAX_DURATION", tenure::limits::MAX_DURATION),
             (
                 "MAX_KEEPALIVE_INTERVAL",
                 tenure::limits::MAX_KEEPALIVE_INTERVAL,

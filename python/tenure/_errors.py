@@ -7,30 +7,6 @@ the whole mapping.
 
 from __future__ import annotations
 
-__all__ = [
-    "TenureError",
-    "InvalidArgument",
-    "LeaseNotFound",
-    "LeaseExists",
-    "LeaseExpired",
-    "LeaseTtlTooLarge",
-    "NotPrimary",
-    "Compacted",
-    "AlreadyOpen",
-    "Corrupt",
-    "StorageError",
-    "Closed",
-    "Timeout",
-    "Locked",
-    "SessionExpired",
-    "NotLeader",
-    "StaleToken",
-    "Unsupported",
-    "Unavailable",
-    "PermissionDenied",
-    "Unauthenticated",
-]
-
 
 class TenureError(Exception):
     """Root of every tenure exception; raised as itself for an internal error (a caught panic,
@@ -170,12 +146,12 @@ class Unauthenticated(TenureError):
     code = 22
 
 
-for _cls in (TenureError, *(globals()[_n] for _n in __all__[1:])):
+# Every class above, once: the error table (the package lists them for export).
+_CLASSES: tuple[type[TenureError], ...] = (TenureError, *TenureError.__subclasses__())
+for _cls in _CLASSES:
     _cls.__module__ = "tenure"
 
-_BY_CODE: dict[int, type[TenureError]] = {
-    c.code: c for c in (globals()[n] for n in __all__)
-}
+_BY_CODE: dict[int, type[TenureError]] = {c.code: c for c in _CLASSES}
 
 # StorageError joined with each builtin OSError subclass, by errno (made on first use).
 _STORAGE_BY_ERRNO: dict[int, type[StorageError]] = {}

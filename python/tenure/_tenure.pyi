@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_CHECKPOINT_INTERVAL",
     "DEFAULT_EXPIRED_RETRY_INTERVAL",
     "MAX_TTL",
+    "MAX_DURATION",
     "MAX_KEEPALIVE_INTERVAL",
     "_Pending",
     "_lock_async",
@@ -62,9 +63,11 @@ DEFAULT_FLUSH_INTERVAL: Final[float]
 DEFAULT_CHECKPOINT_INTERVAL: Final[float]
 DEFAULT_EXPIRED_RETRY_INTERVAL: Final[float]
 # The bounds of arguments, in seconds: the core's. A TTL above MAX_TTL (9e9, etcd's MaxLeaseTTL)
-# raises LeaseTtlTooLarge; a keepalive_interval of 0 or above MAX_KEEPALIVE_INTERVAL (9e9, the
-# bound of every interval) raises InvalidArgument naming it and the bound.
+# raises LeaseTtlTooLarge; open()'s intervals and extend above MAX_DURATION (9e9) and a
+# keepalive_interval (or KeepAlive interval) of 0 or above MAX_KEEPALIVE_INTERVAL (9e9) raise
+# InvalidArgument naming the argument and the bound.
 MAX_TTL: Final[float]
+MAX_DURATION: Final[float]
 MAX_KEEPALIVE_INTERVAL: Final[float]
 
 def open(

@@ -171,6 +171,8 @@ def test_s1_a_keepalive_interval_above_the_bound_raises_invalid_argument_naming_
         db.session(keepalive_interval=interval)
     with pytest.raises(tenure.InvalidArgument, match=bound):
         db.resume_session(lease, keepalive_interval=interval)
+    with pytest.raises(tenure.InvalidArgument, match=bound):
+        lease.keep_alive(interval)
     assert [info.id for info in db.leases()] == [lease.id]
 
 

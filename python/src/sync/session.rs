@@ -1,8 +1,6 @@
 //! `tenure.Session` (SPEC S1): a kept-alive lease; it makes the mutexes and elections of its
 //! session.
 
-use std::time::Duration;
-
 use crossbeam_channel::RecvTimeoutError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -10,7 +8,7 @@ use tenure::sync::{Election, Mutex as SyncMutex, Session, SessionOptions};
 
 use super::election::PyElection;
 use super::mutex::{PyLockGuard, PyMutex};
-use crate::convert::{opt_secs_arg, seconds, timeout};
+use crate::convert::{opt_interval, opt_secs_arg, timeout};
 use crate::errors::blocking;
 use crate::handle::PyTenure;
 use crate::lease::lease_arg;
@@ -38,18 +36,6 @@ impl Drop for PySession {
     }
 }
 
-/// The interval as given: its bounds (positive, at most `MAX_KEEPALIVE_INTERVAL`) are the
-/// core's. A value beyond any `Duration` goes on as the longest one, which the core refuses
-/// naming the bound.
-fn interval_arg(keepalive_interval: Option<f64>) -> PyResult<Option<Duration>> {
-    keepalive_interval
-        .map(|i| match seconds(i, "keepalive_interval") {
-            Err(_) if i > 0.0 => Ok(Duration::MAX),
-            r => r,
-        })
-        .transpose()
-}
-
 impl PySession {
     /// `Tenure.session()`: grants a lease of `ttl` seconds and starts renewing it.
     pub(crate) fn open(
@@ -59,7 +45,7 @@ impl PySession {
     ) -> PyResult<PySession> {
         let opts = SessionOptions {
             ttl: crate::convert::ttl(ttl)?,
-            keepalive_interval: interval_arg(keepalive_interval)?,
+            keepalive_interval: opt_interval(keepalive_interval, "keepalive_interval")?,
         };
         let e = db.get().engine()?;
         let s = blocking(db.py(), || Session::new(e, opts))?;
@@ -74,7 +60,7 @@ impl PySession {
     ) -> PyResult<PySession> {
         let id = lease_arg(lease)?;
         let opts = SessionOptions {
-            keepalive_interval: interval_arg(keepalive_interval)?,
+            keepalive_interval: opt_interval(keepalive_interval, "keepalive_interval")?,
             ..SessionOptions::default()
         };
         let e = db.get().engine()?;
