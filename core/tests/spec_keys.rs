@@ -382,6 +382,16 @@ fn holds(db: &Tenure, c: Compare) -> bool {
     r.succeeded
 }
 
+/// What `current op probe` gives, `ord` being how the current value orders against the probe.
+fn expected(op: CompareOp, ord: std::cmp::Ordering) -> bool {
+    match op {
+        CompareOp::Equal => ord.is_eq(),
+        CompareOp::NotEqual => ord.is_ne(),
+        CompareOp::Less => ord.is_lt(),
+        CompareOp::Greater => ord.is_gt(),
+    }
+}
+
 #[test]
 fn k5_txn_compares_every_target_with_every_operator() {
     use CompareOp::{Equal, Greater, Less, NotEqual};
@@ -419,15 +429,9 @@ fn k5_txn_compares_every_target_with_every_operator() {
             for op in [Equal, NotEqual, Less, Greater] {
                 let mut c = make(probe);
                 c.op = op;
-                let expect = match op {
-                    Equal => ord.is_eq(),
-                    NotEqual => ord.is_ne(),
-                    Less => ord.is_lt(),
-                    Greater => ord.is_gt(),
-                };
                 assert_eq!(
                     holds(&db, c),
-                    expect,
+                    expected(op, ord),
                     "{name}: current {cur} {op:?} {probe}"
                 );
             }
@@ -441,15 +445,9 @@ fn k5_txn_compares_every_target_with_every_operator() {
         ("n", std::cmp::Ordering::Less),
     ] {
         for op in [Equal, NotEqual, Less, Greater] {
-            let expect = match op {
-                Equal => ord.is_eq(),
-                NotEqual => ord.is_ne(),
-                Less => ord.is_lt(),
-                Greater => ord.is_gt(),
-            };
             assert_eq!(
                 holds(&db, Compare::value("k", op, probe)),
-                expect,
+                expected(op, ord),
                 "value m {op:?} {probe:?}"
             );
         }
@@ -653,17 +651,16 @@ fn k5_txn_takes_one_revision_for_all_its_writes() {
     assert_eq!(r.revision, r0 + 4);
     assert_eq!(db.revision().unwrap(), r0 + 4);
     // Every event carries the one revision, in the order the ops ran.
-    assert_eq!(
-        next(&mut w),
-        put_event(b"n/2", b"b", r0 + 4, r0 + 4, 1, None)
+    assert_next(
+        &mut w,
+        [
+            put_event(b"n/2", b"b", r0 + 4, r0 + 4, 1, None),
+            put_event(b"n/1", b"a", r0 + 4, r0 + 4, 1, None),
+            delete_event(b"x", r0 + 4),
+            delete_event(b"d/1", r0 + 4),
+            delete_event(b"d/2", r0 + 4),
+        ],
     );
-    assert_eq!(
-        next(&mut w),
-        put_event(b"n/1", b"a", r0 + 4, r0 + 4, 1, None)
-    );
-    assert_eq!(next(&mut w), delete_event(b"x", r0 + 4));
-    assert_eq!(next(&mut w), delete_event(b"d/1", r0 + 4));
-    assert_eq!(next(&mut w), delete_event(b"d/2", r0 + 4));
     assert_idle(&mut w);
     assert_eq!(db.get("n/1").unwrap().unwrap().mod_revision, r0 + 4);
     assert_eq!(db.get("n/2").unwrap().unwrap().mod_revision, r0 + 4);
@@ -1247,8 +1244,7 @@ mod embedded_only {
             (l2, &bytes(&["b", "c", "x-bare"]))
         );
         let rev = db.revision().unwrap();
-        assert_eq!(next(&mut w), delete_event(b"b", rev));
-        assert_eq!(next(&mut w), delete_event(b"c", rev));
+        assert_next(&mut w, [delete_event(b"b", rev), delete_event(b"c", rev)]);
         assert_idle(&mut w);
         assert_eq!(
             keys_of(&db.range("", None).unwrap()),

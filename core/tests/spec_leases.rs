@@ -5,7 +5,7 @@ use std::time::Duration;
 
 mod support;
 
-use support::{manual, mem, secs, WAIT};
+use support::{manual, manual_with, mem, secs, WAIT};
 use tenure::{Builder, Durability, Error, ExpiredLease, LeaseId, ManualClock, Recovery, Tenure};
 
 fn file_builder(dir: &tempfile::TempDir, clock: &Arc<ManualClock>) -> Builder {
@@ -152,12 +152,7 @@ mod embedded_only {
 
     #[test]
     fn l2_zero_ttl_is_invalid_huge_ttl_is_too_large_and_min_ttl_raises() {
-        let clock = ManualClock::new();
-        let db = Tenure::builder()
-            .clock(clock.clone())
-            .min_ttl(secs(5))
-            .open()
-            .unwrap();
+        let (_clock, db) = manual_with(|b| b.min_ttl(secs(5)));
         assert!(matches!(
             db.grant(Duration::ZERO),
             Err(Error::InvalidArgument(_))
@@ -190,12 +185,7 @@ mod embedded_only {
 
     #[test]
     fn l3_grant_on_a_standby_has_no_deadline_until_promote() {
-        let clock = ManualClock::new();
-        let db = Tenure::builder()
-            .clock(clock.clone())
-            .primary(false)
-            .open()
-            .unwrap();
+        let (clock, db) = manual_with(|b| b.primary(false));
         let l = db.grant(secs(10)).unwrap();
         assert_eq!(db.time_to_live(l).unwrap().remaining, None);
         let rx = db.expired();
@@ -212,12 +202,7 @@ mod embedded_only {
 
     #[test]
     fn l4_revoke_works_on_a_standby() {
-        let clock = ManualClock::new();
-        let db = Tenure::builder()
-            .clock(clock)
-            .primary(false)
-            .open()
-            .unwrap();
+        let (_clock, db) = manual_with(|b| b.primary(false));
         let l = db.grant(secs(5)).unwrap();
         db.revoke(l).unwrap();
         assert!(db.leases().unwrap().is_empty());
@@ -239,12 +224,7 @@ mod embedded_only {
 
     #[test]
     fn l5_renew_on_a_standby_is_not_primary_and_unknown_is_not_found() {
-        let clock = ManualClock::new();
-        let db = Tenure::builder()
-            .clock(clock)
-            .primary(false)
-            .open()
-            .unwrap();
+        let (_clock, db) = manual_with(|b| b.primary(false));
         let l = db.grant(secs(10)).unwrap();
         assert!(matches!(db.renew(l), Err(Error::NotPrimary)));
         db.promote(Duration::ZERO).unwrap();
@@ -262,12 +242,7 @@ mod embedded_only {
         clock.advance(secs(10));
         assert!(matches!(db.renew(l), Err(Error::LeaseNotFound(id)) if id == l));
         // Manual revoke: held for the application, renew says LeaseExpired (etcd#14758).
-        let clock = ManualClock::new();
-        let db = Tenure::builder()
-            .clock(clock.clone())
-            .auto_revoke(false)
-            .open()
-            .unwrap();
+        let (clock, db) = manual_with(|b| b.auto_revoke(false));
         let l = db.grant(secs(10)).unwrap();
         let rx = db.expired();
         clock.advance(secs(11));
@@ -282,8 +257,7 @@ mod embedded_only {
 
     #[test]
     fn l5_renew_clears_the_checkpointed_remaining_ttl() {
-        let clock = ManualClock::new();
-        let db = Tenure::builder().clock(clock.clone()).open().unwrap();
+        let (_clock, db) = manual();
         let l = db.grant(secs(100)).unwrap();
         db.checkpoint(l, secs(5)).unwrap();
         db.renew(l).unwrap();
@@ -422,12 +396,7 @@ mod embedded_only {
 
     #[test]
     fn l9_promote_sets_deadlines_to_now_plus_extend_plus_ttl() {
-        let clock = ManualClock::new();
-        let db = Tenure::builder()
-            .clock(clock.clone())
-            .primary(false)
-            .open()
-            .unwrap();
+        let (clock, db) = manual_with(|b| b.primary(false));
         let a = db.grant(secs(10)).unwrap();
         let b = db.grant(secs(20)).unwrap();
         db.checkpoint(b, secs(3)).unwrap();
@@ -517,13 +486,7 @@ mod embedded_only {
 
     #[test]
     fn l12_manual_revoke_redelivers_until_revoked_even_with_no_listener() {
-        let clock = ManualClock::new();
-        let db = Tenure::builder()
-            .clock(clock.clone())
-            .auto_revoke(false)
-            .expired_retry_interval(secs(3))
-            .open()
-            .unwrap();
+        let (clock, db) = manual_with(|b| b.auto_revoke(false).expired_retry_interval(secs(3)));
         let l = db.grant(secs(5)).unwrap();
         db.put("k", "v", Some(l)).unwrap();
         clock.advance(secs(5));

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use tenure::sync::{Backend, RangeOptions, Session, SessionOptions};
 use tenure::{
-    Clock, Event, EventKind, KeepAlive, KeyValue, LeaseId, LeaseInfo, ManualClock, Result, Stop,
-    Tenure, Txn, TxnResponse, WatchOptions, Watcher,
+    Builder, Clock, Event, EventKind, KeepAlive, KeyValue, LeaseId, LeaseInfo, ManualClock, Result,
+    Stop, Tenure, Txn, TxnResponse, WatchOptions, Watcher,
 };
 
 /// Where `mem()` engines live.
@@ -90,9 +90,17 @@ pub(crate) fn secs(s: u64) -> Duration {
 
 /// An in-memory engine on a manual clock.
 pub(crate) fn manual() -> (Arc<ManualClock>, Tenure) {
+    manual_with(|b| b)
+}
+
+/// An in-memory engine on a manual clock, with `options` set on its builder (a standby, manual
+/// revoke, a `min_ttl`...).
+pub(crate) fn manual_with(options: impl FnOnce(Builder) -> Builder) -> (Arc<ManualClock>, Tenure) {
     embedded_only("manual()");
     let clock = ManualClock::new();
-    let db = Tenure::builder().clock(clock.clone()).open().unwrap();
+    let db = options(Tenure::builder().clock(clock.clone()))
+        .open()
+        .unwrap();
     (clock, db)
 }
 
@@ -235,6 +243,13 @@ pub(crate) fn next(w: &mut Watcher) -> Event {
     match w.recv_timeout(WAIT) {
         Ok(ev) => ev,
         Err(e) => panic!("expected an event, got {e:?}"),
+    }
+}
+
+/// Asserts that the next events are `expected`, in order (each within `WAIT`).
+pub(crate) fn assert_next(w: &mut Watcher, expected: impl IntoIterator<Item = Event>) {
+    for (i, e) in expected.into_iter().enumerate() {
+        assert_eq!(next(w), e, "event {i} of the expected sequence");
     }
 }
 
