@@ -458,8 +458,9 @@ impl PyTenure {
     }
 
     /// Resumes a session on an existing lease (a `Lease` or an int ID) and renews it again,
-    /// every `keepalive_interval` seconds (default TTL/3). Raises `tenure.LeaseNotFound` if the
-    /// lease is gone, `tenure.Closed` after close.
+    /// every `keepalive_interval` seconds (default TTL/3; at most `tenure.MAX_KEEPALIVE_INTERVAL`,
+    /// else `tenure.InvalidArgument`). Raises `tenure.LeaseNotFound` if the lease is gone,
+    /// `tenure.Closed` after close.
     #[pyo3(signature = (lease, keepalive_interval=None))]
     fn resume_session(
         slf: &Bound<'_, Self>,

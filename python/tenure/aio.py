@@ -308,7 +308,8 @@ class Lease:
     def keep_alive(self, interval: float | None = None) -> _tenure.KeepAlive:
         """Renews the lease every ``interval`` seconds (default TTL/3) on a native thread until
         stopped; a (sync) context manager. Raises ``tenure.LeaseNotFound`` if the lease is gone,
-        ``tenure.InvalidArgument`` for an interval that is not positive."""
+        ``tenure.InvalidArgument`` for an interval that is not positive or above
+        ``tenure.MAX_KEEPALIVE_INTERVAL`` seconds."""
         return self.sync.keep_alive(interval)
 
     def __int__(self) -> int:
@@ -455,7 +456,8 @@ class Tenure:
     def session(self, ttl: float = 10.0, keepalive_interval: float | None = None) -> _Opening[Session]:
         """A session (a lease of ``ttl`` seconds renewed natively every ``keepalive_interval``
         seconds, default TTL/3): ``await`` it, or ``async with`` it to revoke the lease on exit.
-        Raises ``tenure.InvalidArgument`` for a TTL or interval that is not positive."""
+        Raises ``tenure.InvalidArgument`` for a TTL or interval that is not positive, or an
+        interval above ``tenure.MAX_KEEPALIVE_INTERVAL``."""
 
         async def make() -> Session:
             return Session(await _run(lambda: self.sync.session(ttl, keepalive_interval)))
@@ -466,7 +468,8 @@ class Tenure:
         self, lease: Lease | int, keepalive_interval: float | None = None
     ) -> Session:
         """A session over an existing lease, renewed every ``keepalive_interval`` seconds
-        (default TTL/3); ``tenure.LeaseNotFound`` if the lease is gone."""
+        (default TTL/3, at most ``tenure.MAX_KEEPALIVE_INTERVAL``, else
+        ``tenure.InvalidArgument``); ``tenure.LeaseNotFound`` if the lease is gone."""
         lid = _lease_id(lease)
         return Session(await _run(lambda: self.sync.resume_session(lid, keepalive_interval)))
 

@@ -90,8 +90,9 @@ impl PySession {
 #[pymethods]
 impl PySession {
     /// Resumes a session on an existing lease (e.g. after a restart) and renews it again, every
-    /// `keepalive_interval` seconds (default TTL/3). Raises `tenure.LeaseNotFound` if the lease
-    /// is gone, `tenure.Closed` after close.
+    /// `keepalive_interval` seconds (default TTL/3; at most `tenure.MAX_KEEPALIVE_INTERVAL`, else
+    /// `tenure.InvalidArgument`). Raises `tenure.LeaseNotFound` if the lease is gone,
+    /// `tenure.Closed` after close.
     #[staticmethod]
     #[pyo3(signature = (db, lease, keepalive_interval=None))]
     fn resume(
