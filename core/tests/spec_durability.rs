@@ -222,6 +222,18 @@ fn faulty(path: &std::path::Path) -> (Tenure, StorageFaults) {
     (db, faults)
 }
 
+/// `faulty` with 4 KiB log regions: commits switch regions and checkpoint into the file often.
+fn faulty_small_regions(path: &Path) -> (Tenure, StorageFaults) {
+    let faults = StorageFaults::new();
+    let db = Tenure::builder()
+        .path(path)
+        .storage_faults(faults.clone())
+        .log_region_size(4096)
+        .open()
+        .unwrap();
+    (db, faults)
+}
+
 #[test]
 fn d6_a_failed_commit_is_not_acknowledged_poisons_writes_and_reopen_recovers_exactly() {
     let dir = tempfile::tempdir().unwrap();
@@ -608,13 +620,7 @@ fn d6_a_log_fault_under_concurrent_writers_fails_every_unacknowledged_write_and_
     for fault in ["write", "fsync"] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
-        let faults = StorageFaults::new();
-        let db = Tenure::builder()
-            .path(&path)
-            .storage_faults(faults.clone())
-            .log_region_size(4096)
-            .open()
-            .unwrap();
+        let (db, faults) = faulty_small_regions(&path);
         let (acked, failed) = (
             std::sync::Mutex::new(Vec::new()),
             std::sync::Mutex::new(Vec::new()),
@@ -759,13 +765,7 @@ fn d6_a_failed_checkpoint_into_the_file_poisons_writes_and_the_log_keeps_every_a
     for background in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
-        let faults = StorageFaults::new();
-        let db = Tenure::builder()
-            .path(&path)
-            .storage_faults(faults.clone())
-            .log_region_size(4096)
-            .open()
-            .unwrap();
+        let (db, faults) = faulty_small_regions(&path);
         db.put("k0", "v", None).unwrap();
         faults.fail_db_writes(true);
         let mut acked = 1;
