@@ -277,12 +277,53 @@ fn d8_kill_9_during_a_snapshot_leaves_no_file_at_dest_and_the_source_intact() {
             other => panic!("the child ended before snapshotting: {other:?}"),
         }
     }
+    let killed = child.id();
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     assert!(!dir.path().join("db.snap").exists());
     let db = Tenure::open(&path).unwrap();
     assert_eq!(db.stats().keys, 10_000);
     assert_eq!(db.revision().unwrap(), 10_000);
+
+    // The killed writer's temporary is left beside the destination; the next snapshot there
+    // removes it, and only what is provably stale: not a live process's, not one someone
+    // holds locked, not another destination's, nothing but its own name pattern.
+    let hidden = || {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        names.sort();
+        names
+    };
+    let left_by_kill = hidden();
+    assert!(
+        left_by_kill.len() == 1
+            && left_by_kill[0].starts_with(&format!(".db.snap.snapshot-{killed}-")),
+        "{left_by_kill:?}"
+    );
+    let mut live = Command::new("sleep").arg("600").spawn().unwrap();
+    let kept = [
+        format!(".db.snap.snapshot-{}-0", live.id()),
+        format!(".db.snap.snapshot-{killed}-99"),
+        format!(".other.snapshot-{killed}-0"),
+        format!(".db.snap.snapshot-{killed}-x"),
+        format!(".db.snap.creating-{killed}-0"),
+    ];
+    for name in &kept {
+        std::fs::write(dir.path().join(name), b"").unwrap();
+    }
+    let held = std::fs::File::open(dir.path().join(&kept[1])).unwrap();
+    held.lock().unwrap();
+    let done = db.snapshot(dir.path().join("db.snap"));
+    live.kill().unwrap();
+    live.wait().unwrap();
+    done.unwrap();
+    let mut kept = kept.to_vec();
+    kept.sort();
+    assert_eq!(hidden(), kept);
+    drop(held);
 }
 
 #[test]

@@ -76,6 +76,12 @@ impl PyExpiredIter {
         slf
     }
 
+    /// The default timeout of each wait in seconds (`None`: wait until a lease expires).
+    #[getter]
+    fn timeout(&self) -> Option<f64> {
+        self.timeout.map(|t| t.as_secs_f64())
+    }
+
     fn __repr__(&self, py: Python<'_>) -> String {
         Repr::new(py, "ExpiredIterator")
             .field("timeout", self.timeout.map(|t| t.as_secs_f64()))
@@ -185,6 +191,12 @@ impl PyWatcher {
     /// Cancels the watch; iteration then stops. Idempotent.
     fn cancel(&self, py: Python<'_>) -> PyResult<()> {
         take_and_drop(py, &self.inner)
+    }
+
+    /// The default timeout of each wait in seconds (`None`: wait until an event arrives).
+    #[getter]
+    fn timeout(&self) -> Option<f64> {
+        self.timeout.map(|t| t.as_secs_f64())
     }
 
     /// Whether the watch is cancelled or ended.

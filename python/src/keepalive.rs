@@ -98,7 +98,7 @@ impl PyKeepAlive {
     fn __repr__(&self, py: Python<'_>) -> String {
         Repr::new(py, "KeepAlive")
             .field("lease_id", self.lease_id)
-            .field("alive", self.is_alive(py).unwrap_or(false))
+            .field("is_alive", self.is_alive(py).unwrap_or(false))
             .finish()
     }
 }

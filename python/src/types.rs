@@ -224,6 +224,12 @@ impl PyEvent {
         self.0.revision()
     }
 
+    /// The key changed (`kv.key`).
+    #[getter]
+    fn key<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.0.kv.key)
+    }
+
     fn __repr__(&self, py: Python<'_>) -> String {
         Repr::new(py, "Event")
             .field("type", self.r#type())

@@ -210,6 +210,11 @@ class _Stream(Generic[_T]):
     def __aiter__(self) -> Self:
         return self
 
+    @property
+    def timeout(self) -> float | None:
+        """The default timeout of each wait in seconds (``None``: no limit)."""
+        return self._timeout
+
     async def __anext__(self) -> _T:
         try:
             return await self.recv(self._timeout)
@@ -279,6 +284,11 @@ class Observer(_Cancellable[KeyValue | None]):
     """Follows an election's leadership: the current leader first (a ``KeyValue`` or ``None``),
     then one item per change; an async iterator (``timeout``: seconds per change) and an async
     context manager."""
+
+    @property
+    def name(self) -> str:
+        """The observed election's name."""
+        return str(self._sync.name)
 
 
 @final
@@ -650,6 +660,11 @@ class Election:
         self.sync = sync
 
     name = _Attr[str]("The election's name.")
+
+    @property
+    def lease_id(self) -> int:
+        """The ID of the campaigning session's lease."""
+        return self.sync.lease_id
 
     async def campaign(self, value: _Key, timeout: float | None = None) -> Leadership:
         """Becomes a candidate with ``value`` and waits until leader, at most ``timeout``

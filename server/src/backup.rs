@@ -197,20 +197,18 @@ pub(crate) fn restore(saved: &Path, out: &Path) -> ExitCode {
     })())
 }
 
-/// `tenure snapshot status SAVED`: revision, keys, leases and size of a saved snapshot.
+/// `tenure snapshot status SAVED`: revision, keys, leases and size of a saved snapshot, read in
+/// place (the file is opened read-only; nothing is written anywhere).
 pub(crate) fn status(saved: &Path, json: bool) -> ExitCode {
     finish((|| {
         let (len, checksum) = check_saved(saved)?;
-        let tmp = std::env::temp_dir().join(format!(
-            "tenure-snapshot-status-{}-{}",
-            std::process::id(),
-            saved
-                .file_name()
-                .map_or("saved".into(), |n| n.to_string_lossy())
-        ));
-        let stats = extract(saved, len, &tmp);
-        let _ = std::fs::remove_file(&tmp);
-        let s = stats?;
+        // Read in place, read-only: status writes nothing, not even a temporary copy.
+        let s = Tenure::file_stats(saved, Some(len)).map_err(|e| {
+            fail(format_args!(
+                "{}: not a tenure snapshot: {e}",
+                saved.display()
+            ))
+        })?;
         let size = std::fs::metadata(saved).map_or(0, |m| m.len());
         emit([if json {
             json!({

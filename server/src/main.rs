@@ -9,6 +9,7 @@ mod backup;
 mod convert;
 mod coordination;
 mod inspect;
+mod limit;
 mod maintenance;
 mod serve;
 mod service;

@@ -19,13 +19,13 @@ use etcd_client::proto::{
 use tenure::{Durability, Tenure};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
-use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 
 use crate::convert::Ids;
 use crate::coordination::electionpb::election_server::ElectionServer;
 use crate::coordination::lockpb::lock_server::LockServer;
 use crate::coordination::{Elections, Lock};
+use crate::limit;
 use crate::maintenance::Maintenance;
 use crate::service::{Cluster, Ctx, Kv, Lease};
 use crate::tls::Tls;
@@ -46,7 +46,8 @@ pub(crate) struct Args {
     /// Octal mode of unix sockets (created owner-only)
     #[arg(long, value_name = "MODE", default_value = "600")]
     socket_mode: String,
-    /// The server's TLS certificate (PEM, chain first): TCP listeners speak TLS
+    /// The server's TLS certificate (PEM, chain first): TCP listeners speak TLS; unix: sockets
+    /// stay plain text (their file mode, --socket-mode, decides who connects)
     #[arg(long, value_name = "FILE", requires = "key_file")]
     cert_file: Option<PathBuf>,
     /// The private key of --cert-file (PEM)
@@ -68,6 +69,11 @@ pub(crate) struct Args {
     /// Largest accepted put/txn request, in bytes (etcd's default: 1.5 MiB)
     #[arg(long, default_value_t = 1536 * 1024)]
     max_request_bytes: usize,
+    /// Most client connections held at once over all listeners, TLS handshakes in progress
+    /// included; at the bound new connections wait to be accepted until one closes
+    #[arg(long, value_name = "N", default_value_t = crate::limit::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
     /// Most watches one watch stream may hold (more are answered canceled)
     #[arg(long, default_value_t = crate::watch::MAX_WATCHES_PER_STREAM)]
     max_watches_per_stream: usize,
@@ -289,6 +295,7 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
         .add_service(ElectionServer::new(Elections(ctx.clone())).max_decoding_message_size(limit));
     let mut tasks = tokio::task::JoinSet::new();
     let mut sockets = Vec::new();
+    let slots: limit::Slots = Arc::new(tokio::sync::Semaphore::new(args.max_connections as usize));
     for l in listeners {
         let router = router.clone();
         let mut stop = stop_rx.clone();
@@ -298,13 +305,21 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
         match l {
             Listener::Tcp(l, _) => match &tls {
                 Some(tls) => {
-                    let incoming = crate::tls::incoming(l, tls.clone());
+                    let incoming = crate::tls::incoming(l, tls.clone(), slots.clone());
                     tasks.spawn(async move {
                         router.serve_with_incoming_shutdown(incoming, until).await
                     });
                 }
                 None => {
-                    let incoming = TcpIncoming::from(l).with_nodelay(Some(true));
+                    let l = Arc::new(l);
+                    let incoming = limit::incoming(slots.clone(), move || {
+                        let l = l.clone();
+                        async move {
+                            let (s, _) = l.accept().await?;
+                            let _ = s.set_nodelay(true);
+                            Ok(s)
+                        }
+                    });
                     tasks.spawn(async move {
                         router.serve_with_incoming_shutdown(incoming, until).await
                     });
@@ -312,7 +327,11 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
             },
             Listener::Unix(l, path) => {
                 sockets.push(path);
-                let incoming = tokio_stream::wrappers::UnixListenerStream::new(l);
+                let l = Arc::new(l);
+                let incoming = limit::incoming(slots.clone(), move || {
+                    let l = l.clone();
+                    async move { Ok(l.accept().await?.0) }
+                });
                 tasks.spawn(
                     async move { router.serve_with_incoming_shutdown(incoming, until).await },
                 );

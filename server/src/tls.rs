@@ -15,6 +15,8 @@ use tokio_rustls::rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
+use crate::limit::{slot, Limited, Slots};
+
 /// How long a client gets to finish its handshake; a slow one never holds up the others (each
 /// handshake runs on its own task).
 const HANDSHAKE: Duration = Duration::from_secs(10);
@@ -111,13 +113,19 @@ impl Tls {
 
 /// The connections of `listener` whose TLS handshake succeeds, until the receiver is dropped
 /// (the server stopped). A refused handshake is logged and closed: it never reaches a handler.
+/// Each connection holds one of `slots` from before it is accepted, through its handshake,
+/// until it closes (`--max-connections`).
 pub(crate) fn incoming(
     listener: TcpListener,
     tls: Arc<Tls>,
-) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
+    slots: Slots,
+) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<Limited<TlsStream<TcpStream>>>> {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     tokio::spawn(async move {
         loop {
+            let Some(slot) = slot(&slots, tx.closed()).await else {
+                return;
+            };
             let (tcp, peer) = tokio::select! {
                 _ = tx.closed() => return,
                 r = listener.accept() => match r {
@@ -136,7 +144,7 @@ pub(crate) fn incoming(
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await {
                     Ok(Ok(s)) => {
-                        let _ = tx.send(Ok(s)).await;
+                        let _ = tx.send(Ok(Limited::new(s, slot))).await;
                     }
                     Ok(Err(e)) => tracing::info!("TLS handshake with {peer} refused: {e}"),
                     Err(_) => {

@@ -271,10 +271,24 @@ fn e12_snapshot_cli_copies_a_closed_file_restores_and_reports_with_documented_ex
         Some(std::fs::metadata(&copy).unwrap().len())
     );
 
-    // `status` works on a temporary copy in TMPDIR and leaves nothing there.
-    let tmpdir = dir.path().join("tmp");
-    std::fs::create_dir(&tmpdir).unwrap();
+    // `status` reads the file in place, read-only: no copy (TMPDIR does not even exist), the
+    // file unchanged to the byte and its directory unchanged.
+    let tmpdir = dir.path().join("no-such-tmp");
     for (file, checksum) in [(saved.to_str().unwrap(), true), (c, false)] {
+        let before = std::fs::read(file).unwrap();
+        let mode = std::fs::metadata(file).unwrap().permissions();
+        let mut ro = mode.clone();
+        ro.set_readonly(true);
+        std::fs::set_permissions(file, ro).unwrap();
+        let listing = || {
+            let mut names: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            names.sort();
+            names
+        };
+        let names = listing();
         let o = Command::new(common::bin())
             .args(["snapshot", "status", file, "--json"])
             .env("TMPDIR", &tmpdir)
@@ -294,8 +308,11 @@ fn e12_snapshot_cli_copies_a_closed_file_restores_and_reports_with_documented_ex
             v["revision"].as_i64(),
             v["revision"].as_i64().filter(|r| *r >= 3)
         );
+        assert!(std::fs::read(file).unwrap() == before, "{file} was written");
+        assert_eq!(listing(), names);
+        std::fs::set_permissions(file, mode).unwrap();
     }
-    assert_eq!(std::fs::read_dir(&tmpdir).unwrap().count(), 0);
+    assert!(!tmpdir.exists());
     let o = tenure_cli(&["snapshot", "status", saved.to_str().unwrap()]);
     assert!(
         text(&o.stdout).contains("checksum: SHA-256 ok"),

@@ -299,3 +299,36 @@ fn e14_the_database_file_and_the_unix_socket_are_owner_only() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// E14 `--max-connections`: connections that never finish their TLS handshake hold slots of
+/// the bound; while they hold them all, a real client is not served (its connection waits in
+/// the backlog), and once one of them goes, it is.
+#[test]
+fn e14_max_connections_bounds_connections_and_handshakes_in_progress() {
+    let c = Certs::generate();
+    let (_dir, file) = temp_db();
+    let mut flags = tls_flags(&c, &c.path("server.pem"), &c.path("server.key"));
+    flags.push("--max-connections=2".into());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let s = Server::start(&file, &flags);
+    // Accepted in the kernel's order: these two take both slots (each for up to the 10 s the
+    // server gives a handshake), the client after them waits.
+    let mut stalled: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| std::net::TcpStream::connect(&s.addr).unwrap())
+        .collect();
+    let blocked = Tenure::builder()
+        .endpoints([s.url()])
+        .request_timeout(Duration::from_secs(1))
+        .ca_file(c.path("ca.pem"))
+        .client_cert(c.path("client.pem"), c.path("client.key"))
+        .connect();
+    assert!(
+        matches!(&blocked, Err(Error::Unavailable(_))),
+        "{blocked:?}"
+    );
+    drop(stalled.pop());
+    let db = connect(&s, &c, Some("client")).unwrap();
+    db.put("k", "v", None).unwrap();
+    assert_eq!(db.get("k").unwrap().unwrap().value, b"v");
+    drop(stalled);
+}

@@ -4,6 +4,9 @@ blocking iterators with generous timeouts; nothing sleeps to synchronise."""
 from __future__ import annotations
 
 import os
+import select
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -111,3 +114,47 @@ def python_env() -> dict[str, str]:
 
 
 PYTHON = sys.executable
+
+
+def interrupt_in_child(script: str) -> tuple[str, float, str, int]:
+    """Runs `script` in a child interpreter until it prints "ready", lets it sit in its wait,
+    sends SIGINT and returns (its next line, seconds until that line, its stderr, its exit
+    code). The child installs Python's SIGINT handler itself: a suite started with SIGINT
+    ignored (`nohup`, `&` in a non-interactive shell) passes that on, and Python leaves an
+    ignored SIGINT ignored, so the wait would never be interrupted. A child that does not
+    answer within WAIT is killed (its line is then "")."""
+    prologue = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    proc = subprocess.Popen(
+        [PYTHON, "-c", prologue + script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=python_env(),
+    )
+
+    def line_within(limit: float) -> str:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], limit)
+        return proc.stdout.readline() if ready else ""
+
+    try:
+        first = line_within(WAIT)
+        if first.strip() != "ready":
+            proc.kill()
+            _, err = proc.communicate()
+            raise AssertionError(f"the child did not get ready: {first!r} {err}")
+        # Part of the scenario, not synchronisation: let the child sit in the wait a while
+        # (the child reports how long it waited, which proves it was inside the wait).
+        time.sleep(0.5)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        line = line_within(WAIT)
+        reacted = time.monotonic() - sent
+        if not line:
+            proc.kill()
+        _, err = proc.communicate(timeout=WAIT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return line, reacted, err, proc.returncode

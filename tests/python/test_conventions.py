@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import re
 from collections.abc import Callable, Iterator
 from types import ModuleType
@@ -152,12 +153,65 @@ def check_repr(obj: object, *fields: str) -> None:
         assert f in m["args"], (f, text)
 
 
+def keyword_fields(text: str) -> dict[str, str]:
+    """The top-level `name=value` arguments of a repr `Class(...)` (nested reprs skipped)."""
+    inner = text[text.index("(") + 1 : -1]
+    out: dict[str, str] = {}
+    depth, quote, start = 0, "", 0
+    for i, ch in enumerate(inner + ","):
+        if quote:
+            if ch == quote and inner[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            arg = inner[start:i].strip()
+            start = i + 1
+            name, eq, value = arg.partition("=")
+            if eq and name.isidentifier():
+                out[name] = value
+    return out
+
+
+def check_repr_fields_are_attributes(obj: object) -> None:
+    """Every `name=value` a repr shows is an attribute of the object with that value (a query
+    method, such as `is_leader`, called); in a repr that names a constructor
+    (`tenure.txn.Op.put(b'k', b'v', lease=None)`), a parameter of that constructor."""
+    text = repr(obj)
+    m = REPR.match(text)
+    assert m, text
+    if m.group(2):
+        ctor = getattr(type(obj), m.group(2)[1:])
+        params = inspect.signature(ctor).parameters
+        for name in keyword_fields(text):
+            assert name in params, f"{text}: {name}= is no parameter of {ctor.__qualname__}"
+        return
+    for name, shown in keyword_fields(text).items():
+        assert hasattr(obj, name), f"{type(obj).__qualname__}: repr shows {name}= but no .{name}"
+        value = getattr(obj, name)
+        if callable(value):
+            value = value()
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)  # shown as the string it names
+        assert repr(value) == shown, (type(obj).__qualname__, name, shown, value)
+
+
+def test_keyword_fields_parse_only_the_top_level() -> None:
+    text = "tenure.X(a=1, b=[tenure.Y(c=2)], d='e=f, g', h=(1, 2))"
+    assert keyword_fields(text) == {"a": "1", "b": "[tenure.Y(c=2)]", "d": "'e=f, g'", "h": "(1, 2)"}
+
+
 def test_every_class_has_one_repr_convention(tmp_path: Any) -> None:
     seen: set[type] = set()
 
     def check(obj: object, *fields: str) -> None:
         seen.add(type(obj))
         check_repr(obj, *fields)
+        check_repr_fields_are_attributes(obj)
 
     clock = tenure.ManualClock()
     check(clock, "now=0.0")
@@ -197,7 +251,7 @@ def test_every_class_has_one_repr_convention(tmp_path: Any) -> None:
             with e.campaign("a", 5.0) as leading:
                 check(leading, "name='svc'", f"fencing_token={leading.fencing_token}")
         stop = tenure.Stop()
-        check(stop, "set=False")
+        check(stop, "is_set=False")
         elector = tenure.LeaderElector(db, "leader/x", "a", 6.0, 4.0, 1.0)
         check(elector, "name='leader/x'", "identity='a'", "is_leader=False")
         gate = tenure.FenceGate()

@@ -3,14 +3,11 @@ check for signals between slices)."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import textwrap
-import time
 
 import pytest
 
-from conftest import PYTHON, WAIT, python_env
+from conftest import interrupt_in_child
 
 BLOCKERS = {
     "expired": "next(db.expired())",
@@ -37,31 +34,10 @@ def test_sigint_interrupts_a_blocking_wait_within_100ms(blocker: str) -> None:
         sys.exit(1)
         """
     )
-    proc = subprocess.Popen(
-        [PYTHON, "-c", script],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=python_env(),
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
-        # Part of the scenario, not synchronisation: let the child sit in the wait a while.
-        # The child reports how long it waited, which proves it was inside the wait.
-        time.sleep(0.5)
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        line = proc.stdout.readline()
-        reacted = time.monotonic() - sent
-        proc.wait(WAIT)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert line.startswith("interrupted after"), (line, proc.stderr.read() if proc.stderr else "")
+    line, reacted, err, code = interrupt_in_child(script)
+    assert line.startswith("interrupted after"), (line, err)
     waited = float(line.split()[-1])
     assert waited >= 0.4
     # Slices are 50 ms; allow for process scheduling on a loaded 2-core machine.
     assert reacted < 0.5, f"KeyboardInterrupt took {reacted:.3f} s"
-    assert proc.returncode == 0
+    assert code == 0

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import tenure
-from conftest import PYTHON, WAIT, python_env, wait_until
+from conftest import PYTHON, WAIT, interrupt_in_child, python_env, wait_until
 
 # ---- helpers ---------------------------------------------------------------------------------
 
@@ -787,32 +787,11 @@ def test_sigint_interrupts_a_blocking_coordination_call_and_leaves_no_trace(
         sys.exit(1)
         """
     )
-    proc = subprocess.Popen(
-        [PYTHON, "-c", script],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=python_env(),
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
-        # Part of the scenario, not synchronisation: let the child sit in the wait a while.
-        # The child reports how long it waited, which proves it was inside the wait.
-        time.sleep(0.5)
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        line = proc.stdout.readline()
-        reacted = time.monotonic() - sent
-        proc.wait(WAIT)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert line.startswith("interrupted after"), (line, proc.stderr.read() if proc.stderr else "")
+    line, reacted, err, code = interrupt_in_child(script)
+    assert line.startswith("interrupted after"), (line, err)
     assert float(line.split()[-1]) >= 0.4
     assert reacted < 0.5, f"KeyboardInterrupt took {reacted:.3f} s"
-    assert proc.returncode == 0
+    assert code == 0
 
 
 # ---- fork ------------------------------------------------------------------------------------

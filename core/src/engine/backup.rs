@@ -11,6 +11,26 @@ use crate::store::View;
 use crate::types::{ContentHash, SnapshotInfo, SnapshotProgress, StorageSize};
 
 impl Tenure {
+    /// What the database file at `path` holds (its revision and live keys and leases; the
+    /// engine's counters are 0), read in place without opening an engine: the file is opened
+    /// read-only and never written, so a file no one may write (or one another process has
+    /// open) can be read. `len`: only that many leading bytes are the database (a saved
+    /// snapshot's checksum follows them). The log beside a database is not replayed: for a
+    /// file a writer may have left mid-way, open it instead.
+    ///
+    /// `Corrupt` for a damaged file or one whose writer was killed (redb would repair it);
+    /// `Storage` naming the file when it cannot be read.
+    pub fn file_stats(path: impl AsRef<Path>, len: Option<u64>) -> Result<crate::types::Stats> {
+        let path = path.as_ref();
+        let len = match len {
+            Some(n) => n,
+            None => std::fs::metadata(path)
+                .map_err(|e| Error::io("cannot read", path, &e))?
+                .len(),
+        };
+        crate::store::stats_in_place(path, len)
+    }
+
     /// Writes a consistent copy of the database, as of one revision, to `dest` while writes go
     /// on (SPEC D8). The copy is built under a temporary name in `dest`'s directory, fsynced and
     /// renamed over `dest`: a crash or a full disk never leaves a partial file at `dest`, and the

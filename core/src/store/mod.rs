@@ -28,7 +28,7 @@ mod codec;
 mod snapshot;
 pub(crate) mod wal;
 use codec::{decode, encode};
-pub(crate) use snapshot::View;
+pub(crate) use snapshot::{stats_in_place, View};
 
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
 const LEASES: TableDefinition<i64, (u64, u64, i64)> = TableDefinition::new("tenure_leases");
@@ -390,13 +390,49 @@ fn sibling_temp(path: &Path, tag: &str) -> Result<(PathBuf, PathBuf)> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    let prefix = format!(".{}.{tag}-", name.to_string_lossy());
+    remove_stale_temps(&dir, &prefix);
     let tmp = dir.join(format!(
-        ".{}.{tag}-{}-{}",
-        name.to_string_lossy(),
+        "{prefix}{}-{}",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     ));
     Ok((dir, tmp))
+}
+
+/// Removes what killed writers left in `dir` under `prefix` (`sibling_temp`'s `PREFIX PID-SEQ`
+/// names, nothing else): only a file whose process is gone and that no one holds locked (redb
+/// locks the file it builds), so a live writer's file, even one in another PID namespace, is
+/// left alone. Best effort: where the liveness of a process cannot be told (no /proc), nothing
+/// is removed.
+fn remove_stale_temps(dir: &Path, prefix: &str) {
+    let proc_fs = Path::new("/proc/self");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    if !proc_fs.exists() {
+        return;
+    }
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
+            continue;
+        };
+        let Some((pid, seq)) = rest.split_once('-') else {
+            continue;
+        };
+        let (Ok(pid), Ok(_)) = (pid.parse::<u32>(), seq.parse::<u64>()) else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let path = entry.path();
+        let unlocked = File::open(&path).is_ok_and(|f| f.try_lock().is_ok());
+        if unlocked && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 /// A fresh id tying a log to its database (std's `RandomState` keys are random).

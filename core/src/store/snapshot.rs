@@ -382,3 +382,78 @@ mod tests {
         assert_eq!(c.finish(), 0xE306_9283);
     }
 }
+
+/// The first `len` bytes of a file, for redb to read and never write: a saved snapshot holds a
+/// checksum after the database, and reading it must not change it (or need write access).
+#[derive(Debug)]
+struct ReadOnlyPrefix {
+    file: std::sync::Mutex<File>,
+    len: u64,
+}
+
+fn read_only() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::PermissionDenied,
+        "opened read-only: nothing is written",
+    )
+}
+
+impl redb::StorageBackend for ReadOnlyPrefix {
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(self.len)
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        use std::io::{Read, Seek, SeekFrom};
+        if offset.saturating_add(out.len() as u64) > self.len {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        f.seek(SeekFrom::Start(offset))?;
+        f.read_exact(out)
+    }
+
+    fn set_len(&self, _: u64) -> std::io::Result<()> {
+        Err(read_only())
+    }
+
+    fn sync_data(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn write(&self, _: u64, _: &[u8]) -> std::io::Result<()> {
+        Err(read_only())
+    }
+}
+
+/// What the database in the first `len` bytes of `path` holds (revision, live keys, leases),
+/// read in place: the file is opened read-only and redb reads it through a backend that
+/// cannot write. A file redb would first have to repair (its writer was killed) is refused.
+/// The log beside a database is not read (a saved snapshot has none).
+pub(crate) fn stats_in_place(path: &Path, len: u64) -> Result<crate::types::Stats> {
+    let file = File::open(path).map_err(|e| Error::io("cannot read", path, &e))?;
+    guarded(path, || {
+        let backend = ReadOnlyPrefix {
+            file: std::sync::Mutex::new(file),
+            len,
+        };
+        let db = match redb::Builder::new().open_read_only_with_backend(backend) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::RepairAborted) => {
+                return Err(Error::Corrupt {
+                    path: path.to_path_buf(),
+                    detail: "not closed cleanly (redb would have to repair it, which writes it)"
+                        .into(),
+                })
+            }
+            Err(e) => return Err(super::open_error(path, e)),
+        };
+        let loaded = super::load(&db, path)?.map(|(l, _)| l).unwrap_or_default();
+        Ok(crate::types::Stats {
+            revision: loaded.revision,
+            keys: loaded.keys.iter().filter(|(_, e)| e.data.is_some()).count() as u64,
+            leases: loaded.leases.len() as u64,
+            ..crate::types::Stats::default()
+        })
+    })
+}

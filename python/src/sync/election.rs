@@ -126,6 +126,12 @@ impl PyElection {
         observe_election(db, name, timeout)
     }
 
+    /// The ID of the campaigning session's lease.
+    #[getter]
+    fn lease_id(&self) -> i64 {
+        self.lease
+    }
+
     fn __repr__(&self, py: Python<'_>) -> String {
         Repr::new(py, "Election")
             .field("name", &self.name)
@@ -283,6 +289,18 @@ fn kv_or_none(py: Python<'_>, kv: Option<tenure::KeyValue>) -> PyResult<Py<PyAny
 impl PyObserver {
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
+    }
+
+    /// The observed election's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The default timeout of each wait in seconds (`None`: wait for the next change).
+    #[getter]
+    fn timeout(&self) -> Option<f64> {
+        self.timeout.map(|t| t.as_secs_f64())
     }
 
     /// The next leadership state (a `KeyValue`, or `None` for "no leader"); waits at most the

@@ -68,7 +68,7 @@ impl PyStop {
     fn __repr__(&self, py: Python<'_>) -> String {
         // `None`: inherited through fork(), unusable here.
         Repr::new(py, "Stop")
-            .field("set", self.is_set(py).ok())
+            .field("is_set", self.is_set(py).ok())
             .finish()
     }
 }
