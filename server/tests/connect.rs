@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use common::{next_lines, signal, spawn_lines, temp_db, wait_for, Etcd, Server};
 use tenure::sync::{Election, Mutex, Session, SessionOptions};
 use tenure::{Compare, CompareOp, Error, EventKind, Op, OpResponse, Tenure, Txn, WatchOptions};
+use tenure::{Next, WaitPool};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -391,6 +392,41 @@ fn r3_a_stopped_server_is_unavailable_within_the_deadline_then_serves_again() {
         let kv = until_ok("get after SIGCONT", || db.get("k"));
         assert_eq!(kv.unwrap().value, b"v");
     });
+}
+
+/// One `WaitPool` thread serves every wait of a process (Python's): a lock wait over connect
+/// whose poll is stuck on a stopped server must not delay an embedded wait in the same pool
+/// (the network poll runs on a thread of its own).
+#[test]
+fn r3_a_stopped_server_never_delays_the_other_waits_of_a_wait_pool() {
+    let p = Place::serve();
+    let remote = Tenure::builder()
+        .endpoints([p.url()])
+        .request_timeout(Duration::from_secs(30))
+        .connect()
+        .unwrap();
+    let s = session(&remote, 60);
+    let pool = WaitPool::new("test-wait-pool").unwrap();
+    signal(p.child(), "STOP");
+    let (locked_tx, locked) = crossbeam_channel::bounded(1);
+    // Its first poll puts the contender's key: an RPC the stopped server does not answer.
+    pool.submit(Mutex::new(&s, "m").lock_wait(WAIT * 3), move |out| {
+        let _ = locked_tx.send(out.map(|r| r.map(|g| g.fencing_token())));
+    });
+    let local = Tenure::in_memory().unwrap();
+    let w = local.watch("k", WatchOptions::default()).unwrap();
+    let (seen_tx, seen) = crossbeam_channel::bounded(1);
+    pool.submit(Next::new(w, WAIT, "a watch event"), move |out| {
+        let _ = seen_tx.send(out.map(|r| r.map(|ev| ev.kv.key)));
+    });
+    local.put("k", "v", None).unwrap();
+    let t = Instant::now();
+    let got = seen.recv_timeout(Duration::from_secs(5));
+    let took = t.elapsed();
+    signal(p.child(), "CONT");
+    assert_eq!(got.unwrap().unwrap().unwrap(), b"k", "after {took:?}");
+    let token = locked.recv_timeout(WAIT * 3).unwrap().unwrap().unwrap();
+    assert!(token > 0);
 }
 
 #[test]

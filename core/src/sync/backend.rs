@@ -86,9 +86,24 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     fn demotion(&self) -> Option<Receiver<()>> {
         None
     }
+
+    /// Whether a call may wait on the network (then a [`WaitPool`](crate::WaitPool) polls the
+    /// recipes' waits on threads of their own). Only a backend that knows it answers from
+    /// memory or a local file says `false`.
+    fn over_network(&self) -> bool {
+        true
+    }
 }
 
 impl Backend for Tenure {
+    fn over_network(&self) -> bool {
+        #[cfg(feature = "remote")]
+        if self.remote().is_some() {
+            return true;
+        }
+        false
+    }
+
     fn txn(&self, txn: Txn) -> Result<TxnResponse> {
         Tenure::txn(self, txn)
     }

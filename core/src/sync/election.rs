@@ -192,6 +192,10 @@ impl Pollable for CampaignWait {
     fn register<'a>(&'a self, interest: &mut Interest<'a>) {
         self.queue.register(interest);
     }
+
+    fn polls_the_network(&self) -> bool {
+        self.election.session.backend().over_network()
+    }
 }
 
 impl Drop for CampaignWait {

@@ -280,6 +280,10 @@ impl Pollable for LockWait {
     fn register<'a>(&'a self, interest: &mut Interest<'a>) {
         self.queue.register(interest);
     }
+
+    fn polls_the_network(&self) -> bool {
+        self.mutex.session.backend().over_network()
+    }
 }
 
 impl Drop for LockWait {

@@ -255,6 +255,10 @@ impl Pollable for TurnWait {
         }
     }
 
+    fn polls_the_network(&self) -> bool {
+        self.db.over_network()
+    }
+
     fn register<'a>(&'a self, interest: &mut Interest<'a>) {
         interest.recv(&self.lost_rx);
         interest.wait(&self.wait, &self.stopped);
