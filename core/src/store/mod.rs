@@ -401,10 +401,10 @@ fn sibling_temp(path: &Path, tag: &str) -> Result<(PathBuf, PathBuf)> {
 }
 
 /// Removes what killed writers left in `dir` under `prefix` (`sibling_temp`'s `PREFIX PID-SEQ`
-/// names, nothing else): only a file whose process is gone and that no one holds locked (redb
-/// locks the file it builds), so a live writer's file, even one in another PID namespace, is
-/// left alone. Best effort: where the liveness of a process cannot be told (no /proc), nothing
-/// is removed.
+/// names, nothing else): only a file whose process is gone and that no one has open as a
+/// database (redb locks the file it builds), so a live writer's file, even one in another PID
+/// namespace, is left alone. Best effort: where the liveness of a process cannot be told (no
+/// /proc), nothing is removed.
 fn remove_stale_temps(dir: &Path, prefix: &str) {
     let proc_fs = Path::new("/proc/self");
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -428,11 +428,23 @@ fn remove_stale_temps(dir: &Path, prefix: &str) {
             continue;
         }
         let path = entry.path();
-        let unlocked = File::open(&path).is_ok_and(|f| f.try_lock().is_ok());
-        if unlocked && entry.file_type().is_ok_and(|t| t.is_file()) {
+        if entry.file_type().is_ok_and(|t| t.is_file()) && !open_as_database(&path) {
             let _ = std::fs::remove_file(&path);
         }
     }
+}
+
+/// Whether a process holds `path` open as a redb database (its lock refuses a read-only open;
+/// the file is only read). An unreadable file counts as held: it is not ours to remove.
+fn open_as_database(path: &Path) -> bool {
+    let Ok(file) = File::open(path) else {
+        return true;
+    };
+    let opened = guarded(path, || {
+        let backend = FileBackend::new(file).map_err(storage)?;
+        Ok(redb::Builder::new().open_read_only_with_backend(backend))
+    });
+    matches!(opened, Ok(Err(DatabaseError::DatabaseAlreadyOpen)))
 }
 
 /// A fresh id tying a log to its database (std's `RandomState` keys are random).
