@@ -464,6 +464,24 @@ fn r3_a_killed_and_restarted_server_serves_the_same_handle_again() {
 }
 
 /// The URL forms `connect` accepts, and what it says about the rest.
+/// A watch the server refuses is not the network: the refusal's reason picks the error of the
+/// one table (here a limit of tenure serve: InvalidArgument naming it), never `Unavailable`.
+#[test]
+fn r1_a_watch_the_server_refuses_is_invalid_argument_naming_why() {
+    let (_dir, file) = temp_db();
+    let s = Server::start(&file, &["--max-watches-per-stream", "0"]);
+    let db = Tenure::builder()
+        .endpoints([s.url()])
+        .request_timeout(Duration::from_secs(5))
+        .connect()
+        .unwrap();
+    let e = db.watch("k", WatchOptions::default()).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("too many watches")),
+        "{e:?}"
+    );
+}
+
 #[test]
 fn r1_connect_urls_several_endpoints_and_bad_urls() {
     let p = Place::serve();

@@ -1091,12 +1091,28 @@ fn refused(m: &etcd::WatchResponse, start: i64) -> Result<()> {
         return Err(compacted(start, Some(m.compact_revision())));
     }
     if m.canceled() {
-        return Err(unavailable(format!(
-            "watch refused by the server: {}",
-            m.cancel_reason()
-        )));
+        return Err(cancelled("watch refused by the server", m.cancel_reason()));
     }
     Ok(())
+}
+
+/// A watch the server cancelled, as the error of the one table: a refusal is not the network
+/// (`Unavailable`), it says why (etcd's and tenure serve's reasons).
+fn cancelled(what: &str, reason: &str) -> Error {
+    let msg = format!("{what}: {reason}");
+    if reason.contains("permission denied") {
+        Error::PermissionDenied(msg)
+    } else if reason.contains("not provided")
+        || reason.contains("too many")
+        || reason.contains("invalid")
+    {
+        Error::InvalidArgument(msg)
+    } else if reason.is_empty() {
+        // A cancel without a reason: the server let go of the watch (shutting down, say).
+        unavailable(format!("{what} without a reason"))
+    } else {
+        Error::storage(format!("server: {msg}"))
+    }
 }
 
 /// Moves an etcd watch stream's events into a watcher until either ends.
@@ -1114,10 +1130,10 @@ async fn pump(mut stream: etcd::WatchStream, feed: WatchFeed) {
             });
         }
         if msg.canceled() {
-            return feed.fail(unavailable(format!(
-                "watch cancelled by the server: {}",
-                msg.cancel_reason()
-            )));
+            return feed.fail(cancelled(
+                "watch cancelled by the server",
+                msg.cancel_reason(),
+            ));
         }
         for e in msg.events() {
             if let Some(ev) = event(e) {
