@@ -95,7 +95,7 @@ def test_stop_is_idempotent_and_leaves_the_lease(db: tenure.Tenure) -> None:
     ka.stop()
     assert not ka.is_alive and ka.error is None
     assert lease.time_to_live().id == lease.id
-    assert repr(ka) == f"tenure.KeepAlive(lease_id={lease.id}, alive=False)"
+    assert repr(ka) == f"tenure.KeepAlive(lease_id={lease.id}, is_alive=False)"
 
 
 def keepalive_threads() -> int:
