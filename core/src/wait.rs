@@ -629,6 +629,17 @@ where
     }
 }
 
+impl<P: Pollable, F> Drop for Entry<P, F> {
+    /// A wait whose poll is away is dropped once that poll is back (on the pool's thread, as
+    /// every other pending wait when the pool is dropped): a dropped lock or campaign wait has
+    /// withdrawn its key by the time the pool's drop returns.
+    fn drop(&mut self) {
+        if let Some(rx) = self.away.take() {
+            let _ = rx.recv();
+        }
+    }
+}
+
 impl<P, F> Job for Entry<P, F>
 where
     P: Pollable + 'static,
