@@ -661,10 +661,7 @@ class Election:
 
     name = _Attr[str]("The election's name.")
 
-    @property
-    def lease_id(self) -> int:
-        """The ID of the campaigning session's lease."""
-        return self.sync.lease_id
+    lease_id = _Attr[int]("The ID of the campaigning session's lease.")
 
     async def campaign(self, value: _Key, timeout: float | None = None) -> Leadership:
         """Becomes a candidate with ``value`` and waits until leader, at most ``timeout``
