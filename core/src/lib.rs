@@ -60,8 +60,8 @@ pub use crate::kv::txn::{Compare, CompareOp, CompareTarget, Op, OpResponse, Txn,
 pub use crate::kv::watch::{WatchOptions, Watcher};
 pub use crate::store::StorageFaults;
 pub use crate::types::{
-    ContentHash, Durability, Event, EventKind, ExpiredLease, KeyValue, LeaseId, LeaseInfo,
-    Recovery, SnapshotInfo, SnapshotProgress, Stats, StorageSize,
+    ContentHash, Durability, Event, EventKind, ExpiredLease, FileContents, KeyValue, LeaseId,
+    LeaseInfo, Recovery, SnapshotInfo, SnapshotProgress, Stats, StorageSize,
 };
 pub use crate::wait::{
     block_on, Interest, Next, Pollable, Source, Stop, StopCallback, Wait, WaitOutcome, WaitPool,

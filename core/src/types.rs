@@ -214,3 +214,28 @@ pub struct StorageSize {
     /// [`defragment`](crate::Tenure::defragment) gives back.
     pub in_use_bytes: u64,
 }
+
+/// What a database file holds, read in place without writing it ([`Tenure::read_file`]
+/// (crate::Tenure::read_file)): offline inspection (SPEC E10).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FileContents {
+    /// The store revision.
+    pub revision: i64,
+    /// Every lease, by ID; `remaining` is the remaining TTL persisted with it (as of its last
+    /// checkpoint, else its TTL): nothing counts down in a file no engine has open.
+    pub leases: Vec<LeaseInfo>,
+    /// Every live key, in key order.
+    pub keys: Vec<KeyValue>,
+}
+
+impl FileContents {
+    /// The counts a [`Stats`] reports (the engine's counters are 0).
+    pub fn stats(&self) -> Stats {
+        Stats {
+            revision: self.revision,
+            keys: self.keys.len() as u64,
+            leases: self.leases.len() as u64,
+            ..Stats::default()
+        }
+    }
+}

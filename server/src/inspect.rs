@@ -1,20 +1,21 @@
-//! Offline inspection of a database no process has open. The file is opened as a standby, so
-//! nothing expires and nothing is written; a file that does not exist is never created.
+//! Offline inspection of a database no process has open (SPEC E10). The file is read in place
+//! through a read-only view ([`Tenure::read_file`]): nothing expires and nothing is written, not
+//! the file, its log, nor its directory; a file that does not exist is never created.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
 use serde_json::json;
-use tenure::{KeyValue, LeaseInfo, RangeRequest, RequestOp, ResponseOp, Tenure};
+use tenure::{FileContents, KeyValue, LeaseInfo, Tenure};
 
+/// Opens an engine on `file` as a standby, without a log of its own (it still replays what a
+/// crashed writer left in the file's log). Only for what needs an engine (`tenure snapshot`).
 pub(crate) fn open(file: &Path) -> Result<Tenure, ExitCode> {
     if !file.exists() {
         eprintln!("tenure: {}: no such file", file.display());
         return Err(ExitCode::from(1));
     }
-    // Without a log of its own: an offline read creates no log file and commits nothing, but
-    // still replays what a crashed writer left in the file's log, so it sees every write.
     Tenure::builder()
         .path(file)
         .primary(false)
@@ -24,6 +25,18 @@ pub(crate) fn open(file: &Path) -> Result<Tenure, ExitCode> {
             eprintln!("tenure: {}: {e}", file.display());
             ExitCode::from(1)
         })
+}
+
+/// What `file` holds, read without writing anything.
+fn read(file: &Path) -> Result<FileContents, ExitCode> {
+    if !file.exists() {
+        eprintln!("tenure: {}: no such file", file.display());
+        return Err(ExitCode::from(1));
+    }
+    Tenure::read_file(file).map_err(|e| {
+        eprintln!("tenure: {}: {e}", file.display());
+        ExitCode::from(1)
+    })
 }
 
 fn text(b: &[u8]) -> String {
@@ -52,14 +65,18 @@ fn lease_json(l: &LeaseInfo) -> String {
     .to_string()
 }
 
-fn all_keys(db: &Tenure, key: &[u8], range_end: &[u8]) -> Result<Vec<KeyValue>, tenure::Error> {
-    match db.execute(&RequestOp::Range(RangeRequest::new(key, range_end)))? {
-        tenure::Outcome::Done {
-            response: ResponseOp::Range(r),
-            ..
-        } => Ok(r.kvs),
-        _ => Ok(Vec::new()),
-    }
+/// The keys in `[key, range_end)` (etcd's range: an empty end is `key` alone).
+fn in_range<'a>(c: &'a FileContents, key: &[u8], range_end: &[u8]) -> Vec<&'a KeyValue> {
+    c.keys
+        .iter()
+        .filter(|kv| {
+            if range_end.is_empty() {
+                kv.key == key
+            } else {
+                kv.key.as_slice() >= key && (range_end == b"\0" || kv.key.as_slice() < range_end)
+            }
+        })
+        .collect()
 }
 
 /// Writes lines to stdout; a closed pipe (`| head`) ends quietly.
@@ -74,23 +91,16 @@ pub(crate) fn emit(lines: impl IntoIterator<Item = String>) {
 }
 
 pub(crate) fn leases(file: &Path, json: bool) -> ExitCode {
-    let db = match open(file) {
-        Ok(db) => db,
-        Err(c) => return c,
+    let c = match read(file) {
+        Ok(c) => c,
+        Err(code) => return code,
     };
-    let mut leases = match db.leases() {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("tenure: {}: {e}", file.display());
-            return ExitCode::from(1);
-        }
-    };
-    leases.sort_by_key(|l| l.id);
+    let leases = &c.leases; // by ID
     if json {
         emit(leases.iter().map(lease_json));
     } else {
         let mut lines = vec![format!("{:<20} {:>12} {:>6}  KEYS", "ID", "TTL", "#KEYS")];
-        for l in &leases {
+        for l in leases {
             let keys: Vec<String> = l.keys.iter().take(3).map(|k| text(k)).collect();
             let more = if l.keys.len() > 3 { ", …" } else { "" };
             lines.push(format!(
@@ -104,27 +114,18 @@ pub(crate) fn leases(file: &Path, json: bool) -> ExitCode {
         lines.push(format!("{} leases", leases.len()));
         emit(lines);
     }
-    let _ = db.close();
     ExitCode::SUCCESS
 }
 
 pub(crate) fn get(file: &Path, key: &str, prefix: bool, json: bool) -> ExitCode {
-    let db = match open(file) {
-        Ok(db) => db,
-        Err(c) => return c,
+    let c = match read(file) {
+        Ok(c) => c,
+        Err(code) => return code,
     };
     let kvs = if prefix {
-        let end = prefix_end(key.as_bytes());
-        all_keys(&db, key.as_bytes(), &end)
+        in_range(&c, key.as_bytes(), &prefix_end(key.as_bytes()))
     } else {
-        all_keys(&db, key.as_bytes(), b"")
-    };
-    let kvs = match kvs {
-        Ok(kvs) => kvs,
-        Err(e) => {
-            eprintln!("tenure: {}: {e}", file.display());
-            return ExitCode::from(1);
-        }
+        in_range(&c, key.as_bytes(), b"")
     };
     if json {
         emit(kvs.iter().map(|kv| kv_json(kv).to_string()));
@@ -132,7 +133,6 @@ pub(crate) fn get(file: &Path, key: &str, prefix: bool, json: bool) -> ExitCode 
         // etcdctl's simple format: key line, value line.
         emit(kvs.iter().flat_map(|kv| [text(&kv.key), text(&kv.value)]));
     }
-    let _ = db.close();
     if kvs.is_empty() {
         ExitCode::from(3)
     } else {
@@ -152,40 +152,25 @@ fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 }
 
 pub(crate) fn dump(file: &Path) -> ExitCode {
-    let db = match open(file) {
-        Ok(db) => db,
-        Err(c) => return c,
+    let c = match read(file) {
+        Ok(c) => c,
+        Err(code) => return code,
     };
-    let kvs = match all_keys(&db, b"\0", b"\0") {
-        Ok(kvs) => kvs,
-        Err(e) => {
-            eprintln!("tenure: {}: {e}", file.display());
-            return ExitCode::from(1);
-        }
-    };
-    let mut leases = match db.leases() {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("tenure: {}: {e}", file.display());
-            return ExitCode::from(1);
-        }
-    };
-    leases.sort_by_key(|l| l.id);
-    let lines = leases
+    let lines = c
+        .leases
         .iter()
         .map(lease_json)
-        .chain(kvs.iter().map(|kv| kv_json(kv).to_string()));
+        .chain(c.keys.iter().map(|kv| kv_json(kv).to_string()));
     emit(lines);
-    let _ = db.close();
     ExitCode::SUCCESS
 }
 
 pub(crate) fn stats(file: &Path, json: bool) -> ExitCode {
-    let db = match open(file) {
-        Ok(db) => db,
-        Err(c) => return c,
+    let c = match read(file) {
+        Ok(c) => c,
+        Err(code) => return code,
     };
-    let s = db.stats();
+    let s = c.stats();
     let size = std::fs::metadata(file).map_or(0, |m| m.len());
     if json {
         emit([json!({
@@ -205,6 +190,5 @@ pub(crate) fn stats(file: &Path, json: bool) -> ExitCode {
             format!("keys:     {}", s.keys),
         ]);
     }
-    let _ = db.close();
     ExitCode::SUCCESS
 }

@@ -3,12 +3,18 @@
 //! machine, so none of them holds the state lock while it works.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use super::commit::enqueued;
 use super::{Shared, Tenure};
 use crate::error::{Error, Result};
+use crate::lease::lessor::NO_TIME;
+use crate::record::Loaded;
 use crate::store::View;
-use crate::types::{ContentHash, SnapshotInfo, SnapshotProgress, StorageSize};
+use crate::types::{
+    ContentHash, FileContents, KeyValue, LeaseId, LeaseInfo, SnapshotInfo, SnapshotProgress,
+    StorageSize,
+};
 
 impl Tenure {
     /// What the database file at `path` holds (its revision and live keys and leases; the
@@ -16,19 +22,25 @@ impl Tenure {
     /// read-only and never written, so a file no one may write (or one another process has
     /// open) can be read. `len`: only that many leading bytes are the database (a saved
     /// snapshot's checksum follows them). The log beside a database is not replayed: for a
-    /// file a writer may have left mid-way, open it instead.
+    /// database file, use [`read_file`](Tenure::read_file).
     ///
     /// `Corrupt` for a damaged file or one whose writer was killed (redb would repair it);
     /// `Storage` naming the file when it cannot be read.
     pub fn file_stats(path: impl AsRef<Path>, len: Option<u64>) -> Result<crate::types::Stats> {
-        let path = path.as_ref();
-        let len = match len {
-            Some(n) => n,
-            None => std::fs::metadata(path)
-                .map_err(|e| Error::io("cannot read", path, &e))?
-                .len(),
-        };
-        crate::store::stats_in_place(path, len)
+        let loaded = crate::store::read_in_place(path.as_ref(), len, false)?;
+        Ok(contents(loaded).stats())
+    }
+
+    /// Everything the database file at `path` holds, read in place without opening an engine
+    /// and without writing anything (SPEC E10): the file and its write-ahead log are opened
+    /// read-only, so a file with mode 0444 in a read-only directory can be read, and nothing
+    /// expires. A file whose writer was killed is repaired, and the records of its log that the
+    /// file lacks replayed, in memory only: every acknowledged write is seen.
+    ///
+    /// `AlreadyOpen` while an engine has the file open; `Corrupt` for a damaged file or log;
+    /// `Storage` naming the file when it cannot be read.
+    pub fn read_file(path: impl AsRef<Path>) -> Result<FileContents> {
+        crate::store::read_in_place(path.as_ref(), None, true).map(contents)
     }
 
     /// Writes a consistent copy of the database, as of one revision, to `dest` while writes go
@@ -149,4 +161,46 @@ fn same_file(a: &Path, b: &Path) -> bool {
         Some(dir.canonicalize().ok()?.join(p.file_name()?))
     }
     matches!((resolve(a), resolve(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// The public view of what a file holds: leases by ID with their keys, live keys in key order.
+fn contents(loaded: Loaded) -> FileContents {
+    let mut leases: Vec<LeaseInfo> = loaded
+        .leases
+        .iter()
+        .map(|r| LeaseInfo {
+            id: LeaseId::new(r.id),
+            ttl: Duration::from_nanos(r.ttl),
+            remaining: Some(Duration::from_nanos(if r.remaining == NO_TIME {
+                r.ttl
+            } else {
+                r.remaining
+            })),
+            keys: Vec::new(),
+        })
+        .collect();
+    leases.sort_by_key(|l| l.id);
+    let mut keys = Vec::with_capacity(loaded.keys.len());
+    for (key, entry) in loaded.keys {
+        if entry.lease != 0 {
+            if let Ok(i) = leases.binary_search_by_key(&entry.lease, |l| l.id.get()) {
+                leases[i].keys.push(key.clone());
+            }
+        }
+        if let Some(d) = entry.data {
+            keys.push(KeyValue {
+                key,
+                value: d.value,
+                create_revision: d.create,
+                mod_revision: d.modr,
+                version: d.version,
+                lease: (entry.lease != 0).then(|| LeaseId::new(entry.lease)),
+            });
+        }
+    }
+    FileContents {
+        revision: loaded.revision,
+        leases,
+        keys,
+    }
 }

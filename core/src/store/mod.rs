@@ -25,10 +25,12 @@ use crate::error::{panic_message, Error, Result};
 use crate::record::{LeaseRow, Loaded, StoreOp};
 
 mod codec;
+mod in_place;
 mod snapshot;
 pub(crate) mod wal;
 use codec::{decode, encode};
-pub(crate) use snapshot::{stats_in_place, View};
+pub(crate) use in_place::read_in_place;
+pub(crate) use snapshot::View;
 
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
 const LEASES: TableDefinition<i64, (u64, u64, i64)> = TableDefinition::new("tenure_leases");

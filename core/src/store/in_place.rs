@@ -1,0 +1,211 @@
+//! Reading a database file in place without ever writing it (SPEC E10, E12): offline
+//! inspection and `snapshot status`.
+//!
+//! redb reads the file through [`Scratch`], a backend that opens it read-only and keeps every
+//! write redb makes in memory. So a file whose writer was killed is repaired, and its
+//! write-ahead log replayed, in memory only: the file and its log are never written (a file
+//! with mode 0444 in a read-only directory can be read), and nothing acknowledged that the log
+//! holds is left out.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Mutex;
+
+use redb::DatabaseError;
+
+use super::{
+    guarded, inspect, load, log_meta, open_as_database, open_error, replay, wal, Found, Loaded,
+};
+use crate::error::{Error, Result};
+
+/// Bytes per page of the in-memory overlay.
+const PAGE: u64 = 4096;
+
+/// The first `len` bytes of a file, read-only, with what redb writes kept in memory.
+#[derive(Debug)]
+struct Scratch {
+    file: File,
+    overlay: Mutex<Overlay>,
+}
+
+#[derive(Debug)]
+struct Overlay {
+    /// The length redb sees.
+    len: u64,
+    /// How much of the file is still visible below the overlay (a shrink hides the rest, so a
+    /// later growth reads zeros, as `set_len` requires).
+    visible: u64,
+    /// Pages written, by index.
+    pages: HashMap<u64, Box<[u8]>>,
+}
+
+impl Scratch {
+    fn new(file: File, len: u64) -> Scratch {
+        Scratch {
+            file,
+            overlay: Mutex::new(Overlay {
+                len,
+                visible: len,
+                pages: HashMap::new(),
+            }),
+        }
+    }
+
+    /// Reads `out` at `offset` from the file, zeros past its visible part.
+    fn read_file(&self, visible: u64, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        let from_file = visible.saturating_sub(offset).min(out.len() as u64) as usize;
+        self.file.read_exact_at(&mut out[..from_file], offset)?;
+        out[from_file..].fill(0);
+        Ok(())
+    }
+}
+
+fn read_only() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::PermissionDenied,
+        "opened read-only: nothing is written",
+    )
+}
+
+impl redb::StorageBackend for Scratch {
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(self.overlay.lock().map_err(|_| read_only())?.len)
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        let o = self.overlay.lock().map_err(|_| read_only())?;
+        if offset.saturating_add(out.len() as u64) > o.len {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let mut done = 0usize;
+        while done < out.len() {
+            let at = offset + done as u64;
+            let (page, within) = (at / PAGE, (at % PAGE) as usize);
+            let n = (PAGE as usize - within).min(out.len() - done);
+            match o.pages.get(&page) {
+                Some(p) => out[done..done + n].copy_from_slice(&p[within..within + n]),
+                None => self.read_file(o.visible, at, &mut out[done..done + n])?,
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        let mut o = self.overlay.lock().map_err(|_| read_only())?;
+        if len < o.len {
+            o.visible = o.visible.min(len);
+            o.pages.retain(|&i, _| i * PAGE < len);
+            if let Some(p) = o.pages.get_mut(&(len / PAGE)) {
+                p[(len % PAGE) as usize..].fill(0);
+            }
+        }
+        o.len = len;
+        Ok(())
+    }
+
+    fn sync_data(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        let mut o = self.overlay.lock().map_err(|_| read_only())?;
+        let o = &mut *o;
+        o.len = o.len.max(offset.saturating_add(data.len() as u64));
+        let mut done = 0usize;
+        while done < data.len() {
+            let at = offset + done as u64;
+            let (page, within) = (at / PAGE, (at % PAGE) as usize);
+            let n = (PAGE as usize - within).min(data.len() - done);
+            let p = match o.pages.entry(page) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let mut fresh = vec![0u8; PAGE as usize].into_boxed_slice();
+                    self.read_file(o.visible, page * PAGE, &mut fresh)?;
+                    e.insert(fresh)
+                }
+            };
+            p[within..within + n].copy_from_slice(&data[done..done + n]);
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// What the database in the first `len` bytes of `path` holds, read without writing anything.
+///
+/// `with_log`: the file is a database (not a saved snapshot): one a running engine has open is
+/// refused (`AlreadyOpen`, checked before and after the read, as redb's lock is not taken), one
+/// whose writer was killed is repaired in memory, and the records of its write-ahead log that
+/// redb lacks are replayed in memory. Without it (a saved snapshot, which has no log) a file
+/// redb would have to repair is refused as `Corrupt`.
+pub(crate) fn read_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Loaded> {
+    let in_use = || with_log && open_as_database(path);
+    if with_log {
+        // Clear errors for what is no database, never blocking on a FIFO; an empty file is the
+        // empty database an engine would make of it.
+        if let Found::New = inspect(path)? {
+            return Ok(Loaded::default());
+        }
+    }
+    let file = File::open(path).map_err(|e| Error::io("cannot read", path, &e))?;
+    let len = match len {
+        Some(n) => n,
+        None => file
+            .metadata()
+            .map_err(|e| Error::io("cannot read", path, &e))?
+            .len(),
+    };
+    if in_use() {
+        return Err(Error::AlreadyOpen(path.to_path_buf()));
+    }
+    let scratch = |f: &File| {
+        f.try_clone()
+            .map(|f| Scratch::new(f, len))
+            .map_err(|e| Error::io("cannot read", path, &e))
+    };
+    let loaded = guarded(path, || {
+        match redb::Builder::new().open_read_only_with_backend(scratch(&file)?) {
+            Ok(db) => {
+                let Some((loaded, lm)) = load(&db, path)? else {
+                    return Ok(Loaded::default());
+                };
+                if !with_log {
+                    return Ok(loaded);
+                }
+                match wal::read(path, lm.id, lm.applied)? {
+                    wal::Found::Ours(r) if !r.is_empty() => {}
+                    _ => return Ok(loaded),
+                }
+            }
+            Err(DatabaseError::RepairAborted) if !with_log => {
+                return Err(Error::Corrupt {
+                    path: path.to_path_buf(),
+                    detail: "not closed cleanly (redb would have to repair it, which writes it)"
+                        .into(),
+                })
+            }
+            Err(DatabaseError::RepairAborted) => {}
+            Err(e) => return Err(open_error(path, e)),
+        }
+        // Repair and replay, in memory.
+        let db = redb::Builder::new()
+            .create_with_backend(scratch(&file)?)
+            .map_err(|e| open_error(path, e))?;
+        let Some(lm) = log_meta(&db, path)? else {
+            return Ok(load(&db, path)?.map(|(l, _)| l).unwrap_or_default());
+        };
+        match (wal::read(path, lm.id, lm.applied)?, lm.id) {
+            (wal::Found::Ours(r), Some(id)) if !r.is_empty() => {
+                replay(&db, path, &r, id, false).map(|(l, _)| l)
+            }
+            _ => Ok(load(&db, path)?.map(|(l, _)| l).unwrap_or_default()),
+        }
+    })?;
+    if in_use() {
+        return Err(Error::AlreadyOpen(path.to_path_buf()));
+    }
+    Ok(loaded)
+}
