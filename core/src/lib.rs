@@ -58,6 +58,8 @@ pub use crate::kv::request::{
 };
 pub use crate::kv::txn::{Compare, CompareOp, CompareTarget, Op, OpResponse, Txn, TxnResponse};
 pub use crate::kv::watch::{WatchOptions, Watcher};
+#[doc(hidden)]
+pub use crate::store::temp_beside;
 pub use crate::store::StorageFaults;
 pub use crate::types::{
     ContentHash, Durability, Event, EventKind, ExpiredLease, FileContents, KeyValue, LeaseId,

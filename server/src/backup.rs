@@ -9,7 +9,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use serde_json::json;
@@ -105,14 +105,6 @@ fn check_saved(saved: &Path) -> Result<(u64, bool), Failure> {
     Ok((data, true))
 }
 
-/// A hidden name beside `path` for a file built before it is renamed there.
-fn temp_beside(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map_or("snapshot".into(), |n| n.to_string_lossy());
-    path.with_file_name(format!(".{name}.restoring-{}", std::process::id()))
-}
-
 /// Copies the database in `saved` (its first `len` bytes) to `tmp`, fsynced, and opens it to
 /// validate it; returns what it holds.
 fn extract(saved: &Path, len: u64, tmp: &Path) -> Result<tenure::Stats, Failure> {
@@ -165,7 +157,9 @@ pub(crate) fn restore(saved: &Path, out: &Path) -> ExitCode {
             )));
         }
         let (len, checksum) = check_saved(saved)?;
-        let tmp = temp_beside(out);
+        // Named as the engine names its temporaries, so what a killed restore left is removed.
+        let tmp = tenure::temp_beside(out, "restoring")
+            .map_err(|e| fail(format_args!("{}: {e}", out.display())))?;
         let stats = extract(saved, len, &tmp).and_then(|s| {
             // A hard link never replaces a file that appeared meanwhile.
             std::fs::hard_link(&tmp, out)

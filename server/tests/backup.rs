@@ -392,3 +392,75 @@ fn e12_snapshot_cli_copies_a_closed_file_restores_and_reports_with_documented_ex
     }
     assert_eq!(tenure_cli(&["snapshot", f]).status.code(), Some(2));
 }
+
+#[test]
+fn e12_restore_killed_mid_way_leaves_a_temporary_the_next_restore_removes_keeping_what_is_not_stale(
+) {
+    let (dir, db) = temp_db();
+    let t = open_writer(&db);
+    t.put("a", "1", None).unwrap();
+    t.close().unwrap();
+    // A big source, so the copy into the temporary takes a while: killed while it copies.
+    let big = dir.path().join("big.db");
+    std::fs::write(&big, vec![0x5a; 48 << 20]).unwrap();
+    let out = dir.path().join("out.tenure");
+    let temp_of = |pid: u32| format!(".out.tenure.restoring-{pid}-");
+    let mut stale = None;
+    for _ in 0..10 {
+        let mut child = Command::new(common::bin())
+            .args(["snapshot", "restore"])
+            .args([&big, &out])
+            .spawn()
+            .unwrap();
+        let prefix = temp_of(child.id());
+        let ours = |n: &String| n.starts_with(&prefix) || *n == prefix[..prefix.len() - 1];
+        let seen = loop {
+            if hidden_files(dir.path()).iter().any(ours) {
+                break true;
+            }
+            if child.try_wait().unwrap().is_some() {
+                break false;
+            }
+        };
+        if seen {
+            common::signal(&child, "KILL");
+            child.wait().unwrap();
+            stale = hidden_files(dir.path()).into_iter().find(ours);
+            break;
+        }
+    }
+    let stale = stale.expect("a restore was killed while it copied");
+    assert!(!out.exists());
+    assert!(
+        hidden_files(dir.path()).contains(&stale),
+        "the kill left its temporary"
+    );
+    // Not provably stale: a live process's temporary, and names of another pattern.
+    let live = format!("{}0", temp_of(std::process::id()));
+    let others = [
+        live.as_str(),
+        ".out.tenure.restoring-junk",
+        ".other.restoring-999999999-0",
+    ];
+    for n in others {
+        std::fs::write(dir.path().join(n), b"x").unwrap();
+    }
+
+    let o = tenure_cli(&[
+        "snapshot",
+        "restore",
+        db.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let mut kept = hidden_files(dir.path());
+    kept.sort();
+    let mut want: Vec<String> = others.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(kept, want, "only the killed restore's temporary is removed");
+    assert_eq!(open_standby(&out).get("a").unwrap().unwrap().value, b"1");
+}
+
+fn open_writer(path: &Path) -> Tenure {
+    Tenure::builder().path(path).open().unwrap()
+}

@@ -383,6 +383,14 @@ pub(crate) fn new_private() -> OpenOptions {
     options
 }
 
+/// A fresh temporary name beside `path` (`.NAME.TAG-PID-SEQ`) for a file built there and
+/// then linked or renamed to `path`, after removing the temporaries under the same tag that
+/// killed processes left (see `remove_stale_temps`): the one way the engine and the tools
+/// (`tenure snapshot restore`) name such files.
+pub fn temp_beside(path: &Path, tag: &str) -> Result<PathBuf> {
+    sibling_temp(path, tag).map(|(_, tmp)| tmp)
+}
+
 fn sibling_temp(path: &Path, tag: &str) -> Result<(PathBuf, PathBuf)> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let name = path
