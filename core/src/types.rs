@@ -215,8 +215,8 @@ pub struct StorageSize {
     pub in_use_bytes: u64,
 }
 
-/// What a database file holds, read in place without writing it ([`Tenure::read_file`]
-/// (crate::Tenure::read_file)): offline inspection (SPEC E10).
+/// What a database file holds, read in place without writing it
+/// ([`Tenure::read_file`](crate::Tenure::read_file)): offline inspection (SPEC E10).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FileContents {
     /// The store revision.
