@@ -8,13 +8,14 @@
 //! 256-byte append into a preallocated, zero-filled, fsynced file in the same directory (as the
 //! write-ahead log is), made durable by each way Linux offers (`--probe`, default all of them,
 //! interleaved in rounds so a change of load hits each alike): `fdatasync` (pwrite then
-//! fdatasync, what the log does), `rwf_dsync` (one pwritev2 with RWF_DSYNC), `o_dsync` (pwrite
+//! fdatasync), `rwf_dsync` (one pwritev2 with RWF_DSYNC), `o_dsync` (pwrite
 //! on an O_DSYNC descriptor), `o_direct` (O_DIRECT|O_DSYNC, the append rewrites its 4 KiB
-//! block). The `fdatasync` p50 is the ceiling: one thread waits for two syncs per pair, so it
-//! cannot exceed 1/(2 x p50) pairs/s (printed as `ceiling_pairs_per_s`).
+//! block: what the log does where the file system takes O_DIRECT, else `fdatasync`). Each
+//! mode's p50 gives a ceiling: one thread waits for two syncs per pair, so it cannot exceed
+//! 1/(2 x p50) pairs/s (printed as `ceiling_pairs_per_s`).
 //!
 //! `--paths log,redb` (the default: both, back to back for each thread count) picks the commit
-//! path: `log` = the write-ahead log (one append + `fdatasync` per commit, the default of the
+//! path: `log` = the write-ahead log (one durable append per commit, the default of the
 //! engine), `redb` = `write_ahead_log(false)` (one durable redb transaction per commit).
 //!
 //! `cargo run --profile profiling -p tenure-bench --bin durable -- --threads 1,8,64 --secs 3`
