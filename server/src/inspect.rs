@@ -9,24 +9,6 @@ use std::process::ExitCode;
 use serde_json::json;
 use tenure::{FileContents, KeyValue, LeaseInfo, Tenure};
 
-/// Opens an engine on `file` as a standby, without a log of its own (it still replays what a
-/// crashed writer left in the file's log). Only for what needs an engine (`tenure snapshot`).
-pub(crate) fn open(file: &Path) -> Result<Tenure, ExitCode> {
-    if !file.exists() {
-        eprintln!("tenure: {}: no such file", file.display());
-        return Err(ExitCode::from(1));
-    }
-    Tenure::builder()
-        .path(file)
-        .primary(false)
-        .write_ahead_log(false)
-        .open()
-        .map_err(|e| {
-            eprintln!("tenure: {}: {e}", file.display());
-            ExitCode::from(1)
-        })
-}
-
 /// What `file` holds, read without writing anything.
 fn read(file: &Path) -> Result<FileContents, ExitCode> {
     if !file.exists() {

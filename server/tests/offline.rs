@@ -178,8 +178,8 @@ fn inspect_all(f: &str) -> String {
 }
 
 #[test]
-fn e10_offline_inspection_never_writes_the_file_its_log_or_its_directory_and_sees_the_logs_writes()
-{
+fn e10_e12_offline_inspection_and_snapshot_never_write_the_file_its_log_or_its_directory_and_see_the_logs_writes(
+) {
     use std::os::unix::fs::PermissionsExt;
     let (dir, db) = temp_db();
     let s = Server::start(&db, &[]);
@@ -204,6 +204,11 @@ fn e10_offline_inspection_never_writes_the_file_its_log_or_its_directory_and_see
     set_mode(dir.path(), 0o555);
     let before = snapshot_dir(dir.path());
     let dumped = inspect_all(f);
+    // `tenure snapshot FILE OUT` reads FILE the same way (E12).
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copy = elsewhere.path().join("copy.tenure");
+    let o = tenure(&["snapshot", f, copy.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let after = snapshot_dir(dir.path());
     set_mode(dir.path(), 0o755);
     set_mode(&db, 0o644);
@@ -227,6 +232,11 @@ fn e10_offline_inspection_never_writes_the_file_its_log_or_its_directory_and_see
     assert_eq!(
         (v["keys"].as_u64(), v["revision"].as_i64()),
         (Some(20), Some(21))
+    );
+    assert_eq!(
+        stdout(&tenure(&["dump", copy.to_str().unwrap()])),
+        dumped,
+        "the copy holds what the log held"
     );
 
     // The engine recovers the same contents (it may write: it is the writer).

@@ -43,6 +43,21 @@ impl Tenure {
         crate::store::read_in_place(path.as_ref(), None, true).map(contents)
     }
 
+    /// Copies the database file at `path` (one no engine has open) to `dest` as a snapshot
+    /// would (SPEC D8, E12: `tenure snapshot FILE OUT`), reading it in place as
+    /// [`read_file`](Tenure::read_file) does: `path` and its log are never written, and what
+    /// the log holds is in the copy.
+    pub fn copy_file(path: impl AsRef<Path>, dest: impl AsRef<Path>) -> Result<SnapshotInfo> {
+        let (path, dest) = (path.as_ref(), dest.as_ref());
+        if same_file(path, dest) {
+            return Err(Error::invalid(format!(
+                "snapshot destination {} is the database itself",
+                dest.display()
+            )));
+        }
+        crate::store::copy_in_place(path, dest, &mut |_| {})
+    }
+
     /// Writes a consistent copy of the database, as of one revision, to `dest` while writes go
     /// on (SPEC D8). The copy is built under a temporary name in `dest`'s directory, fsynced and
     /// renamed over `dest`: a crash or a full disk never leaves a partial file at `dest`, and the

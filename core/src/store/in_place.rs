@@ -15,10 +15,18 @@ use std::sync::Mutex;
 
 use redb::DatabaseError;
 
+use redb::ReadableDatabase;
+
 use super::{
-    guarded, inspect, load, log_meta, open_as_database, open_error, replay, wal, Found, Loaded,
+    corrupt_at, guarded, inspect, load, log_meta, open_as_database, open_error, replay, wal, Found,
+    Loaded, LogMeta, View,
 };
 use crate::error::{Error, Result};
+use crate::types::{SnapshotInfo, SnapshotProgress};
+
+fn read_tx(db: &impl ReadableDatabase, path: &Path) -> Result<redb::ReadTransaction> {
+    db.begin_read().map_err(|e| corrupt_at(path, e.to_string()))
+}
 
 /// Bytes per page of the in-memory overlay.
 const PAGE: u64 = 4096;
@@ -134,20 +142,27 @@ impl redb::StorageBackend for Scratch {
     }
 }
 
-/// What the database in the first `len` bytes of `path` holds, read without writing anything.
+/// A database read in place: read-only as it is, or repaired and replayed in memory.
+enum Opened {
+    /// No database yet: an empty file.
+    Empty,
+    AsIs(redb::ReadOnlyDatabase),
+    Scratched(redb::Database),
+}
+
+/// Opens the database in the first `len` bytes of `path` without writing anything.
 ///
 /// `with_log`: the file is a database (not a saved snapshot): one a running engine has open is
-/// refused (`AlreadyOpen`, checked before and after the read, as redb's lock is not taken), one
-/// whose writer was killed is repaired in memory, and the records of its write-ahead log that
-/// redb lacks are replayed in memory. Without it (a saved snapshot, which has no log) a file
-/// redb would have to repair is refused as `Corrupt`.
-pub(crate) fn read_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Loaded> {
-    let in_use = || with_log && open_as_database(path);
+/// refused (`AlreadyOpen`; the caller checks again after its read, as redb's lock is not
+/// taken), one whose writer was killed is repaired in memory, and the records of its
+/// write-ahead log that redb lacks are replayed in memory. Without it (a saved snapshot, which
+/// has no log) a file redb would have to repair is refused as `Corrupt`.
+fn open_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Opened> {
     if with_log {
         // Clear errors for what is no database, never blocking on a FIFO; an empty file is the
         // empty database an engine would make of it.
         if let Found::New = inspect(path)? {
-            return Ok(Loaded::default());
+            return Ok(Opened::Empty);
         }
     }
     let file = File::open(path).map_err(|e| Error::io("cannot read", path, &e))?;
@@ -158,7 +173,7 @@ pub(crate) fn read_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Re
             .map_err(|e| Error::io("cannot read", path, &e))?
             .len(),
     };
-    if in_use() {
+    if with_log && open_as_database(path) {
         return Err(Error::AlreadyOpen(path.to_path_buf()));
     }
     let scratch = |f: &File| {
@@ -166,18 +181,16 @@ pub(crate) fn read_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Re
             .map(|f| Scratch::new(f, len))
             .map_err(|e| Error::io("cannot read", path, &e))
     };
-    let loaded = guarded(path, || {
+    guarded(path, || {
         match redb::Builder::new().open_read_only_with_backend(scratch(&file)?) {
             Ok(db) => {
-                let Some((loaded, lm)) = load(&db, path)? else {
-                    return Ok(Loaded::default());
+                let lm = match log_meta(&db, path)? {
+                    Some(lm) if with_log => lm,
+                    _ => return Ok(Opened::AsIs(db)),
                 };
-                if !with_log {
-                    return Ok(loaded);
-                }
                 match wal::read(path, lm.id, lm.applied)? {
                     wal::Found::Ours(r) if !r.is_empty() => {}
-                    _ => return Ok(loaded),
+                    _ => return Ok(Opened::AsIs(db)),
                 }
             }
             Err(DatabaseError::RepairAborted) if !with_log => {
@@ -194,18 +207,65 @@ pub(crate) fn read_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Re
         let db = redb::Builder::new()
             .create_with_backend(scratch(&file)?)
             .map_err(|e| open_error(path, e))?;
-        let Some(lm) = log_meta(&db, path)? else {
-            return Ok(load(&db, path)?.map(|(l, _)| l).unwrap_or_default());
-        };
-        match (wal::read(path, lm.id, lm.applied)?, lm.id) {
-            (wal::Found::Ours(r), Some(id)) if !r.is_empty() => {
-                replay(&db, path, &r, id, false).map(|(l, _)| l)
+        if let Some(LogMeta {
+            id: Some(id),
+            applied,
+        }) = log_meta(&db, path)?
+        {
+            if let wal::Found::Ours(r) = wal::read(path, Some(id), applied)? {
+                if !r.is_empty() {
+                    replay(&db, path, &r, id, false)?;
+                }
             }
-            _ => Ok(load(&db, path)?.map(|(l, _)| l).unwrap_or_default()),
         }
-    })?;
-    if in_use() {
+        Ok(Opened::Scratched(db))
+    })
+}
+
+/// `AlreadyOpen` if an engine opened `path` while it was read in place.
+fn still_closed(path: &Path, with_log: bool) -> Result<()> {
+    if with_log && open_as_database(path) {
         return Err(Error::AlreadyOpen(path.to_path_buf()));
     }
-    Ok(loaded)
+    Ok(())
+}
+
+/// What the database in the first `len` bytes of `path` holds, read without writing anything
+/// (see `open_in_place`).
+pub(crate) fn read_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Loaded> {
+    let loaded = guarded(path, || {
+        Ok(match open_in_place(path, len, with_log)? {
+            Opened::Empty => None,
+            Opened::AsIs(db) => load(&db, path)?,
+            Opened::Scratched(db) => load(&db, path)?,
+        })
+    })?;
+    still_closed(path, with_log)?;
+    Ok(loaded.map(|(l, _)| l).unwrap_or_default())
+}
+
+/// Copies the database file at `path` to `dest` as a snapshot (SPEC D8) without writing `path`
+/// (see `open_in_place`): `tenure snapshot FILE OUT`.
+pub(crate) fn copy_in_place(
+    path: &Path,
+    dest: &Path,
+    progress: &mut dyn FnMut(SnapshotProgress),
+) -> Result<SnapshotInfo> {
+    let info = guarded(path, || {
+        let opened = open_in_place(path, None, true)?;
+        // Validated as an open would (D5) before anything is written at `dest`.
+        let tx = match &opened {
+            Opened::Empty => {
+                return Err(Error::invalid(format!(
+                    "{} is empty: no database to copy",
+                    path.display()
+                )))
+            }
+            Opened::AsIs(db) => load(db, path).and_then(|_| read_tx(db, path)),
+            Opened::Scratched(db) => load(db, path).and_then(|_| read_tx(db, path)),
+        }?;
+        View::of(tx, path).copy_to(dest, progress)
+    })?;
+    still_closed(path, true)?;
+    Ok(info)
 }

@@ -29,7 +29,7 @@ mod in_place;
 mod snapshot;
 pub(crate) mod wal;
 use codec::{decode, encode};
-pub(crate) use in_place::read_in_place;
+pub(crate) use in_place::{copy_in_place, read_in_place};
 pub(crate) use snapshot::View;
 
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");

@@ -114,6 +114,15 @@ impl Store {
 }
 
 impl View {
+    /// A view of a database read in place (no engine: no faults to inject).
+    pub(crate) fn of(tx: redb::ReadTransaction, path: &Path) -> View {
+        View {
+            tx,
+            path: path.to_path_buf(),
+            faults: StorageFaults::default(),
+        }
+    }
+
     /// The store revision this view reads.
     pub(crate) fn revision(&self) -> Result<i64> {
         let meta = self
