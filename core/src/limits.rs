@@ -37,14 +37,23 @@ pub fn instant_after(d: Duration) -> Instant {
 }
 
 /// A lease TTL (SPEC L2): zero is `InvalidArgument`, above [`MAX_TTL`] `LeaseTtlTooLarge`.
+#[inline]
 pub fn check_ttl(ttl: Duration) -> Result<Duration> {
-    if ttl.is_zero() {
-        return Err(Error::invalid(ttl_refused(human(ttl))));
-    }
-    if ttl > MAX_TTL {
-        return Err(Error::LeaseTtlTooLarge(ttl));
+    if ttl.is_zero() || ttl > MAX_TTL {
+        return Err(ttl_error(ttl));
     }
     Ok(ttl)
+}
+
+// Out of line: grant's path carries only the two comparisons.
+#[cold]
+#[inline(never)]
+fn ttl_error(ttl: Duration) -> Error {
+    if ttl.is_zero() {
+        Error::invalid(ttl_refused(human(ttl)))
+    } else {
+        Error::LeaseTtlTooLarge(ttl)
+    }
 }
 
 /// A TTL given in seconds as a float (what a binding receives): NaN or ≤ 0 breaks
