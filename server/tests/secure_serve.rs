@@ -274,6 +274,30 @@ fn e14_refused_starts_say_why_and_create_nothing() {
     assert!(!file.exists(), "a refused start created the database");
 }
 
+/// E13: with TLS configured, a `unix:` listener stays plain text beside the TLS TCP port: a
+/// client without TLS options is served over the socket, and both see one database.
+#[test]
+fn e13_a_unix_listener_stays_plain_text_beside_a_tls_port() {
+    let c = Certs::generate();
+    let (dir, file) = temp_db();
+    let sock = dir.path().join("serve.sock");
+    let mut flags = tls_flags(&c, &c.path("server.pem"), &c.path("server.key"));
+    flags.extend(["--listen".to_string(), format!("unix:{}", sock.display())]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let s = Server::start(&file, &flags);
+    assert_eq!(s.scheme, "https", "the TCP listener serves TLS");
+    let plain = Tenure::connect(&format!("unix:{}", sock.display())).unwrap();
+    let rev = plain.put("k", "over the socket", None).unwrap();
+    let tls = connect(&s, &c, Some("client")).unwrap();
+    let kv = tls.get("k").unwrap().unwrap();
+    assert_eq!(
+        (kv.value, kv.mod_revision),
+        (b"over the socket".to_vec(), rev)
+    );
+    drop((plain, tls));
+    assert_eq!(s.terminate().code(), Some(0));
+}
+
 #[test]
 fn e14_the_database_file_and_the_unix_socket_are_owner_only() {
     use std::os::unix::fs::PermissionsExt;
