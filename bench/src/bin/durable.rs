@@ -180,15 +180,16 @@ fn probe_disk(dir: &Path, modes: &[String], when: &str) {
 }
 
 fn main() {
-    let args = Args::parse(&["threads", "secs", "dir", "paths", "probe"]);
+    let args = Args::parse(
+        include_str!("durable.rs"),
+        &["threads", "secs", "dir", "paths", "probe"],
+    );
     let threads: Vec<usize> = args.list("threads", &[1, 8, 64]);
-    let paths: Vec<String> = args.list("paths", &["log".to_string(), "redb".to_string()]);
+    let paths = args.choices("paths", &["log", "redb"], &["log", "redb"]);
     let secs: f64 = args.get("secs", 3.0);
     let dir: String = args.get("dir", String::new());
-    let modes: Vec<String> = args.list(
-        "probe",
-        &["fdatasync", "rwf_dsync", "o_dsync", "o_direct"].map(String::from),
-    );
+    let probes = ["fdatasync", "rwf_dsync", "o_dsync", "o_direct"];
+    let modes = args.choices("probe", &probes, &probes);
     let scratch = Scratch::new((!dir.is_empty()).then(|| dir.into()));
 
     probe_disk(&scratch.dir, &modes, "before");

@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 use tenure_bench::{open, summary_us, Args, Mode, Scratch};
 
 fn main() {
-    let args = Args::parse(&["mode", "leases", "spread-ms", "lead-ms", "grant-threads"]);
+    let args = Args::parse(
+        include_str!("lateness.rs"),
+        &["mode", "leases", "spread-ms", "lead-ms", "grant-threads"],
+    );
     let mode: Mode = args.get("mode", Mode::Memory);
     let n: usize = args.get("leases", 100_000);
     let spread = Duration::from_millis(args.get("spread-ms", 1000));

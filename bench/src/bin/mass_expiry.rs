@@ -47,7 +47,10 @@ fn settle(db: &Tenure) {
 }
 
 fn main() {
-    let args = Args::parse(&["mode", "leases", "others", "renew-every-us"]);
+    let args = Args::parse(
+        include_str!("mass_expiry.rs"),
+        &["mode", "leases", "others", "renew-every-us"],
+    );
     let mode: Mode = args.get("mode", Mode::Buffered);
     let n: usize = args.get("leases", 100_000);
     let others: usize = args.get("others", 1_000);

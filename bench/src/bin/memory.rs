@@ -12,7 +12,7 @@ use tenure::Tenure;
 use tenure_bench::{rss_bytes, Args};
 
 fn main() {
-    let args = Args::parse(&["leases", "keys"]);
+    let args = Args::parse(include_str!("memory.rs"), &["leases", "keys"]);
     let n: u64 = args.get("leases", 1_000_000);
     let keys: u32 = args.get("keys", 0);
     assert!(keys <= 1, "--keys is 0 or 1");

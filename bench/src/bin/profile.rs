@@ -89,15 +89,22 @@ fn profiled_find_expired(db: &Tenure, clock: &ManualClock, due: usize) {
 }
 
 fn main() {
-    let args = Args::parse(&[
-        "workload", "size", "passes", "mode", "file", "settle", "wal",
-    ]);
-    let workload: String = args.get("workload", "renew".to_string());
+    let args = Args::parse(
+        include_str!("profile.rs"),
+        &[
+            "workload", "size", "passes", "mode", "file", "settle", "wal",
+        ],
+    );
+    let workload = args.choice(
+        "workload",
+        "renew",
+        &["grant", "renew", "revoke", "find_expired", "open"],
+    );
     let n: u64 = args.get("size", 100_000);
     let passes: u64 = args.get("passes", 1);
     let mode: Mode = args.get("mode", Mode::Buffered);
     // `--settle spin`: wait for the fixture's commit by polling instead of blocking.
-    let spin = args.get("settle", "block".to_string()) == "spin";
+    let spin = args.choice("settle", "block", &["block", "spin"]) == "spin";
     if workload == "open" {
         let file: String = args.get("file", "target/bench/profile-open.tenure".to_string());
         let path = std::path::PathBuf::from(file);
@@ -128,7 +135,7 @@ fn main() {
     // The criterion benches run grant/renew/revoke on the real clock, find_expired on a manual one.
     let manual = (workload == "find_expired").then(|| clock.clone() as Arc<dyn Clock>);
     // `--wal off`: commits go to redb directly (`write_ahead_log(false)`).
-    let db = if args.get("wal", "on".to_string()) == "off" {
+    let db = if args.choice("wal", "on", &["on", "off"]) == "off" {
         let mut b = Tenure::builder().path(&path).write_ahead_log(false);
         b = match mode {
             Mode::Memory => b.in_memory(),

@@ -21,7 +21,10 @@ use tenure::{Durability, Tenure};
 use tenure_bench::{open, Args, Mode, Scratch};
 
 fn main() {
-    let args = Args::parse(&["leases", "runs", "drop-caches", "dir", "log-pairs"]);
+    let args = Args::parse(
+        include_str!("recovery.rs"),
+        &["leases", "runs", "drop-caches", "dir", "log-pairs"],
+    );
     let pairs: i64 = args.get("log-pairs", 9_900);
     let n: i64 = args.get("leases", 1_000_000);
     let runs: usize = args.get("runs", 3);

@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 use tenure_bench::{open, Args, Mode, Scratch};
 
 fn main() {
-    let args = Args::parse(&["keys", "threads", "secs", "dir"]);
+    let args = Args::parse(
+        include_str!("snapshot.rs"),
+        &["keys", "threads", "secs", "dir"],
+    );
     let keys: u64 = args.get("keys", 1_000_000);
     let threads: usize = args.get("threads", 8);
     let secs: f64 = args.get("secs", 3.0);
