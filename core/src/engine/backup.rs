@@ -37,7 +37,8 @@ impl Tenure {
     /// expires. A file whose writer was killed is repaired, and the records of its log that the
     /// file lacks replayed, in memory only: every acknowledged write is seen.
     ///
-    /// `AlreadyOpen` while an engine has the file open; `Corrupt` for a damaged file or log;
+    /// `AlreadyOpen` while an engine has the file open (and an engine that opens the file during
+    /// the read gets `AlreadyOpen`); `Corrupt` for a damaged file or log;
     /// `Storage` naming the file when it cannot be read.
     pub fn read_file(path: impl AsRef<Path>) -> Result<FileContents> {
         crate::store::read_in_place(path.as_ref(), None, true).map(contents)

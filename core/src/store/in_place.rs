@@ -1,11 +1,13 @@
 //! Reading a database file in place without ever writing it (SPEC E10, E12): offline
 //! inspection and `snapshot status`.
 //!
-//! redb reads the file through [`Scratch`], a backend that opens it read-only and keeps every
-//! write redb makes in memory. So a file whose writer was killed is repaired, and its
-//! write-ahead log replayed, in memory only: the file and its log are never written (a file
-//! with mode 0444 in a read-only directory can be read), and nothing acknowledged that the log
-//! holds is left out.
+//! A database file is read under the shared locks of redb's read-only open, held for the whole
+//! read (`open_read_only_held`): no engine has it open, and none opens it, until the read is
+//! over. A file redb would have to repair (its writer was killed), or whose write-ahead log
+//! holds records it lacks, is read through [`Scratch`], a backend that keeps every write redb
+//! makes in memory: it is repaired, and the log replayed, in memory only. The file and its log
+//! are never written (a file with mode 0444 in a read-only directory can be read), and nothing
+//! acknowledged that the log holds is left out.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -18,8 +20,8 @@ use redb::DatabaseError;
 use redb::ReadableDatabase;
 
 use super::{
-    corrupt_at, guarded, inspect, load, log_meta, open_as_database, open_error, replay, wal, Found,
-    Loaded, LogMeta, View,
+    corrupt_at, guarded, inspect, load, log_meta, open_error, open_read_only_held, replay, wal,
+    Found, Loaded, LogMeta, View,
 };
 use crate::error::{Error, Result};
 use crate::types::{SnapshotInfo, SnapshotProgress};
@@ -152,11 +154,15 @@ enum Opened {
 
 /// Opens the database in the first `len` bytes of `path` without writing anything.
 ///
-/// `with_log`: the file is a database (not a saved snapshot): one a running engine has open is
-/// refused (`AlreadyOpen`; the caller checks again after its read, as redb's lock is not
-/// taken), one whose writer was killed is repaired in memory, and the records of its
-/// write-ahead log that redb lacks are replayed in memory. Without it (a saved snapshot, which
-/// has no log) a file redb would have to repair is refused as `Corrupt`.
+/// `with_log`: the file is a database (not a saved snapshot), read whole (`len` is `None`) under
+/// the shared locks redb's read-only open takes, held for as long as the returned database
+/// lives (`open_read_only_held`; its backend keeps a descriptor of the same open file
+/// description): refused (`AlreadyOpen`) while an engine has the file open, and no engine can
+/// open it for writing until the read is over (its open is `AlreadyOpen`), so the read never
+/// sees a file or log being written. A file whose writer was killed is repaired, and the
+/// records of its write-ahead log that redb lacks are replayed, in memory. Without `with_log`
+/// (a saved snapshot, which has no log) nothing is locked and a file redb would have to
+/// repair is refused as `Corrupt`.
 fn open_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Opened> {
     if with_log {
         // Clear errors for what is no database, never blocking on a FIFO; an empty file is the
@@ -173,16 +179,18 @@ fn open_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Opened
             .map_err(|e| Error::io("cannot read", path, &e))?
             .len(),
     };
-    if with_log && open_as_database(path) {
-        return Err(Error::AlreadyOpen(path.to_path_buf()));
-    }
     let scratch = |f: &File| {
         f.try_clone()
             .map(|f| Scratch::new(f, len))
             .map_err(|e| Error::io("cannot read", path, &e))
     };
     guarded(path, || {
-        match redb::Builder::new().open_read_only_with_backend(scratch(&file)?) {
+        let as_is = if with_log {
+            open_read_only_held(&file, path)?
+        } else {
+            redb::Builder::new().open_read_only_with_backend(scratch(&file)?)
+        };
+        match as_is {
             Ok(db) => {
                 let lm = match log_meta(&db, path)? {
                     Some(lm) if with_log => lm,
@@ -203,7 +211,8 @@ fn open_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Opened
             Err(DatabaseError::RepairAborted) => {}
             Err(e) => return Err(open_error(path, e)),
         }
-        // Repair and replay, in memory.
+        // Repair and replay, in memory (the locks stay: `scratch` reads through a descriptor
+        // of the same open file description).
         let db = redb::Builder::new()
             .create_with_backend(scratch(&file)?)
             .map_err(|e| open_error(path, e))?;
@@ -222,14 +231,6 @@ fn open_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Opened
     })
 }
 
-/// `AlreadyOpen` if an engine opened `path` while it was read in place.
-fn still_closed(path: &Path, with_log: bool) -> Result<()> {
-    if with_log && open_as_database(path) {
-        return Err(Error::AlreadyOpen(path.to_path_buf()));
-    }
-    Ok(())
-}
-
 /// What the database in the first `len` bytes of `path` holds, read without writing anything
 /// (see `open_in_place`).
 pub(crate) fn read_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Loaded> {
@@ -240,7 +241,6 @@ pub(crate) fn read_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Re
             Opened::Scratched(db) => load(&db, path)?,
         })
     })?;
-    still_closed(path, with_log)?;
     Ok(loaded.map(|(l, _)| l).unwrap_or_default())
 }
 
@@ -251,7 +251,7 @@ pub(crate) fn copy_in_place(
     dest: &Path,
     progress: &mut dyn FnMut(SnapshotProgress),
 ) -> Result<SnapshotInfo> {
-    let info = guarded(path, || {
+    guarded(path, || {
         let opened = open_in_place(path, None, true)?;
         // Validated as an open would (D5) before anything is written at `dest`.
         let tx = match &opened {
@@ -265,7 +265,83 @@ pub(crate) fn copy_in_place(
             Opened::Scratched(db) => load(db, path).and_then(|_| read_tx(db, path)),
         }?;
         View::of(tx, path).copy_to(dest, progress)
-    })?;
-    still_closed(path, true)?;
-    Ok(info)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    use super::{copy_in_place, open_in_place, Opened};
+    use crate::{Error, Tenure};
+
+    /// A database with a lease and a key, closed cleanly (`crash`: false) or copied with its
+    /// log while the engine had it open, as a kill -9 leaves it (redb must repair it and the
+    /// log holds writes it lacks).
+    fn database(dir: &Path, crash: bool) -> PathBuf {
+        let path = dir.join("db.tenure");
+        let db = Tenure::open(&path).unwrap();
+        let lease = db.grant(Duration::from_secs(600)).unwrap();
+        db.put("k", "v", Some(lease)).unwrap();
+        if !crash {
+            db.close().unwrap();
+            return path;
+        }
+        let image = dir.join("image.tenure");
+        std::fs::copy(&path, &image).unwrap();
+        std::fs::copy(super::wal::path_of(&path), super::wal::path_of(&image)).unwrap();
+        db.close().unwrap();
+        image
+    }
+
+    fn assert_already_open(opened: crate::Result<Tenure>, path: &Path) {
+        match opened {
+            Err(Error::AlreadyOpen(p)) => assert_eq!(p, path),
+            Ok(_) => panic!("an engine opened {} during an offline read", path.display()),
+            Err(e) => panic!("expected AlreadyOpen, got {e:?}"),
+        }
+    }
+
+    #[test]
+    fn e10_no_engine_opens_a_file_while_it_is_read_in_place() {
+        for crash in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = database(dir.path(), crash);
+            let opened = open_in_place(&path, None, true).unwrap();
+            assert_eq!(matches!(opened, Opened::Scratched(_)), crash);
+            assert_already_open(Tenure::open(&path), &path);
+            drop(opened);
+            let db = Tenure::open(&path).unwrap();
+            assert!(db.get("k").unwrap().is_some(), "crash image: {crash}");
+            // And the other way round: an engine that has the file refuses the read.
+            assert!(matches!(
+                open_in_place(&path, None, true),
+                Err(Error::AlreadyOpen(_))
+            ));
+            db.close().unwrap();
+        }
+    }
+
+    #[test]
+    fn e12_no_engine_opens_a_file_while_it_is_copied_in_place() {
+        for crash in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = database(dir.path(), crash);
+            let dest = dir.path().join("copy.tenure");
+            let mut tried = 0;
+            copy_in_place(&path, &dest, &mut |_| {
+                if tried == 0 {
+                    assert_already_open(Tenure::open(&path), &path);
+                }
+                tried += 1;
+            })
+            .unwrap();
+            assert!(tried > 0, "the copy reported no progress");
+            let copy = Tenure::open(&dest).unwrap();
+            assert!(copy.get("k").unwrap().is_some(), "crash image: {crash}");
+            copy.close().unwrap();
+            Tenure::open(&path).unwrap().close().unwrap();
+        }
+    }
 }

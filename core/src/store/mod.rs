@@ -43,6 +43,8 @@ pub(crate) const FORMAT_VERSION: i64 = 1;
 /// file lacks. A build that predates the mark refuses it as an unsupported version (`Corrupt`,
 /// nothing written) instead of ignoring the log and losing those writes.
 pub(crate) const FORMAT_LOGGED: i64 = 2;
+/// redb's page cache for an open database file.
+const CACHE: usize = 64 << 20;
 /// redb's file magic; a non-empty file without it is refused untouched.
 const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
 
@@ -210,6 +212,86 @@ impl StorageBackend for FaultyBackend {
     ) -> std::result::Result<bool, BackendError> {
         self.file.query_lock_range(s, e)
     }
+}
+
+/// The backend of a read-only pass whose shared locks outlive it: redb's unlocks and close are
+/// ignored, so its locks stay with the file's open file description until the last descriptor
+/// of that description is closed, or a write open through it converts them into its own
+/// exclusive ones (an atomic conversion: it fails, changing nothing, while another process
+/// holds the file). Meanwhile no process can open the file for writing, so what the pass read
+/// is what the file holds. Never writes.
+#[derive(Debug)]
+pub(crate) struct HeldLocks(FileBackend);
+
+impl StorageBackend for HeldLocks {
+    fn len(&self) -> std::result::Result<u64, std::io::Error> {
+        self.0.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::result::Result<(), std::io::Error> {
+        self.0.read(offset, out)
+    }
+    fn set_len(&self, _: u64) -> std::result::Result<(), std::io::Error> {
+        Err(std::io::ErrorKind::PermissionDenied.into())
+    }
+    fn sync_data(&self) -> std::result::Result<(), std::io::Error> {
+        Ok(())
+    }
+    fn write(&self, _: u64, _: &[u8]) -> std::result::Result<(), std::io::Error> {
+        Err(std::io::ErrorKind::PermissionDenied.into())
+    }
+    fn close(&self) -> std::result::Result<(), std::io::Error> {
+        Ok(())
+    }
+    fn try_lock_range(
+        &self,
+        s: Bound<u64>,
+        e: Bound<u64>,
+    ) -> std::result::Result<bool, BackendError> {
+        self.0.try_lock_range(s, e)
+    }
+    fn try_lock_shared_range(
+        &self,
+        s: Bound<u64>,
+        e: Bound<u64>,
+    ) -> std::result::Result<bool, BackendError> {
+        self.0.try_lock_shared_range(s, e)
+    }
+    fn lock_range(&self, s: Bound<u64>, e: Bound<u64>) -> std::result::Result<(), BackendError> {
+        self.0.lock_range(s, e)
+    }
+    fn lock_shared_range(
+        &self,
+        s: Bound<u64>,
+        e: Bound<u64>,
+    ) -> std::result::Result<(), BackendError> {
+        self.0.lock_shared_range(s, e)
+    }
+    fn unlock_range(&self, _: Bound<u64>, _: Bound<u64>) -> std::result::Result<(), BackendError> {
+        Ok(())
+    }
+    fn query_lock_range(
+        &self,
+        s: Bound<u64>,
+        e: Bound<u64>,
+    ) -> std::result::Result<bool, BackendError> {
+        self.0.query_lock_range(s, e)
+    }
+}
+
+/// redb's read-only open of `file`, its shared locks held by `file`'s open file description
+/// beyond the handle (`HeldLocks`): also when the open fails because redb must repair the
+/// file (`RepairAborted`; the locks are taken before anything is read).
+pub(crate) fn open_read_only_held(
+    file: &File,
+    path: &Path,
+) -> Result<std::result::Result<redb::ReadOnlyDatabase, DatabaseError>> {
+    let dup = file
+        .try_clone()
+        .map_err(|e| Error::io("cannot open", path, &e))?;
+    let backend = HeldLocks(FileBackend::new(dup).map_err(storage)?);
+    Ok(redb::Builder::new()
+        .set_cache_size(CACHE)
+        .open_read_only_with_backend(backend))
 }
 
 pub(crate) struct Store {
@@ -744,6 +826,33 @@ fn set_log_id(db: &redb::Database, path: &Path, id: u64) -> Result<()> {
     tx.commit().map_err(|e| opening(path, e))
 }
 
+/// What the read-only pass of [`Store::open`] found.
+enum Checked {
+    /// The file read whole and valid (`None`: it has no table yet), and its log read against it.
+    Read(Option<(Loaded, LogMeta)>, wal::Found),
+    /// redb must repair the file before it can be read; its log was checked on its own.
+    Repair,
+}
+
+/// Validates the file open as `file` and its log read-only (D5), leaving redb's shared locks
+/// held by `file`'s open file description (`open_read_only_held`).
+fn read_only_pass(file: &File, path: &Path) -> Result<Checked> {
+    match open_read_only_held(file, path)? {
+        Ok(db) => {
+            let read = load(&db, path)?;
+            let found = match &read {
+                Some((_, lm)) => wal::read(path, lm.id, lm.applied)?,
+                None => wal::read(path, None, 0)?,
+            };
+            Ok(Checked::Read(read, found))
+        }
+        // redb must repair the file before saying where the log stands: the log is checked
+        // on its own first, so a damaged one is refused before the repair.
+        Err(DatabaseError::RepairAborted) => wal::check(path).map(|()| Checked::Repair),
+        Err(e) => Err(open_error(path, e)),
+    }
+}
+
 /// What [`Store::open`] gives the engine.
 pub(crate) struct Opened {
     pub(crate) store: Store,
@@ -757,11 +866,13 @@ impl Store {
     /// Opens or creates the database at `path` and reads it whole (SPEC L13, D5), replaying
     /// its write-ahead log; with `use_log`, opens the log for appending (creating it if needed).
     ///
-    /// An existing file and its log are validated read-only first (while redb's read-only
-    /// open excludes any writer), so a refused file is never written; only then is the file
-    /// opened for writing (under redb's lock, which also covers the log) and read again. A
-    /// file redb must repair (a writer was killed) cannot be opened read-only: redb repairs it
-    /// to its last commit, then it and its log are validated.
+    /// An existing file and its log are validated read-only first, so a refused file is never
+    /// written; only then is the file opened for writing (redb's lock also covers the log).
+    /// Both opens go through one open file description, which holds the read-only pass's
+    /// shared locks until the write open converts them (`HeldLocks`): no other process can
+    /// write the file in between, so what the read-only pass read is used as is, not read
+    /// again. A file redb must repair (a writer was killed) cannot be opened read-only: redb
+    /// repairs it to its last commit, then it and its log are validated.
     /// `log_region`: the region size of a log made by this open (`wal::REGION` by default).
     pub(crate) fn open(
         path: &Path,
@@ -774,44 +885,40 @@ impl Store {
         if let Found::New = inspect(path)? {
             create(path, &faults)?;
         }
-        guarded(path, || {
-            let file = File::open(path).map_err(|e| open_error(path, e.into()))?;
-            let ro = redb::Builder::new()
-                .set_cache_size(64 << 20)
-                .open_read_only_with_backend(FileBackend::new(file).map_err(storage)?);
-            match ro {
-                Ok(db) => {
-                    if let Some((_, lm)) = load(&db, path)? {
-                        wal::read(path, lm.id, lm.applied)?;
-                    }
-                    Ok(())
-                }
-                // redb must repair the file before saying where the log stands: the log is
-                // checked on its own first, so a damaged one is refused before the repair.
-                Err(DatabaseError::RepairAborted) => wal::check(path),
-                Err(e) => Err(open_error(path, e)),
+        let file = match OpenOptions::new().read(true).write(true).open(path) {
+            Ok(f) => f,
+            Err(e) => {
+                // Not writable here: a file that is no valid database is still refused as such.
+                let ro = File::open(path).map_err(|e| Error::io("cannot open", path, &e))?;
+                guarded(path, || read_only_pass(&ro, path).map(drop))?;
+                return Err(Error::io("cannot open", path, &e));
             }
-        })?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| Error::io("cannot open", path, &e))?;
+        };
+        let checked = guarded(path, || read_only_pass(&file, path))?;
         guarded(path, || {
             let backend = FaultyBackend {
                 file: FileBackend::new(file).map_err(storage)?,
                 faults: faults.clone(),
             };
             let db = redb::Builder::new()
-                .set_cache_size(64 << 20)
+                .set_cache_size(CACHE)
                 .create_with_backend(backend)
                 .map_err(|e| open_error(path, e))?;
-            let before = log_meta(&db, path)?;
-            let found = wal::read(
-                path,
-                before.and_then(|m| m.id),
-                before.map_or(0, |m| m.applied),
-            )?;
+            // What the read-only pass read, still true under the lock it held; after a repair,
+            // read now.
+            let (before, found, read) = match checked {
+                Checked::Read(Some((l, m)), found) => (Some(m), found, Some(Some((l, m)))),
+                Checked::Read(None, found) => (None, found, Some(None)),
+                Checked::Repair => {
+                    let before = log_meta(&db, path)?;
+                    let found = wal::read(
+                        path,
+                        before.and_then(|m| m.id),
+                        before.map_or(0, |m| m.applied),
+                    )?;
+                    (before, found, None)
+                }
+            };
             let records = match &found {
                 wal::Found::Ours(r) => r.as_slice(),
                 _ => &[],
@@ -824,8 +931,8 @@ impl Store {
             };
             let (loaded, lm) = match before {
                 Some(m) if !records.is_empty() => replay(&db, path, records, fresh_id(m), use_log)?,
-                _ => match load(&db, path)? {
-                    // Nothing to replay: read (as fast as without a log), then the new id alone.
+                _ => match read.map_or_else(|| load(&db, path), Ok)? {
+                    // Nothing to replay: the new id alone (as fast as without a log).
                     Some((l, m)) if use_log => {
                         let id = fresh_id(m);
                         set_log_id(&db, path, id)?;
