@@ -5,9 +5,11 @@
 //! command line (clap); 3 (`get`) no key matched; 4 (`snapshot restore|status`) the saved
 //! snapshot's checksum does not match.
 
+mod authority;
 mod backup;
 mod convert;
 mod coordination;
+mod hpack;
 mod inspect;
 mod limit;
 mod maintenance;

@@ -21,6 +21,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tonic::transport::Server;
 
+use crate::authority::LocalAuthority;
 use crate::convert::Ids;
 use crate::coordination::electionpb::election_server::ElectionServer;
 use crate::coordination::lockpb::lock_server::LockServer;
@@ -328,9 +329,10 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
             Listener::Unix(l, path) => {
                 sockets.push(path);
                 let l = Arc::new(l);
+                // Clients name the socket in `:authority`, which h2 refuses: rewritten below h2.
                 let incoming = limit::incoming(slots.clone(), move || {
                     let l = l.clone();
-                    async move { Ok(l.accept().await?.0) }
+                    async move { Ok(LocalAuthority::new(l.accept().await?.0)) }
                 });
                 tasks.spawn(
                     async move { router.serve_with_incoming_shutdown(incoming, until).await },

@@ -261,29 +261,204 @@ fn e6_endpoint_status_health_and_member_list() {
         .contains("tenure serve does not implement Cluster.MemberAdd"));
 }
 
+/// `tenure serve` on a unix socket at an absolute path in a temp dir (beside a loopback port
+/// the harness waits on), and etcdctl's endpoint for it: grpc-go 1.26 sends that path, or the
+/// whole `unix://` URL, as the HTTP/2 authority.
+struct Unix {
+    server: Server,
+    sock: std::path::PathBuf,
+    endpoint: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Unix {
+    fn start() -> Unix {
+        let (dir, db) = temp_db();
+        let sock = dir.path().join("tenure.sock");
+        assert!(sock.is_absolute());
+        let server = Server::start(&db, &["--listen", &format!("unix:{}", sock.display())]);
+        let endpoint = format!("unix://{}", sock.display());
+        Unix {
+            server,
+            sock,
+            endpoint,
+            _dir: dir,
+        }
+    }
+
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+        etcdctl(&self.endpoint, args, stdin)
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args, None);
+        assert!(
+            out.status.success(),
+            "etcdctl {args:?} over {}: {}",
+            self.endpoint,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
 #[test]
-fn e1_unix_socket_has_mode_0600_and_serves_etcdctl() {
+fn e1_unix_socket_has_mode_0600_and_serves_etcdctl_put_get_del_txn() {
     use std::os::unix::fs::PermissionsExt;
-    let (dir, db) = temp_db();
-    // etcdctl 3.4 sends a unix endpoint's name as the HTTP/2 authority, which must then be a
-    // valid host: name the socket like one (as etcd's own tests do).
-    let sock = dir.path().join("localhost:1");
-    let s = Server::start(&db, &["--listen", &format!("unix:{}", sock.display())]);
-    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    let u = Unix::start();
+    let mode = std::fs::metadata(&u.sock).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    s.ok(&["put", "via", "tcp"]);
-    let out = Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .current_dir(dir.path())
-        .args(["--endpoints=unix://localhost:1", "get", "via"])
-        .output()
-        .unwrap();
+    for (k, v) in [("svc/b", "2"), ("svc/a", "1"), ("other", "x")] {
+        assert_eq!(u.ok(&["put", k, v]).trim(), "OK");
+    }
+    assert_eq!(lines(&u.ok(&["get", "svc/a"])), ["svc/a", "1"]);
+    assert_eq!(
+        lines(&u.ok(&["get", "svc/", "--prefix"])),
+        ["svc/a", "1", "svc/b", "2"]
+    );
+    let keys = u.ok(&["get", "svc/", "--prefix", "--keys-only"]);
+    let keys: Vec<&str> = keys.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(keys, ["svc/a", "svc/b"]);
+    assert_eq!(
+        lines(&u.ok(&["del", "svc/a", "--prev-kv"])),
+        ["1", "svc/a", "1"]
+    );
+    assert_eq!(u.ok(&["get", "svc/a"]), "");
+    let txn = "value(\"other\") = \"x\"\n\nput t yes\n\nput t no\n\n";
+    let out = u.run(&["txn"], Some(txn));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         lines(&String::from_utf8(out.stdout).unwrap()),
-        ["via", "tcp"]
+        ["SUCCESS", "", "OK"]
     );
-    assert_eq!(s.terminate().code(), Some(0));
+    assert_eq!(lines(&u.ok(&["get", "t"])), ["t", "yes"]);
+    // The same store over TCP.
+    assert_eq!(lines(&u.server.ok(&["get", "t"])), ["t", "yes"]);
+    let sock = u.sock.clone();
+    assert_eq!(u.server.terminate().code(), Some(0));
     assert!(!sock.exists(), "the socket is removed on shutdown");
+}
+
+#[test]
+fn e1_etcdctl_watch_and_lease_over_a_unix_socket() {
+    let u = Unix::start();
+    let (mut w, rx) = spawn_lines(&u.endpoint, &["watch", "w/", "--prefix"]);
+    // The watch is created asynchronously: write until it reports an event.
+    let mut first = None;
+    for i in 0..100 {
+        u.ok(&["put", "w/a", &format!("v{i}")]);
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
+            first = Some(l);
+            break;
+        }
+    }
+    assert_eq!(first.as_deref(), Some("PUT"));
+    let event = next_lines(&rx, 2);
+    assert_eq!(event[0], "w/a");
+    assert!(event[1].starts_with('v'), "{event:?}");
+    let _ = w.kill();
+    let _ = w.wait();
+    let granted = u.ok(&["lease", "grant", "100"]);
+    assert!(granted.contains("granted with TTL(100s)"), "{granted}");
+    let id = granted.split_whitespace().nth(1).unwrap().to_string();
+    u.ok(&["put", "l/k", "v", "--lease", &id]);
+    let ttl = u.ok(&["lease", "timetolive", &id, "--keys"]);
+    assert!(
+        ttl.contains("granted with TTL(100s)") && ttl.contains("attached keys([l/k])"),
+        "{ttl}"
+    );
+    assert!(u
+        .ok(&["lease", "revoke", &id])
+        .contains(&format!("lease {id} revoked")));
+    assert_eq!(u.ok(&["get", "l/k"]), "", "revoke deleted the attached key");
+}
+
+#[test]
+fn e1_etcdctl_lock_and_elect_over_a_unix_socket() {
+    let u = Unix::start();
+    let (mut a, a_rx) = spawn_lines(&u.endpoint, &["lock", "job"]);
+    let a_key = next_lines(&a_rx, 1).remove(0);
+    assert!(a_key.starts_with("job/"), "{a_key}");
+    let (mut b, b_rx) = spawn_lines(&u.endpoint, &["lock", "job"]);
+    // B must keep waiting while A holds the lock (bounded check: 1.5 s).
+    assert!(
+        b_rx.recv_timeout(Duration::from_millis(1500)).is_err(),
+        "the second etcdctl lock got the lock while the first held it"
+    );
+    common::signal(&a, "INT");
+    wait_for(&mut a, Duration::from_secs(20));
+    let b_key = next_lines(&b_rx, 1).remove(0);
+    assert!(b_key.starts_with("job/") && b_key != a_key, "{b_key}");
+    common::signal(&b, "INT");
+    wait_for(&mut b, Duration::from_secs(20));
+    let (mut c, rx) = spawn_lines(&u.endpoint, &["elect", "chief", "node-1"]);
+    let won = next_lines(&rx, 2);
+    assert!(
+        won[0].starts_with("chief/") && won[1] == "node-1",
+        "{won:?}"
+    );
+    let (mut l, lrx) = spawn_lines(&u.endpoint, &["elect", "-l", "chief"]);
+    assert_eq!(next_lines(&lrx, 2), won);
+    let _ = l.kill();
+    let _ = l.wait();
+    common::signal(&c, "INT");
+    wait_for(&mut c, Duration::from_secs(20));
+}
+
+#[test]
+fn e1_etcdctl_endpoint_status_and_health_over_a_unix_socket() {
+    let u = Unix::start();
+    u.ok(&["put", "k", "v"]);
+    // `endpoint status` sends the whole `unix://` URL as the authority.
+    let status = u.ok(&["endpoint", "status", "-w", "json"]);
+    assert!(
+        status.contains(&format!("\"Endpoint\":\"{}\"", u.endpoint))
+            && status.contains("\"raftIndex\":2")
+            && status.contains("\"version\":\"3.5.0\""),
+        "{status}"
+    );
+    let health = u.run(&["endpoint", "health"], None);
+    assert!(health.status.success());
+    // etcdctl 3.4 prints the health line on stderr.
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&health.stdout),
+        String::from_utf8_lossy(&health.stderr)
+    );
+    assert!(
+        text.contains(&format!("{} is healthy", u.endpoint)),
+        "{text}"
+    );
+}
+
+/// The Rust etcd-client crate over the same socket, through a tonic unix-socket channel.
+#[test]
+fn e1_the_rust_etcd_client_over_a_unix_socket() {
+    let u = Unix::start();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(u.endpoint.clone())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut c = etcd_client::Client::from_channel(etcd_client::Channel::Tonic(channel), None)
+            .await
+            .unwrap();
+        c.put("rust", "over unix", None).await.unwrap();
+        let got = c.get("rust", None).await.unwrap();
+        assert_eq!(got.kvs()[0].value(), b"over unix");
+        let lease = c.lease_grant(60, None).await.unwrap();
+        assert_eq!(lease.ttl(), 60);
+    });
+    assert_eq!(lines(&u.ok(&["get", "rust"])), ["rust", "over unix"]);
 }
 
 #[test]
