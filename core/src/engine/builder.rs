@@ -330,10 +330,7 @@ fn spawn(shared: &Arc<Shared>, name: &'static str, f: fn(&Shared)) -> Result<Joi
                     "the {name} thread died ({}); reopen the database",
                     panic_message(&*p)
                 ));
-                s.state.lock().poisoned.get_or_insert(e.clone());
-                let mut done = s.done.lock();
-                done.failed.get_or_insert(e);
-                s.done_cv.notify_all();
+                super::commit::poison(&s, e);
             }
         })
         .map_err(|e| Error::storage(format!("cannot start the {name} thread: {e}")))
@@ -393,7 +390,7 @@ impl Tenure {
                 next_checkpoint: now.saturating_add(cfg.checkpoint_interval),
                 sleep_until: super::AWAKE,
                 barriers: 0,
-                gathering: false,
+                gather_until: 0,
             }),
             expiry_cv: Condvar::new(),
             commit_cv: Condvar::new(),

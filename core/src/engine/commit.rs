@@ -5,7 +5,9 @@
 //! `Buffered`), barriers and close. After a commit the leader delivers its events and notices
 //! and wakes the writers waiting for it (SPEC D1–D3; DESIGN, "The write path").
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, TrySendError};
@@ -14,6 +16,7 @@ use super::{Done, Shared, State};
 use crate::batch::Batch;
 use crate::clock::instant_after;
 use crate::error::{Error, Result};
+use crate::locks::MutexGuard;
 use crate::record::StoreOp;
 use crate::store::wal::{self, Appended};
 use crate::types::Durability;
@@ -72,7 +75,8 @@ pub(super) fn enqueued(s: &Shared, st: &mut State, leads: bool) -> Option<u64> {
         Durability::Immediate => {
             if !leads {
                 s.commit_cv.notify_one();
-            } else if st.gathering {
+            } else if st.gather_until != 0 && st.seq >= st.gather_until {
+                st.gather_until = 0;
                 s.gather_cv.notify_one();
             }
             Some(st.seq)
@@ -119,9 +123,40 @@ fn deliver(s: &Shared, batch: Batch) {
     }
 }
 
+/// An Immediate writer parked in [`wait_durable`] (in `Done::parked`), woken alone by the end
+/// of the commit that covers its write, or handed the lead.
+pub(super) struct Parked {
+    seq: u64,
+    slot: Arc<Slot>,
+}
+
+/// A thread's parking place, made once per thread: the end of a commit stores why it woke the
+/// thread, then unparks it (a stale unpark only makes it look again).
+struct Slot {
+    thread: Thread,
+    why: AtomicU32,
+}
+
+/// Why a parked writer was woken.
+const PARKED: u32 = 0;
+/// Its write is durable.
+const DURABLE: u32 = 1;
+/// It leads the next commit (`Done::committing` is already set for it).
+const LEAD: u32 = 2;
+/// A failure or close: look under `done`.
+const LOOK: u32 = 3;
+
+thread_local! {
+    static SLOT: Arc<Slot> = Arc::new(Slot {
+        thread: std::thread::current(),
+        why: AtomicU32::new(PARKED),
+    });
+}
+
 /// Waits until the write `seq` is durable (Immediate mode). If no commit is in flight when it is
 /// not, the caller leads the next one itself: it commits everything pending, its own write
-/// included.
+/// included. Otherwise it parks until the end of the commit that covers its write, or until
+/// that commit hands it the lead (its write came in during the commit).
 pub(super) fn wait_durable(s: &Shared, seq: u64) -> Result<()> {
     let mut done = s.done.lock();
     loop {
@@ -131,32 +166,60 @@ pub(super) fn wait_durable(s: &Shared, seq: u64) -> Result<()> {
         if let Some(e) = &done.failed {
             return Err(e.clone());
         }
-        if !done.committing && s.cfg.durability == Durability::Immediate {
+        let leads = if !done.committing && s.cfg.durability == Durability::Immediate {
             done.committing = true;
             drop(done);
-            if !lead(s, |l| round(s, l, Round::Writer)) {
-                // Close ended the commits before this write was taken (it cannot be: close
-                // commits everything applied before it); never wait for nothing.
-                return Err(s.closed.clone());
+            true
+        } else {
+            let slot = SLOT.with(Arc::clone);
+            slot.why.store(PARKED, Ordering::Relaxed);
+            done.parked.push(Parked {
+                seq,
+                slot: slot.clone(),
+            });
+            drop(done);
+            let why = loop {
+                std::thread::park();
+                match slot.why.load(Ordering::Acquire) {
+                    PARKED => continue,
+                    why => break why,
+                }
+            };
+            match why {
+                DURABLE => return Ok(()),
+                LEAD => true,
+                _ => false,
             }
-            done = s.done.lock();
-            continue;
+        };
+        if leads && !lead(s, |l| round(s, l, Round::Writer)) {
+            // Close ended the commits before this write was taken (it cannot be: close
+            // commits everything applied before it); never wait for nothing.
+            return Err(s.closed.clone());
         }
-        s.done_cv.wait(&mut done);
+        done = s.done.lock();
     }
+}
+
+/// Waits on `done_cv` (counted in `Done::cv_waiters`, so the end of a commit knows to notify).
+fn wait_cv(s: &Shared, done: &mut MutexGuard<'_, Done>) {
+    done.cv_waiters += 1;
+    s.done_cv.wait(done);
+    done.cv_waiters -= 1;
 }
 
 /// Waits until no commit is in flight and takes the lead (`Done::committing`).
 fn take_lead(s: &Shared) {
     let mut done = s.done.lock();
+    done.lead_wanted += 1;
     while done.committing {
-        s.done_cv.wait(&mut done);
+        wait_cv(s, &mut done);
     }
+    done.lead_wanted -= 1;
     done.committing = true;
 }
 
 /// Runs `f` as the commit leader (the caller set `Done::committing`), then gives the lead up
-/// and wakes the waiters. A panic inside poisons the engine like a failed commit (D6), so
+/// (see [`release`]). A panic inside poisons the engine like a failed commit (D6), so
 /// nobody waits for a commit that will never come. Returns false if close already ended the
 /// commits (then `f` did not run).
 fn lead(s: &Shared, f: impl FnOnce(&mut Leader)) -> bool {
@@ -171,10 +234,52 @@ fn lead(s: &Shared, f: impl FnOnce(&mut Leader)) -> bool {
     if ran.is_err() {
         poison(s, Error::storage("a commit panicked; reopen the database"));
     }
-    let mut done = s.done.lock();
-    done.committing = false;
-    s.done_cv.notify_all();
+    let woken = release(s, &mut s.done.lock());
+    wake(woken);
     ran.unwrap_or(true)
+}
+
+/// The end of a commit, under `done`: picks the parked writers it covers (or all of them after
+/// a failure), and hands the lead to the oldest writer left (whose write came in during the
+/// commit) unless the committer waits for the lead (then it takes it and covers them: it
+/// commits everything pending); else clears `committing`. The caller wakes the returned writers once `done` is
+/// released, the next leader first.
+#[must_use]
+fn release(s: &Shared, done: &mut Done) -> Vec<(Parked, u32)> {
+    let mut woken = Vec::new();
+    let failed = done.failed.is_some();
+    let mut i = 0;
+    while i < done.parked.len() {
+        if failed || done.parked[i].seq <= done.committed {
+            let why = if failed { LOOK } else { DURABLE };
+            woken.push((done.parked.swap_remove(i), why));
+        } else {
+            i += 1;
+        }
+    }
+    let heir =
+        (done.committing && done.lead_wanted == 0 && s.cfg.durability == Durability::Immediate)
+            .then(|| (0..done.parked.len()).min_by_key(|&i| done.parked[i].seq))
+            .flatten();
+    match heir {
+        Some(i) => {
+            woken.push((done.parked.swap_remove(i), LEAD));
+            let last = woken.len() - 1;
+            woken.swap(0, last);
+        }
+        None => done.committing = false,
+    }
+    if done.cv_waiters > 0 {
+        s.done_cv.notify_all();
+    }
+    woken
+}
+
+fn wake(woken: Vec<(Parked, u32)>) {
+    for (p, why) in woken {
+        p.slot.why.store(why, Ordering::Release);
+        p.slot.thread.unpark();
+    }
 }
 
 /// Waits until the committer's progress satisfies `reached`, or fails with its failure.
@@ -187,7 +292,7 @@ pub(super) fn wait_done(s: &Shared, reached: impl Fn(&Done) -> bool) -> Result<(
         if let Some(e) = &done.failed {
             return Err(e.clone());
         }
-        s.done_cv.wait(&mut done);
+        wait_cv(s, &mut done);
     }
 }
 
@@ -368,12 +473,16 @@ fn prefixed(what: &str, e: Error) -> Error {
     }
 }
 
-/// After a failed commit: every later write fails with `e`, and the waiters wake with it (D6).
-fn poison(s: &Shared, e: Error) {
+/// After a failed commit (or a dead engine thread): every later write fails with `e`, and the
+/// waiters wake with it (D6).
+pub(super) fn poison(s: &Shared, e: Error) {
     s.state.lock().poisoned.get_or_insert(e.clone());
     let mut done = s.done.lock();
     done.failed.get_or_insert(e);
+    let woken = std::mem::take(&mut done.parked);
     s.done_cv.notify_all();
+    drop(done);
+    wake(woken.into_iter().map(|p| (p, LOOK)).collect());
 }
 
 /// Who leads a commit round.
@@ -392,13 +501,14 @@ enum Round {
 fn round(s: &Shared, l: &mut Leader, who: Round) {
     let (mut batch, seq, revision, next_id, barrier) = {
         let mut st = s.state.lock();
-        if who == Round::Writer && !st.closed && st.seq - l.taken_seq < l.last_writes {
+        let want = l.taken_seq + l.last_writes;
+        if who == Round::Writer && !st.closed && st.seq < want {
             let until = Instant::now() + GATHER;
-            st.gathering = true;
-            while st.seq - l.taken_seq < l.last_writes && Instant::now() < until {
+            st.gather_until = want;
+            while st.seq < want && Instant::now() < until {
                 s.gather_cv.wait_until(&mut st, until);
             }
-            st.gathering = false;
+            st.gather_until = 0;
         }
         let batch = st.pending.take();
         std::mem::swap(&mut st.pending.ops, &mut l.spare);

@@ -72,8 +72,9 @@ struct State {
     sleep_until: u64,
     /// `flush_to_store` barriers requested (the committer serves them in order).
     barriers: u64,
-    /// A commit leader waits (`gather_cv`) for more writes before taking the batch.
-    gathering: bool,
+    /// A gathering commit leader waits (`gather_cv`) until `seq` reaches this (0: none
+    /// gathers); the write that reaches it wakes the leader, earlier ones do not.
+    gather_until: u64,
 }
 
 /// Commit progress guarded by `Shared::done`.
@@ -87,6 +88,14 @@ struct Done {
     failed: Option<Error>,
     /// A commit is in flight: its leader holds `Shared::leader`; the next one waits for it.
     committing: bool,
+    /// Immediate writers parked until their write is durable or they are handed the lead.
+    parked: Vec<commit::Parked>,
+    /// Threads waiting on `done_cv` (the committer for the lead, barriers): the end of a
+    /// commit notifies `done_cv` only if there are any.
+    cv_waiters: usize,
+    /// Threads waiting for the lead (the committer): the end of a commit then clears
+    /// `committing` for them instead of handing it to a parked writer.
+    lead_wanted: usize,
 }
 
 pub(crate) struct Shared {
