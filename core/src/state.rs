@@ -84,16 +84,16 @@ impl Machine {
             };
             self.lessor.insert(row.id, row.ttl, checkpoint, life, now);
         }
-        for (key, entry) in loaded.keys {
+        for (key, entry) in &loaded.keys {
             let lease = entry.lease;
-            if lease != 0 && self.lessor.attach(lease, &key).is_err() {
+            if lease != 0 && self.lessor.attach(lease, key).is_err() {
                 return Err(format!(
                     "key {:?} is attached to missing lease {lease}",
-                    String::from_utf8_lossy(&key)
+                    String::from_utf8_lossy(key)
                 ));
             }
-            self.kv.load(key, entry);
         }
+        self.kv.load(loaded.keys);
         Ok(())
     }
 

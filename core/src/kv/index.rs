@@ -47,12 +47,15 @@ impl KvIndex {
         self.live
     }
 
-    /// Loads a persisted entry on open.
-    pub(crate) fn load(&mut self, key: Vec<u8>, e: Entry) {
-        if e.data.is_some() {
-            self.live += 1;
+    /// Loads the persisted entries on open. In key order (as the store reads them) into an empty
+    /// index, the map is built in one pass instead of by one ordered insert per key.
+    pub(crate) fn load(&mut self, rows: Vec<(Vec<u8>, Entry)>) {
+        self.live += rows.iter().filter(|(_, e)| e.data.is_some()).count() as u64;
+        if self.map.is_empty() {
+            self.map = rows.into_iter().collect();
+        } else {
+            self.map.extend(rows);
         }
-        self.map.insert(key, e);
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Option<KeyValue> {

@@ -677,7 +677,8 @@ fn load_tables(
         )));
     }
     // The cheap invariants a damaged file breaks: I-L2, I-K1, I-K3 (DESIGN).
-    let mut ids = rustc_hash::FxHashSet::default();
+    reserve(&mut loaded.leases, leases.len().map_err(read)?);
+    reserve(&mut loaded.keys, kv.len().map_err(read)?);
     for row in leases.iter().map_err(read)? {
         let (k, v) = row.map_err(read)?;
         let (ttl, remaining, wall_ms) = v.value();
@@ -688,7 +689,10 @@ fn load_tables(
                 loaded.next_id
             )));
         }
-        ids.insert(id);
+        // In ID order, so that a key's lease is found by binary search.
+        if loaded.leases.last().is_some_and(|last| last.id >= id) {
+            return Err(corrupt(format!("lease {id} out of order in its table")));
+        }
         loaded.leases.push(LeaseRow {
             id,
             ttl,
@@ -713,7 +717,12 @@ fn load_tables(
                 )));
             }
         }
-        if entry.lease != 0 && !ids.contains(&entry.lease) {
+        if entry.lease != 0
+            && loaded
+                .leases
+                .binary_search_by_key(&entry.lease, |l| l.id)
+                .is_err()
+        {
             return Err(corrupt(format!(
                 "key {:?} is attached to missing lease {} (I-K3)",
                 shown(),
@@ -723,6 +732,12 @@ fn load_tables(
         loaded.keys.push((key.to_vec(), entry));
     }
     Ok((loaded, log))
+}
+
+/// Room for the `rows` a table says it has, up to 2^20: a damaged file can claim any count, and
+/// beyond the bound (or if the room cannot be had) the vector grows as the rows come.
+fn reserve<T>(v: &mut Vec<T>, rows: u64) {
+    let _ = v.try_reserve(rows.min(1 << 20) as usize);
 }
 
 fn apply_ops(
