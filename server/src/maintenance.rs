@@ -7,8 +7,6 @@
 //! length is not a multiple of 512 plus 32, so the file streamed is whole pages.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use etcd_client::proto::*;
@@ -26,31 +24,16 @@ const CHUNK: usize = 32 * 1024;
 #[derive(Clone)]
 pub(crate) struct Maintenance(pub Arc<Ctx>);
 
-/// Where a streamed snapshot is built: a hidden name beside the database (same filesystem, so
-/// the space check is the database's), removed once opened.
-fn stream_file(db: &Path) -> PathBuf {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let name = db
-        .file_name()
-        .map_or("tenure".into(), |n| n.to_string_lossy());
-    db.with_file_name(format!(
-        ".{name}.serve-snapshot-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ))
-}
-
 impl Maintenance {
     /// Takes the snapshot and sends it down `tx`; returns the error to end the stream with.
     fn send_snapshot(
         ctx: &Ctx,
         tx: &mpsc::Sender<Result<PbSnapshotResponse, Status>>,
     ) -> Result<(), Status> {
-        let path = stream_file(&ctx.path);
-        let info = ctx.db.snapshot(&path).map_err(convert::status)?;
-        let file = std::fs::File::open(&path);
-        let _ = std::fs::remove_file(&path); // the open file keeps its data
-        let mut file = file.map_err(|e| Status::internal(format!("etcdserver: {e}")))?;
+        // Built under the engine's temporary name beside the database (same filesystem, so
+        // the space check is the database's) and unlinked once open: a kill leaves a
+        // temporary the next snapshot removes.
+        let (mut file, info) = ctx.db.snapshot_unlinked().map_err(convert::status)?;
         let total = info.bytes;
         if total % 512 != 0 {
             return Err(Status::internal(format!(

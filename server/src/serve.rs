@@ -276,7 +276,6 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
     let ctx = Arc::new(Ctx {
         ids: Ids::for_path(&args.file),
         db,
-        path: args.file.clone(),
         urls: urls.clone(),
         max_request_bytes: args.max_request_bytes,
         max_watches: args.max_watches_per_stream,

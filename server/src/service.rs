@@ -4,7 +4,6 @@
 //! Engine calls that may wait for a commit run on tokio's blocking pool; a panic there becomes
 //! an `Internal` status, never a dead connection. Renew never touches the disk and runs inline.
 
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +23,6 @@ pub(crate) type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Se
 pub(crate) struct Ctx {
     pub db: Tenure,
     pub ids: Ids,
-    pub path: PathBuf,
     /// Client URLs, for MemberList.
     pub urls: Vec<String>,
     pub max_request_bytes: usize,

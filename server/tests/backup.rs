@@ -142,6 +142,87 @@ fn e11_etcdctl_snapshot_save_under_a_writer_restores_every_write_up_to_its_revis
     assert_eq!(hidden_files(dir.path()), Vec::<String>::new());
 }
 
+/// A `tenure serve` killed (kill -9) while it builds a streamed snapshot leaves the snapshot's
+/// temporary beside the database; the next streamed snapshot removes it (I-O3: the engine's
+/// name pattern, a dead PID, not open as a database) and nothing else.
+#[test]
+fn e11_a_snapshot_stream_killed_mid_way_leaves_a_temporary_the_next_snapshot_removes() {
+    let (dir, db) = temp_db();
+    // Enough rows that building the copy takes a while: killed while it copies.
+    let t = Tenure::builder()
+        .path(&db)
+        .durability(tenure::Durability::Buffered(
+            std::time::Duration::from_millis(100),
+        ))
+        .open()
+        .unwrap();
+    let value = vec![b'v'; 64];
+    for i in 0..50_000 {
+        t.put(format!("k/{i:07}"), &value, None).unwrap();
+    }
+    t.close().unwrap();
+    let snapshot_temps = |d: &Path| -> Vec<String> {
+        let mut v = hidden_files(d);
+        v.retain(|n| n.contains("snapshot"));
+        v
+    };
+    let mut stale = Vec::new();
+    for _ in 0..10 {
+        let s = Server::start(&db, &[]);
+        let mut client = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", s.url()))
+            .args(["snapshot", "save"])
+            .arg(dir.path().join("killed.db"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let seen = loop {
+            if !snapshot_temps(dir.path()).is_empty() {
+                break true;
+            }
+            if client.try_wait().unwrap().is_some() {
+                break false;
+            }
+        };
+        s.kill9();
+        // etcdctl keeps retrying a server that is gone.
+        let _ = client.kill();
+        client.wait().unwrap();
+        stale = snapshot_temps(dir.path());
+        if seen && !stale.is_empty() {
+            break;
+        }
+    }
+    assert!(
+        !stale.is_empty(),
+        "a serve was killed while it built a snapshot"
+    );
+    // Not provably stale: a live process's temporary, and names of another pattern.
+    let live = format!(".db.tenure.streamed-snapshot-{}-0", std::process::id());
+    let others = [
+        live.as_str(),
+        ".db.tenure.streamed-snapshot-junk",
+        ".other.streamed-snapshot-999999999-0",
+    ];
+    for n in others {
+        std::fs::write(dir.path().join(n), b"x").unwrap();
+    }
+
+    let s = Server::start(&db, &[]);
+    let saved = dir.path().join("saved.db");
+    s.ok(&["snapshot", "save", saved.to_str().unwrap()]);
+    let mut kept = hidden_files(dir.path());
+    kept.sort();
+    let mut want: Vec<String> = others.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(
+        kept, want,
+        "only the killed stream's temporary is removed ({stale:?})"
+    );
+}
+
 #[test]
 fn e11_endpoint_hashkv_is_equal_before_and_after_a_restart_and_follows_the_contents() {
     let (_dir, db) = temp_db();
@@ -435,10 +516,27 @@ fn e12_restore_killed_mid_way_leaves_a_temporary_the_next_restore_removes_keepin
         hidden_files(dir.path()).contains(&stale),
         "the kill left its temporary"
     );
-    // Not provably stale: a live process's temporary, and names of another pattern.
+    // The older name of a restore's temporary (no sequence number), left by a killed restore:
+    // stale as well.
+    let killed_pid = stale
+        .trim_start_matches(".out.tenure.restoring-")
+        .split('-')
+        .next()
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        dir.path()
+            .join(format!(".out.tenure.restoring-{killed_pid}")),
+        b"x",
+    )
+    .unwrap();
+    // Not provably stale: a live process's temporary (both name forms), and names of another
+    // pattern.
     let live = format!("{}0", temp_of(std::process::id()));
+    let live_old = format!(".out.tenure.restoring-{}", std::process::id());
     let others = [
         live.as_str(),
+        live_old.as_str(),
         ".out.tenure.restoring-junk",
         ".other.restoring-999999999-0",
     ];

@@ -91,6 +91,21 @@ impl Tenure {
         self.store_view()?.copy_to(dest, &mut progress)
     }
 
+    /// A snapshot (as [`snapshot`](Tenure::snapshot)) in a file no name points to, open for
+    /// reading from its start: for sending it on (Maintenance.Snapshot of `tenure serve`). It is
+    /// built beside the database under the engine's temporary name
+    /// (`.NAME.streamed-snapshot-PID-N`, [`temp_beside`](crate::temp_beside)) and unlinked once
+    /// opened; a kill before that leaves the temporary, which the next call removes (I-O3).
+    ///
+    /// `InvalidArgument` for an in-memory engine; `Storage` when the copy cannot be written.
+    pub fn snapshot_unlinked(&self) -> Result<(std::fs::File, SnapshotInfo)> {
+        let view = self.store_view()?; // InvalidArgument in memory
+        let own = self
+            .path()
+            .ok_or_else(|| Error::invalid("an in-memory database has no file"))?;
+        view.copy_unlinked(own, "streamed-snapshot")
+    }
+
     /// Checksums of the logical contents at the current durable revision (SPEC D9): equal for
     /// equal contents, stable across restarts and snapshots.
     pub fn content_hash(&self) -> Result<ContentHash> {

@@ -493,7 +493,7 @@ fn sibling_temp(path: &Path, tag: &str) -> Result<(PathBuf, PathBuf)> {
 }
 
 /// Removes what killed writers left in `dir` under `prefix` (`sibling_temp`'s `PREFIX PID-SEQ`
-/// names, nothing else): only a file whose process is gone and that no one has open as a
+/// names, and `PREFIX PID`, the older name of a restore's temporary; nothing else): only a file whose process is gone and that no one has open as a
 /// database (redb locks the file it builds), so a live writer's file, even one in another PID
 /// namespace, is left alone. Best effort: where the liveness of a process cannot be told (no
 /// /proc), nothing is removed.
@@ -510,9 +510,8 @@ fn remove_stale_temps(dir: &Path, prefix: &str) {
         let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
             continue;
         };
-        let Some((pid, seq)) = rest.split_once('-') else {
-            continue;
-        };
+        // `PID` alone: how `tenure snapshot restore` named its temporary before this helper.
+        let (pid, seq) = rest.split_once('-').unwrap_or((rest, "0"));
         let (Ok(pid), Ok(_)) = (pid.parse::<u32>(), seq.parse::<u64>()) else {
             continue;
         };

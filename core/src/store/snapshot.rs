@@ -145,10 +145,59 @@ impl View {
         progress: &mut dyn FnMut(SnapshotProgress),
     ) -> Result<SnapshotInfo> {
         let (dir, tmp) = sibling_temp(dest, "snapshot")?;
+        let copied = self
+            .copy_into(&tmp, dest, progress)
+            .and_then(|info| {
+                File::open(&tmp)
+                    .and_then(|f| f.sync_all())
+                    .map_err(|e| Error::io("cannot fsync snapshot", dest, &e))?;
+                Ok(info)
+            })
+            .and_then(|info| {
+                std::fs::rename(&tmp, dest)
+                    .map_err(|e| Error::io("cannot rename the snapshot to", dest, &e))?;
+                File::open(&dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(|e| Error::io("cannot fsync the directory of", dest, &e))?;
+                let bytes = std::fs::metadata(dest)
+                    .map_err(|e| Error::io("cannot stat", dest, &e))?
+                    .len();
+                Ok(SnapshotInfo { bytes, ..info })
+            });
+        if copied.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        copied
+    }
+
+    /// Writes this view to a file no name points to (to be read once, e.g. streamed): built
+    /// under the temporary name `temp_beside(beside, tag)`, opened, then unlinked. A kill
+    /// before the unlink leaves a temporary of that pattern, which the next call removes (I-O3).
+    pub(crate) fn copy_unlinked(&self, beside: &Path, tag: &str) -> Result<(File, SnapshotInfo)> {
+        let (_, tmp) = sibling_temp(beside, tag)?;
+        let copied = self.copy_into(&tmp, &tmp, &mut |_| {}).and_then(|info| {
+            let file = File::open(&tmp).map_err(|e| Error::io("cannot open", &tmp, &e))?;
+            let bytes = file
+                .metadata()
+                .map_err(|e| Error::io("cannot stat", &tmp, &e))?
+                .len();
+            Ok((file, SnapshotInfo { bytes, ..info }))
+        });
+        let _ = std::fs::remove_file(&tmp); // an open file keeps its data
+        copied
+    }
+
+    /// Copies this view into a new file at `tmp` (compacted, not fsynced); errors name `dest`.
+    fn copy_into(
+        &self,
+        tmp: &Path,
+        dest: &Path,
+        progress: &mut dyn FnMut(SnapshotProgress),
+    ) -> Result<SnapshotInfo> {
         let file = new_private()
-            .open(&tmp)
+            .open(tmp)
             .map_err(|e| Error::io("cannot write snapshot", dest, &e))?;
-        let copied = guarded(&self.path, || {
+        guarded(&self.path, || {
             let backend = FaultyBackend {
                 file: FileBackend::new(file).map_err(|e| write_error(dest, e))?,
                 faults: self.faults.clone(),
@@ -159,27 +208,8 @@ impl View {
             let info = self.copy_rows(&db, dest, progress)?;
             // Gives back what redb preallocated: the copy holds live pages only.
             while db.compact().map_err(|e| write_error(dest, e))? {}
-            drop(db);
-            File::open(&tmp)
-                .and_then(|f| f.sync_all())
-                .map_err(|e| Error::io("cannot fsync snapshot", dest, &e))?;
             Ok(info)
         })
-        .and_then(|info| {
-            std::fs::rename(&tmp, dest)
-                .map_err(|e| Error::io("cannot rename the snapshot to", dest, &e))?;
-            File::open(&dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| Error::io("cannot fsync the directory of", dest, &e))?;
-            let bytes = std::fs::metadata(dest)
-                .map_err(|e| Error::io("cannot stat", dest, &e))?
-                .len();
-            Ok(SnapshotInfo { bytes, ..info })
-        });
-        if copied.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        copied
     }
 
     fn copy_rows(
