@@ -43,6 +43,7 @@ for m in memory buffered immediate; do "$BIN/mass_expiry" --mode $m --leases $N 
 for k in 0 1; do "$BIN/memory" --leases $M --keys $k | tee -a "$RESULTS"; done
 "$BIN/recovery" --leases $M --runs 3 | tee -a "$RESULTS"
 "$BIN/snapshot" --keys $M --threads 8 | tee -a "$RESULTS"
+"$BIN/wait_pool" | tee -a "$RESULTS"
 
 # 3. etcd's lessor benchmarks, same session (installs Go and etcd's source from Debian once).
 if [[ ${ETCD:-1} == 1 && -f $ETCD_SCRIPT ]]; then
