@@ -234,13 +234,29 @@ pub(crate) struct Decoder {
     limit: usize,
 }
 
-/// How the client asked a field to be kept by intermediaries (RFC 7541 6.2.3).
+/// A representation's kind (RFC 7541 6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Indexing {
-    /// Intermediaries may add it to their tables.
-    Allowed,
-    /// Never: a sensitive value (h2 marks such a value sensitive).
+pub(crate) enum Kind {
+    /// A table entry by its index.
+    Indexed,
+    /// A literal the decoder adds to its table.
+    Incremental,
+    /// A literal no table keeps.
+    Without,
+    /// A literal no table keeps, nor any intermediary's (a sensitive value).
     Never,
+    /// A dynamic table size update: no field.
+    SizeUpdate,
+}
+
+/// One representation of a block: its field (empty for a size update) and its octets.
+#[derive(Debug)]
+pub(crate) struct Rep<'a> {
+    pub(crate) kind: Kind,
+    pub(crate) name: &'a [u8],
+    /// `None` for a literal no table keeps whose name is not the one asked for.
+    pub(crate) value: Option<&'a [u8]>,
+    pub(crate) raw: &'a [u8],
 }
 
 impl Decoder {
@@ -289,19 +305,30 @@ impl Decoder {
         }
     }
 
-    /// Decodes one whole header block, handing each field to `field` in order. An error leaves
-    /// the table unusable: the caller closes the connection.
+    /// Decodes one whole header block, handing each representation to `each` in order; the
+    /// value of a literal that no table keeps is decoded only if its name is `only` (all when
+    /// `None`): the others are the server's to read. An error leaves the table unusable: the
+    /// caller closes the connection.
     pub(crate) fn decode(
         &mut self,
-        mut buf: &[u8],
-        mut field: impl FnMut(&[u8], &[u8], Indexing) -> Result<(), Malformed>,
+        block: &[u8],
+        only: Option<&[u8]>,
+        mut each: impl FnMut(Rep<'_>) -> Result<(), Malformed>,
     ) -> Result<(), Malformed> {
         let (mut name_buf, mut value_buf) = (Vec::new(), Vec::new());
         let mut at_start = true;
+        let mut buf = block;
         while let Some(&b) = buf.first() {
+            let from = block.len() - buf.len();
+            let raw = |buf: &[u8]| &block[from..block.len() - buf.len()];
             if b & 0x80 != 0 {
-                let (n, v) = self.get(integer(&mut buf, 7)?)?;
-                field(n, v, Indexing::Allowed)?;
+                let (name, value) = self.get(integer(&mut buf, 7)?)?;
+                each(Rep {
+                    kind: Kind::Indexed,
+                    name,
+                    value: Some(value),
+                    raw: raw(buf),
+                })?;
             } else if b & 0xe0 == 0x20 {
                 // Only at the start of a block (RFC 7541 4.2), as h2 requires.
                 if !at_start {
@@ -313,22 +340,38 @@ impl Decoder {
                 }
                 self.max = max;
                 self.evict_to(max);
+                each(Rep {
+                    kind: Kind::SizeUpdate,
+                    name: &[],
+                    value: None,
+                    raw: raw(buf),
+                })?;
                 continue;
             } else {
-                let (prefix, indexing) = match b & 0xf0 {
-                    0x00 => (4, Indexing::Allowed),
-                    0x10 => (4, Indexing::Never),
-                    _ => (6, Indexing::Allowed),
+                let (prefix, kind) = match b & 0xf0 {
+                    0x00 => (4, Kind::Without),
+                    0x10 => (4, Kind::Never),
+                    _ => (6, Kind::Incremental),
                 };
-                let add = prefix == 6;
                 let index = integer(&mut buf, prefix)?;
                 let name = match index {
                     0 => text(string(&mut buf)?, &mut name_buf)?,
                     i => self.get(i)?.0,
                 };
-                let value = text(string(&mut buf)?, &mut value_buf)?;
-                field(name, value, indexing)?;
-                if add {
+                let coded = string(&mut buf)?;
+                let wanted = kind == Kind::Incremental || only.is_none_or(|o| o == name);
+                let value = if wanted {
+                    Some(text(coded, &mut value_buf)?)
+                } else {
+                    None
+                };
+                each(Rep {
+                    kind,
+                    name,
+                    value,
+                    raw: raw(buf),
+                })?;
+                if let (Kind::Incremental, Some(value)) = (kind, value) {
                     let (name, value) = (name.to_vec(), value.to_vec());
                     self.insert(&name, &value);
                 }
@@ -345,11 +388,13 @@ mod tests {
 
     fn decode(d: &mut Decoder, block: &[u8]) -> Result<Vec<(String, String)>, Malformed> {
         let mut out = Vec::new();
-        d.decode(block, |n, v, _| {
-            out.push((
-                String::from_utf8_lossy(n).into_owned(),
-                String::from_utf8_lossy(v).into_owned(),
-            ));
+        d.decode(block, None, |r| {
+            if let Some(v) = r.value {
+                out.push((
+                    String::from_utf8_lossy(r.name).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                ));
+            }
             Ok(())
         })?;
         Ok(out)
