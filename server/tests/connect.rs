@@ -396,7 +396,7 @@ fn r3_a_stopped_server_is_unavailable_within_the_deadline_then_serves_again() {
 
 /// One `WaitPool` thread serves every wait of a process (Python's): a lock wait over connect
 /// whose poll is stuck on a stopped server must not delay an embedded wait in the same pool
-/// (the network poll runs on a thread of its own).
+/// (the network poll runs on one of the pool's network threads).
 #[test]
 fn r3_a_stopped_server_never_delays_the_other_waits_of_a_wait_pool() {
     let p = Place::serve();
