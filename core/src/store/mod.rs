@@ -12,6 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::result::Result as StdResult;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
@@ -148,6 +149,32 @@ pub(crate) fn injected() -> std::io::Error {
     std::io::Error::other("injected storage fault")
 }
 
+/// The lock calls of a backend that wraps a `FileBackend` in `$field`, passed through (its
+/// `unlock_range` is its own).
+macro_rules! delegate_locks {
+    ($field:tt) => {
+        fn try_lock_range(&self, s: Bound<u64>, e: Bound<u64>) -> StdResult<bool, BackendError> {
+            self.$field.try_lock_range(s, e)
+        }
+        fn try_lock_shared_range(
+            &self,
+            s: Bound<u64>,
+            e: Bound<u64>,
+        ) -> StdResult<bool, BackendError> {
+            self.$field.try_lock_shared_range(s, e)
+        }
+        fn lock_range(&self, s: Bound<u64>, e: Bound<u64>) -> StdResult<(), BackendError> {
+            self.$field.lock_range(s, e)
+        }
+        fn lock_shared_range(&self, s: Bound<u64>, e: Bound<u64>) -> StdResult<(), BackendError> {
+            self.$field.lock_shared_range(s, e)
+        }
+        fn query_lock_range(&self, s: Bound<u64>, e: Bound<u64>) -> StdResult<bool, BackendError> {
+            self.$field.query_lock_range(s, e)
+        }
+    };
+}
+
 impl StorageBackend for FaultyBackend {
     fn len(&self) -> std::result::Result<u64, std::io::Error> {
         self.file.len()
@@ -178,40 +205,10 @@ impl StorageBackend for FaultyBackend {
     fn close(&self) -> std::result::Result<(), std::io::Error> {
         self.file.close()
     }
-    fn try_lock_range(
-        &self,
-        s: Bound<u64>,
-        e: Bound<u64>,
-    ) -> std::result::Result<bool, BackendError> {
-        self.file.try_lock_range(s, e)
-    }
-    fn try_lock_shared_range(
-        &self,
-        s: Bound<u64>,
-        e: Bound<u64>,
-    ) -> std::result::Result<bool, BackendError> {
-        self.file.try_lock_shared_range(s, e)
-    }
-    fn lock_range(&self, s: Bound<u64>, e: Bound<u64>) -> std::result::Result<(), BackendError> {
-        self.file.lock_range(s, e)
-    }
-    fn lock_shared_range(
-        &self,
-        s: Bound<u64>,
-        e: Bound<u64>,
-    ) -> std::result::Result<(), BackendError> {
-        self.file.lock_shared_range(s, e)
-    }
     fn unlock_range(&self, s: Bound<u64>, e: Bound<u64>) -> std::result::Result<(), BackendError> {
         self.file.unlock_range(s, e)
     }
-    fn query_lock_range(
-        &self,
-        s: Bound<u64>,
-        e: Bound<u64>,
-    ) -> std::result::Result<bool, BackendError> {
-        self.file.query_lock_range(s, e)
-    }
+    delegate_locks!(file);
 }
 
 /// The backend of a read-only pass whose shared locks outlive it: redb's unlocks and close are
@@ -242,40 +239,10 @@ impl StorageBackend for HeldLocks {
     fn close(&self) -> std::result::Result<(), std::io::Error> {
         Ok(())
     }
-    fn try_lock_range(
-        &self,
-        s: Bound<u64>,
-        e: Bound<u64>,
-    ) -> std::result::Result<bool, BackendError> {
-        self.0.try_lock_range(s, e)
-    }
-    fn try_lock_shared_range(
-        &self,
-        s: Bound<u64>,
-        e: Bound<u64>,
-    ) -> std::result::Result<bool, BackendError> {
-        self.0.try_lock_shared_range(s, e)
-    }
-    fn lock_range(&self, s: Bound<u64>, e: Bound<u64>) -> std::result::Result<(), BackendError> {
-        self.0.lock_range(s, e)
-    }
-    fn lock_shared_range(
-        &self,
-        s: Bound<u64>,
-        e: Bound<u64>,
-    ) -> std::result::Result<(), BackendError> {
-        self.0.lock_shared_range(s, e)
-    }
     fn unlock_range(&self, _: Bound<u64>, _: Bound<u64>) -> std::result::Result<(), BackendError> {
         Ok(())
     }
-    fn query_lock_range(
-        &self,
-        s: Bound<u64>,
-        e: Bound<u64>,
-    ) -> std::result::Result<bool, BackendError> {
-        self.0.query_lock_range(s, e)
-    }
+    delegate_locks!(0);
 }
 
 /// redb's read-only open of `file`, its shared locks held by `file`'s open file description
