@@ -260,3 +260,60 @@ fn e14_a_new_database_file_is_owner_only_and_an_existing_one_keeps_its_mode() {
     Tenure::open(&path).unwrap().close().unwrap();
     assert_eq!(mode(&path), 0o640, "only a created file gets 0600");
 }
+
+/// Makes `path` impossible to open for writing: mode 0444, and for root (whom modes do not stop)
+/// the immutable attribute. `false` where neither works here.
+fn unwritable(path: &Path, on: bool) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = if on { 0o444 } else { 0o644 };
+    if !on {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(path)
+            .status();
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    let writable = || std::fs::OpenOptions::new().write(true).open(path).is_ok();
+    if on && writable() {
+        let _ = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(path)
+            .status();
+    }
+    on && !writable()
+}
+
+#[test]
+fn d5_a_file_that_cannot_be_opened_for_writing_is_validated_first_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = populated(dir.path());
+    let bad = dir.path().join("bad.tenure");
+    std::fs::copy(&path, &bad).unwrap();
+    tamper(&bad, |tx| {
+        tx.open_table(META).unwrap().insert("format", 3).unwrap();
+    });
+    if !unwritable(&path, true) || !unwritable(&bad, true) {
+        unwritable(&path, false);
+        unwritable(&bad, false);
+        eprintln!("skipped: no way to make a file unwritable here");
+        return;
+    }
+    let before = std::fs::read(&bad).unwrap();
+    let refused = Tenure::open(&bad);
+    let valid = Tenure::open(&path);
+    unwritable(&path, false);
+    unwritable(&bad, false);
+    // A refused file is refused for what it is, not for the permission.
+    assert!(
+        matches!(&refused, Err(Error::Corrupt { path: p, .. }) if p == &bad),
+        "{refused:?}"
+    );
+    assert!(before == std::fs::read(&bad).unwrap());
+    match valid {
+        Err(e @ Error::Storage { .. }) => {
+            assert!(e.to_string().contains(&path.display().to_string()), "{e}")
+        }
+        other => panic!("expected Storage naming the file, got {other:?}"),
+    }
+    assert_usable(&path);
+}
