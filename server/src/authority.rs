@@ -159,6 +159,27 @@ impl Rewriter {
         self.pass -= n.min(self.pass);
     }
 
+    /// All of `input` to `out`, the passing bytes copied (`LocalAuthority` reads those into
+    /// h2's buffer instead). For tests and the benchmark.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn rewrite_all(
+        &mut self,
+        mut input: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), Malformed> {
+        while !input.is_empty() {
+            let n = self.passing().min(input.len());
+            if n > 0 {
+                out.extend_from_slice(&input[..n]);
+                self.passed(n);
+                input = &input[n..];
+            } else {
+                input = &input[self.feed(input, out)?..];
+            }
+        }
+        Ok(())
+    }
+
     /// Reads `input` as far as it can, appending what the server is to read to `out`; returns
     /// how much it consumed. It stops early only when bytes are `passing`.
     pub(crate) fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, Malformed> {
@@ -473,8 +494,7 @@ mod tests {
         f
     }
 
-    /// The rewritten stream, `input` fed in pieces of the sizes `chunks` cycles through, the
-    /// passing bytes moved as `LocalAuthority` moves them.
+    /// The rewritten stream, `input` fed in pieces of the sizes `chunks` cycles through.
     fn run(input: &[u8], chunks: &[usize]) -> Result<Vec<u8>, Malformed> {
         let (mut rw, mut out, mut at) = (Rewriter::default(), Vec::new(), 0);
         for &c in chunks.iter().cycle() {
@@ -482,18 +502,7 @@ mod tests {
                 break;
             }
             let end = (at + c.max(1)).min(input.len());
-            let mut piece = &input[at..end];
-            while !piece.is_empty() {
-                let n = rw.passing().min(piece.len());
-                if n > 0 {
-                    out.extend_from_slice(&piece[..n]);
-                    rw.passed(n);
-                    piece = &piece[n..];
-                } else {
-                    let used = rw.feed(piece, &mut out)?;
-                    piece = &piece[used..];
-                }
-            }
+            rw.rewrite_all(&input[at..end], &mut out)?;
             at = end;
         }
         Ok(out)
@@ -553,14 +562,6 @@ mod tests {
         (n.as_bytes().to_vec(), v.as_bytes().to_vec())
     }
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
-
     #[test]
     fn e1_authority_becomes_localhost_in_every_form_clients_send() {
         let mut input = PREFACE.to_vec();
@@ -571,7 +572,7 @@ mod tests {
             HEADERS,
             END_HEADERS,
             1,
-            &hex("8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff"),
+            &crate::hpack::hex("8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff"),
         ));
         let data = frame(0x0, END_STREAM, 1, b"\0\0\0\0\x02ab");
         input.extend_from_slice(&data);
@@ -579,7 +580,7 @@ mod tests {
             HEADERS,
             END_HEADERS | END_STREAM,
             3,
-            &hex("8286 84be 5886 a8eb 1064 9cbf"),
+            &crate::hpack::hex("8286 84be 5886 a8eb 1064 9cbf"),
         ));
         // What grpc-go and other clients put there for a unix endpoint, each indexed by the
         // client's table and then referred to.
@@ -1016,10 +1017,15 @@ mod tests {
             HEADERS,
             END_HEADERS,
             1,
-            &hex("8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff"),
+            &crate::hpack::hex("8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff"),
         ));
         input.extend(frame(0x0, END_STREAM, 1, &vec![7; 40_000]));
-        input.extend(frame(HEADERS, END_HEADERS, 3, &hex("8286 84be")));
+        input.extend(frame(
+            HEADERS,
+            END_HEADERS,
+            3,
+            &crate::hpack::hex("8286 84be"),
+        ));
         let want = run(&input, &[usize::MAX]).unwrap();
         let (mut client, server) = tokio::io::duplex(1000);
         let writer = tokio::spawn(async move {

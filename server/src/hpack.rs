@@ -382,6 +382,16 @@ impl Decoder {
     }
 }
 
+/// Octets from hex digits, spaces ignored (as the RFC prints its examples).
+#[cfg(test)]
+pub(crate) fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,14 +408,6 @@ mod tests {
             Ok(())
         })?;
         Ok(out)
-    }
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
     }
 
     fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -183,14 +183,12 @@ fn e3_lease_grant_keep_alive_timetolive_list_revoke() {
     assert_eq!(s.ok(&["get", "x"]), "", "nothing written");
 }
 
-#[test]
-fn e5_etcdctl_lock_excludes_a_second_etcdctl_until_the_first_exits() {
-    let (_dir, db) = temp_db();
-    let s = Server::start(&db, &[]);
-    let (mut a, a_rx) = spawn_lines(&s.addr, &["lock", "job"]);
+/// Two `etcdctl lock` on `endpoint`: the second waits until the first exits.
+fn lock_excludes_a_second_until_the_first_exits(endpoint: &str) {
+    let (mut a, a_rx) = spawn_lines(endpoint, &["lock", "job"]);
     let a_key = next_lines(&a_rx, 1).remove(0);
     assert!(a_key.starts_with("job/"), "{a_key}");
-    let (mut b, b_rx) = spawn_lines(&s.addr, &["lock", "job"]);
+    let (mut b, b_rx) = spawn_lines(endpoint, &["lock", "job"]);
     // B must keep waiting while A holds the lock (bounded check: 1.5 s).
     assert!(
         b_rx.recv_timeout(Duration::from_millis(1500)).is_err(),
@@ -204,22 +202,34 @@ fn e5_etcdctl_lock_excludes_a_second_etcdctl_until_the_first_exits() {
     wait_for(&mut b, Duration::from_secs(20));
 }
 
-#[test]
-fn e5_etcdctl_elect_and_elect_l_agree_on_the_leader() {
-    let (_dir, db) = temp_db();
-    let s = Server::start(&db, &[]);
-    let (mut c, rx) = spawn_lines(&s.addr, &["elect", "chief", "node-1"]);
+/// `etcdctl elect` on `endpoint` wins; `elect -l` names the same leader.
+fn elect_and_elect_l_agree(endpoint: &str) {
+    let (mut c, rx) = spawn_lines(endpoint, &["elect", "chief", "node-1"]);
     let won = next_lines(&rx, 2);
     assert!(
         won[0].starts_with("chief/") && won[1] == "node-1",
         "{won:?}"
     );
-    let (mut l, lrx) = spawn_lines(&s.addr, &["elect", "-l", "chief"]);
+    let (mut l, lrx) = spawn_lines(endpoint, &["elect", "-l", "chief"]);
     assert_eq!(next_lines(&lrx, 2), won);
     let _ = l.kill();
     let _ = l.wait();
     common::signal(&c, "INT");
     wait_for(&mut c, Duration::from_secs(20));
+}
+
+#[test]
+fn e5_etcdctl_lock_excludes_a_second_etcdctl_until_the_first_exits() {
+    let (_dir, db) = temp_db();
+    let s = Server::start(&db, &[]);
+    lock_excludes_a_second_until_the_first_exits(&s.addr);
+}
+
+#[test]
+fn e5_etcdctl_elect_and_elect_l_agree_on_the_leader() {
+    let (_dir, db) = temp_db();
+    let s = Server::start(&db, &[]);
+    elect_and_elect_l_agree(&s.addr);
 }
 
 #[test]
@@ -380,33 +390,8 @@ fn e1_etcdctl_watch_and_lease_over_a_unix_socket() {
 #[test]
 fn e1_etcdctl_lock_and_elect_over_a_unix_socket() {
     let u = Unix::start();
-    let (mut a, a_rx) = spawn_lines(&u.endpoint, &["lock", "job"]);
-    let a_key = next_lines(&a_rx, 1).remove(0);
-    assert!(a_key.starts_with("job/"), "{a_key}");
-    let (mut b, b_rx) = spawn_lines(&u.endpoint, &["lock", "job"]);
-    // B must keep waiting while A holds the lock (bounded check: 1.5 s).
-    assert!(
-        b_rx.recv_timeout(Duration::from_millis(1500)).is_err(),
-        "the second etcdctl lock got the lock while the first held it"
-    );
-    common::signal(&a, "INT");
-    wait_for(&mut a, Duration::from_secs(20));
-    let b_key = next_lines(&b_rx, 1).remove(0);
-    assert!(b_key.starts_with("job/") && b_key != a_key, "{b_key}");
-    common::signal(&b, "INT");
-    wait_for(&mut b, Duration::from_secs(20));
-    let (mut c, rx) = spawn_lines(&u.endpoint, &["elect", "chief", "node-1"]);
-    let won = next_lines(&rx, 2);
-    assert!(
-        won[0].starts_with("chief/") && won[1] == "node-1",
-        "{won:?}"
-    );
-    let (mut l, lrx) = spawn_lines(&u.endpoint, &["elect", "-l", "chief"]);
-    assert_eq!(next_lines(&lrx, 2), won);
-    let _ = l.kill();
-    let _ = l.wait();
-    common::signal(&c, "INT");
-    wait_for(&mut c, Duration::from_secs(20));
+    lock_excludes_a_second_until_the_first_exits(&u.endpoint);
+    elect_and_elect_l_agree(&u.endpoint);
 }
 
 #[test]
