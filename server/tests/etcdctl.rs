@@ -183,39 +183,53 @@ fn e3_lease_grant_keep_alive_timetolive_list_revoke() {
     assert_eq!(s.ok(&["get", "x"]), "", "nothing written");
 }
 
+/// A spawned etcdctl, killed when the test ends however it ends (a failed assertion too).
+struct Spawned(std::process::Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(endpoint: &str, args: &[&str]) -> (Spawned, std::sync::mpsc::Receiver<String>) {
+    let (child, rx) = spawn_lines(endpoint, args);
+    (Spawned(child), rx)
+}
+
 /// Two `etcdctl lock` on `endpoint`: the second waits until the first exits.
 fn lock_excludes_a_second_until_the_first_exits(endpoint: &str) {
-    let (mut a, a_rx) = spawn_lines(endpoint, &["lock", "job"]);
+    let (mut a, a_rx) = spawn(endpoint, &["lock", "job"]);
     let a_key = next_lines(&a_rx, 1).remove(0);
     assert!(a_key.starts_with("job/"), "{a_key}");
-    let (mut b, b_rx) = spawn_lines(endpoint, &["lock", "job"]);
+    let (mut b, b_rx) = spawn(endpoint, &["lock", "job"]);
     // B must keep waiting while A holds the lock (bounded check: 1.5 s).
     assert!(
         b_rx.recv_timeout(Duration::from_millis(1500)).is_err(),
         "the second etcdctl lock got the lock while the first held it"
     );
-    common::signal(&a, "INT");
-    wait_for(&mut a, Duration::from_secs(20));
+    common::signal(&a.0, "INT");
+    wait_for(&mut a.0, Duration::from_secs(20));
     let b_key = next_lines(&b_rx, 1).remove(0);
     assert!(b_key.starts_with("job/") && b_key != a_key, "{b_key}");
-    common::signal(&b, "INT");
-    wait_for(&mut b, Duration::from_secs(20));
+    common::signal(&b.0, "INT");
+    wait_for(&mut b.0, Duration::from_secs(20));
 }
 
 /// `etcdctl elect` on `endpoint` wins; `elect -l` names the same leader.
 fn elect_and_elect_l_agree(endpoint: &str) {
-    let (mut c, rx) = spawn_lines(endpoint, &["elect", "chief", "node-1"]);
+    let (mut c, rx) = spawn(endpoint, &["elect", "chief", "node-1"]);
     let won = next_lines(&rx, 2);
     assert!(
         won[0].starts_with("chief/") && won[1] == "node-1",
         "{won:?}"
     );
-    let (mut l, lrx) = spawn_lines(endpoint, &["elect", "-l", "chief"]);
+    let (l, lrx) = spawn(endpoint, &["elect", "-l", "chief"]);
     assert_eq!(next_lines(&lrx, 2), won);
-    let _ = l.kill();
-    let _ = l.wait();
-    common::signal(&c, "INT");
-    wait_for(&mut c, Duration::from_secs(20));
+    drop(l);
+    common::signal(&c.0, "INT");
+    wait_for(&mut c.0, Duration::from_secs(20));
 }
 
 #[test]
@@ -356,7 +370,7 @@ fn e1_unix_socket_has_mode_0600_and_serves_etcdctl_put_get_del_txn() {
 #[test]
 fn e1_etcdctl_watch_and_lease_over_a_unix_socket() {
     let u = Unix::start();
-    let (mut w, rx) = spawn_lines(&u.endpoint, &["watch", "w/", "--prefix"]);
+    let (w, rx) = spawn(&u.endpoint, &["watch", "w/", "--prefix"]);
     // The watch is created asynchronously: write until it reports an event.
     let mut first = None;
     for i in 0..100 {
@@ -370,8 +384,7 @@ fn e1_etcdctl_watch_and_lease_over_a_unix_socket() {
     let event = next_lines(&rx, 2);
     assert_eq!(event[0], "w/a");
     assert!(event[1].starts_with('v'), "{event:?}");
-    let _ = w.kill();
-    let _ = w.wait();
+    drop(w);
     let granted = u.ok(&["lease", "grant", "100"]);
     assert!(granted.contains("granted with TTL(100s)"), "{granted}");
     let id = granted.split_whitespace().nth(1).unwrap().to_string();
