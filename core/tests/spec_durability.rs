@@ -824,3 +824,69 @@ fn d1_a_batch_larger_than_a_log_region_goes_straight_to_the_file_and_survives_a_
     assert_eq!(prefix_held(&db, 45), 45);
     assert_eq!(db.get("big").unwrap().unwrap().value, big);
 }
+
+/// A durable write from a thread-local's destructor (the thread is ending, its own thread-locals
+/// may be gone) while other writers keep commits in flight: acknowledged like any other.
+#[test]
+fn d1_a_write_from_a_thread_local_destructor_while_commits_are_in_flight_is_acknowledged() {
+    struct WritesOnDrop(
+        Option<Tenure>,
+        Arc<std::sync::Mutex<Vec<tenure::Result<i64>>>>,
+    );
+    impl Drop for WritesOnDrop {
+        fn drop(&mut self) {
+            if let Some(db) = self.0.take() {
+                let r = (0..50)
+                    .map(|i| db.put(format!("dtor/{i}"), "v", None))
+                    .collect::<tenure::Result<Vec<_>>>()
+                    .map(|v| v.len() as i64);
+                self.1.lock().unwrap().push(r);
+            }
+        }
+    }
+    thread_local! {
+        static LATE: std::cell::RefCell<Option<WritesOnDrop>> = const { std::cell::RefCell::new(None) };
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = Tenure::open(dir.path().join("db")).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy: Vec<_> = (0..3)
+        .map(|w| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    db.put(format!("busy/{w}/{i}"), "v", None).unwrap();
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    let results = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let ended: Vec<_> = (0..8)
+        .map(|_| {
+            let (db, results) = (db.clone(), results.clone());
+            std::thread::spawn(move || {
+                // Set before the engine's own thread-locals exist (writes that waited), so
+                // it is dropped after them.
+                LATE.with(|l| *l.borrow_mut() = Some(WritesOnDrop(Some(db.clone()), results)));
+                for i in 0..20 {
+                    db.put(format!("warm/{i}"), "v", None).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in ended {
+        t.join().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in busy {
+        t.join().unwrap();
+    }
+    let results = results.lock().unwrap();
+    assert_eq!(results.len(), 8);
+    for r in results.iter() {
+        assert_eq!(r.as_ref().ok(), Some(&50), "{r:?}");
+    }
+    assert_eq!(db.range("dtor/", None).unwrap().len(), 50);
+}

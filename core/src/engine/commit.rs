@@ -146,11 +146,17 @@ const LEAD: u32 = 2;
 /// A failure or close: look under `done`.
 const LOOK: u32 = 3;
 
+impl Slot {
+    fn new() -> Arc<Slot> {
+        Arc::new(Slot {
+            thread: std::thread::current(),
+            why: AtomicU32::new(PARKED),
+        })
+    }
+}
+
 thread_local! {
-    static SLOT: Arc<Slot> = Arc::new(Slot {
-        thread: std::thread::current(),
-        why: AtomicU32::new(PARKED),
-    });
+    static SLOT: Arc<Slot> = Slot::new();
 }
 
 /// Waits until the write `seq` is durable (Immediate mode). If no commit is in flight when it is
@@ -171,7 +177,9 @@ pub(super) fn wait_durable(s: &Shared, seq: u64) -> Result<()> {
             drop(done);
             true
         } else {
-            let slot = SLOT.with(Arc::clone);
+            // A fresh slot where the thread's own is gone (a write from a thread-local's
+            // destructor).
+            let slot = SLOT.try_with(Arc::clone).unwrap_or_else(|_| Slot::new());
             slot.why.store(PARKED, Ordering::Relaxed);
             done.parked.push(Parked {
                 seq,
