@@ -178,6 +178,58 @@ fn d5_a_second_open_from_another_process_is_already_open_naming_the_path() {
     assert!(line.contains(&path.display().to_string()), "{line}");
 }
 
+/// Two processes opening one file at the same moment: one of them gets it (the other
+/// `AlreadyOpen`, or the file after the first closed it), never neither. Each open's read-only
+/// pass holds shared locks that only one of them can then convert.
+#[test]
+fn d5_of_two_processes_opening_at_once_one_gets_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        // Enough rows that the read-only passes of both children overlap.
+        let db = Tenure::open(&path).unwrap();
+        let id = db.grant(Duration::from_secs(3600)).unwrap();
+        let ops = (0..20_000).map(|i| tenure::Op::put(format!("k{i}"), [0u8; 32], Some(id)));
+        db.txn(tenure::Txn::new().then(ops)).unwrap();
+        db.close().unwrap();
+    }
+    let child = || {
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "d5_child_entry",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("TENURE_D5_CHILD_PATH", &path)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let result = |c: std::process::Child| {
+        let out = c.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        stdout
+            .lines()
+            .find_map(|l| l.find("D5-RESULT").map(|i| l[i..].to_string()))
+            .unwrap_or_else(|| panic!("child printed no result: {stdout}"))
+    };
+    for round in 0..30 {
+        let (a, b) = (child(), child());
+        let (a, b) = (result(a), result(b));
+        for r in [&a, &b] {
+            assert!(
+                r.contains("opened") || r.contains("TENURE_ERR_ALREADY_OPEN"),
+                "round {round}: {r}"
+            );
+        }
+        assert!(
+            a.contains("opened") || b.contains("opened"),
+            "round {round}: neither process got the file: {a} / {b}"
+        );
+    }
+}
+
 #[test]
 fn d5_a_garbage_file_is_corrupt_and_left_byte_for_byte_unchanged() {
     let dir = tempfile::tempdir().unwrap();

@@ -843,6 +843,20 @@ pub(crate) struct Opened {
     pub(crate) log: Option<wal::Writer>,
 }
 
+/// Why [`Store::open_once`] failed.
+enum Opening {
+    /// The write open could not convert the read-only pass's shared locks: another process
+    /// holds shared locks on the file too (retried).
+    Contended(Error),
+    Failed(Error),
+}
+
+impl From<Error> for Opening {
+    fn from(e: Error) -> Opening {
+        Opening::Failed(e)
+    }
+}
+
 impl Store {
     /// Opens or creates the database at `path` and reads it whole (SPEC L13, D5), replaying
     /// its write-ahead log; with `use_log`, opens the log for appending (creating it if needed).
@@ -855,12 +869,39 @@ impl Store {
     /// again. A file redb must repair (a writer was killed) cannot be opened read-only: redb
     /// repairs it to its last commit, then it and its log are validated.
     /// `log_region`: the region size of a log made by this open (`wal::REGION` by default).
+    ///
+    /// Two processes opening at once both hold shared locks after their read-only passes, and
+    /// neither can convert them: the one whose conversion fails lets go of its locks and tries
+    /// again a few times, after a short random pause, so one of them gets the file (D5).
     pub(crate) fn open(
         path: &Path,
         faults: Option<StorageFaults>,
         use_log: bool,
         log_region: u64,
     ) -> Result<Opened> {
+        const RETRIES: u32 = 8;
+        let mut retries = 0;
+        loop {
+            match Store::open_once(path, faults.clone(), use_log, log_region) {
+                Err(Opening::Contended(e)) if retries == RETRIES => return Err(e),
+                Err(Opening::Contended(_)) => {
+                    retries += 1;
+                    // 1-8 ms, different in each process.
+                    let jitter = new_log_id() % 8_000;
+                    std::thread::sleep(std::time::Duration::from_micros(1_000 + jitter));
+                }
+                Err(Opening::Failed(e)) => return Err(e),
+                Ok(opened) => return Ok(opened),
+            }
+        }
+    }
+
+    fn open_once(
+        path: &Path,
+        faults: Option<StorageFaults>,
+        use_log: bool,
+        log_region: u64,
+    ) -> std::result::Result<Opened, Opening> {
         let faults = faults.unwrap_or_default();
         let counter = SyncCounter(faults.clone());
         if let Found::New = inspect(path)? {
@@ -872,11 +913,11 @@ impl Store {
                 // Not writable here: a file that is no valid database is still refused as such.
                 let ro = File::open(path).map_err(|e| Error::io("cannot open", path, &e))?;
                 guarded(path, || read_only_pass(&ro, path).map(drop))?;
-                return Err(Error::io("cannot open", path, &e));
+                return Err(Error::io("cannot open", path, &e).into());
             }
         };
         let checked = guarded(path, || read_only_pass(&file, path))?;
-        guarded(path, || {
+        let opened = guarded(path, || {
             let backend = FaultyBackend {
                 file: FileBackend::new(file).map_err(storage)?,
                 faults: faults.clone(),
@@ -953,6 +994,12 @@ impl Store {
                 syncs: counter,
                 log,
             })
+        });
+        // The read-only pass got its shared locks, so an AlreadyOpen now is a conversion that
+        // another open's (or an offline read's) shared locks refused.
+        opened.map_err(|e| match e {
+            Error::AlreadyOpen(_) => Opening::Contended(e),
+            e => Opening::Failed(e),
         })
     }
 
