@@ -154,26 +154,37 @@ fn d5_child_entry() {
     }
 }
 
-#[test]
-fn d5_a_second_open_from_another_process_is_already_open_naming_the_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db");
-    let _db = Tenure::open(&path).unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
+/// Starts `d5_child_entry` in a child process on `path`.
+fn d5_child(path: &std::path::Path) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "d5_child_entry",
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("TENURE_D5_CHILD_PATH", &path)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
+        .env("TENURE_D5_CHILD_PATH", path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The `D5-RESULT …` line a child printed.
+fn d5_child_result(child: std::process::Child) -> String {
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    stdout
         .lines()
-        .find_map(|l| l.find("D5-RESULT").map(|i| &l[i..]))
-        .unwrap_or_else(|| panic!("child printed no result: {stdout}"));
+        .find_map(|l| l.find("D5-RESULT").map(|i| l[i..].to_string()))
+        .unwrap_or_else(|| panic!("child printed no result: {stdout}"))
+}
+
+#[test]
+fn d5_a_second_open_from_another_process_is_already_open_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let _db = Tenure::open(&path).unwrap();
+    let line = d5_child_result(d5_child(&path));
     assert!(line.contains("TENURE_ERR_ALREADY_OPEN"), "{line}");
     assert!(line.contains(&path.display().to_string()), "{line}");
 }
@@ -193,30 +204,9 @@ fn d5_of_two_processes_opening_at_once_one_gets_the_file() {
         db.txn(tenure::Txn::new().then(ops)).unwrap();
         db.close().unwrap();
     }
-    let child = || {
-        Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "d5_child_entry",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("TENURE_D5_CHILD_PATH", &path)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let result = |c: std::process::Child| {
-        let out = c.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        stdout
-            .lines()
-            .find_map(|l| l.find("D5-RESULT").map(|i| l[i..].to_string()))
-            .unwrap_or_else(|| panic!("child printed no result: {stdout}"))
-    };
     for round in 0..30 {
-        let (a, b) = (child(), child());
-        let (a, b) = (result(a), result(b));
+        let (a, b) = (d5_child(&path), d5_child(&path));
+        let (a, b) = (d5_child_result(a), d5_child_result(b));
         for r in [&a, &b] {
             assert!(
                 r.contains("opened") || r.contains("TENURE_ERR_ALREADY_OPEN"),
