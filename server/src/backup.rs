@@ -16,7 +16,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tenure::Tenure;
 
-use crate::inspect::emit;
+use crate::inspect::{emit, existing};
 
 /// Exit code: the saved snapshot's checksum does not match its contents.
 pub(crate) const EXIT_CHECKSUM: u8 = 4;
@@ -40,9 +40,8 @@ fn finish(r: Result<(), Failure>) -> ExitCode {
 
 /// `tenure snapshot FILE OUT`: a copy of a database no process has open, read in place.
 pub(crate) fn snapshot(file: &Path, out: &Path, json: bool) -> ExitCode {
-    if !file.exists() {
-        eprintln!("tenure: {}: no such file", file.display());
-        return ExitCode::from(1);
+    if let Err(code) = existing(file) {
+        return code;
     }
     // Read in place: FILE (and its log) is never written.
     finish(match Tenure::copy_file(file, out) {

@@ -9,12 +9,19 @@ use std::process::ExitCode;
 use serde_json::json;
 use tenure::{FileContents, KeyValue, LeaseInfo, Tenure};
 
+/// Refuses a database file that does not exist (exit 1, naming it): offline commands never
+/// create one.
+pub(crate) fn existing(file: &Path) -> Result<(), ExitCode> {
+    if file.exists() {
+        return Ok(());
+    }
+    eprintln!("tenure: {}: no such file", file.display());
+    Err(ExitCode::from(1))
+}
+
 /// What `file` holds, read without writing anything.
 fn read(file: &Path) -> Result<FileContents, ExitCode> {
-    if !file.exists() {
-        eprintln!("tenure: {}: no such file", file.display());
-        return Err(ExitCode::from(1));
-    }
+    existing(file)?;
     Tenure::read_file(file).map_err(|e| {
         eprintln!("tenure: {}: {e}", file.display());
         ExitCode::from(1)
