@@ -74,5 +74,10 @@ pub use crate::wait::{
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
 
+/// The crates.io page's example (core/README.md, shipped in the package), compiled and run.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadmeDoctests;
+
 /// The crate version, as `"MAJOR.MINOR.PATCH"`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
