@@ -100,7 +100,7 @@ pub fn check_keepalive_interval(d: Duration) -> Result<Duration> {
 /// [`LOG_REGION_MAX`].
 pub fn check_log_region(bytes: u64) -> Result<u64> {
     let region = LOG_REGION_MIN..=LOG_REGION_MAX;
-    if !region.contains(&bytes) || bytes % 8 != 0 {
+    if !region.contains(&bytes) || !bytes.is_multiple_of(8) {
         return Err(Error::invalid(format!(
             "log_region_size must be a multiple of 8 in {region:?}, got {bytes}"
         )));

@@ -286,7 +286,7 @@ impl View {
                 .map_err(dst)?;
             in_chunk += 1;
             done += 1;
-            if done % PROGRESS_EVERY == 0 {
+            if done.is_multiple_of(PROGRESS_EVERY) {
                 progress(SnapshotProgress { done, total });
             }
         }

@@ -263,7 +263,7 @@ fn read_with(db: &Path, id: Option<Option<u64>>, applied: Option<u64>) -> Result
     }
     let region = u64_at(&bytes, 16);
     if !(REGION_MIN..=REGION_MAX).contains(&region)
-        || region % 8 != 0
+        || !region.is_multiple_of(8)
         || (bytes.len() as u64) < HEADER + 2 * region
     {
         return Err(corrupt(db, format!("impossible log region size {region}")));
@@ -408,7 +408,7 @@ impl Direct {
     #[cfg(target_os = "linux")]
     fn open(path: &Path, region: u64) -> Option<Direct> {
         use std::os::unix::fs::OpenOptionsExt;
-        if region % BLOCK != 0 {
+        if !region.is_multiple_of(BLOCK) {
             return None;
         }
         let file = OpenOptions::new()
