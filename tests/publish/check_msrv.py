@@ -23,6 +23,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+# An object of `cargo metadata`'s JSON output.
+Json = dict[str, Any]
 
 ROOT = Path(__file__).resolve().parents[2]
 CARGO = os.environ.get("CARGO", "cargo")
@@ -36,10 +40,14 @@ def version_key(v: str) -> tuple[int, ...]:
 
 
 def cargo(*args: str) -> str:
-    return subprocess.run([CARGO, *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    r = subprocess.run([CARGO, *args], cwd=ROOT, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.stdout.write(r.stderr)
+        sys.exit(f"msrv: `cargo {' '.join(args)}` failed (exit {r.returncode})")
+    return r.stdout
 
 
-def published(meta: dict) -> list[dict]:
+def published(meta: Json) -> list[Json]:
     members = set(meta["workspace_members"])
     # `publish = false` is reported as an empty list of registries.
     return [p for p in meta["packages"] if p["id"] in members and p["publish"] != []]
@@ -57,12 +65,12 @@ def build_graph(name: str) -> set[tuple[str, str]]:
     return found
 
 
-def check_declared(meta: dict, crate: dict) -> bool:
+def check_declared(meta: Json, crate: Json) -> bool:
     stated = crate["rust_version"]
     if stated is None:
         print(f"msrv: {crate['name']} states no rust-version")
         return False
-    by_id: dict[tuple[str, str], list[dict]] = {}
+    by_id: dict[tuple[str, str], list[Json]] = {}
     for p in meta["packages"]:
         by_id.setdefault((p["name"], p["version"]), []).append(p)
     deps = build_graph(crate["name"])
@@ -104,7 +112,7 @@ def installed_toolchain(version: str) -> tuple[str | None, str]:
     return None, f"rustup has no {version} toolchain (installed: {', '.join(names) or 'none'})"
 
 
-def build_with_msrv(crate: dict) -> bool:
+def build_with_msrv(crate: Json) -> bool:
     stated = crate["rust_version"]
     toolchain, why = installed_toolchain(stated)
     if toolchain is None:

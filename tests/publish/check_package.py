@@ -36,6 +36,10 @@ import tarfile
 import time
 import tomllib
 from pathlib import Path
+from typing import Any
+
+# An object of `cargo metadata`'s JSON output.
+Json = dict[str, Any]
 
 ROOT = Path(__file__).resolve().parents[2]
 CARGO = os.environ.get("CARGO", "cargo")
@@ -56,7 +60,7 @@ def cargo(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return r
 
 
-def in_dependency_order(meta: dict) -> list[dict] | None:
+def in_dependency_order(meta: Json) -> list[Json] | None:
     members = set(meta["workspace_members"])
     pkgs = [p for p in meta["packages"] if p["id"] in members]
     by_name = {p["name"]: p for p in pkgs}
@@ -88,7 +92,7 @@ def in_dependency_order(meta: dict) -> list[dict] | None:
     return [by_name[n] for n in order]
 
 
-def check_listing(pkg: dict) -> bool:
+def check_listing(pkg: Json) -> bool:
     name = pkg["name"]
     listed = set(cargo("package", "--list", "--allow-dirty", "-p", name).stdout.split())
     ok = True
@@ -96,11 +100,9 @@ def check_listing(pkg: dict) -> bool:
         if f not in listed:
             print(f"publish: {name}: `cargo package --list` has no {f}")
             ok = False
-    manifest = tomllib.loads(Path(pkg["manifest_path"]).read_text())["package"]
     for field in METADATA:
-        # `field.workspace = true` inherits the workspace's value; cargo metadata shows it.
-        key = field.replace("-", "_")
-        if not pkg.get(key) and not manifest.get(field):
+        # As cargo metadata reports it: inherited from the workspace where the crate says so.
+        if not pkg.get(field.replace("-", "_")):
             print(f"publish: {name}: Cargo.toml states no {field}")
             ok = False
     if len(pkg["keywords"]) > MAX_KEYWORDS or len(pkg["categories"]) > MAX_CATEGORIES:
@@ -112,7 +114,7 @@ def check_listing(pkg: dict) -> bool:
     return ok
 
 
-def package_all(order: list[dict]) -> bool:
+def package_all(order: list[Json]) -> bool:
     args = ["package", "--no-verify", "--allow-dirty"]
     for p in order:
         args += ["-p", p["name"]]
@@ -126,7 +128,7 @@ def package_all(order: list[dict]) -> bool:
     return True
 
 
-def check_crate_file(pkg: dict, crate: Path) -> bool:
+def check_crate_file(pkg: Json, crate: Path) -> bool:
     name, top = pkg["name"], f"{pkg['name']}-{pkg['version']}"
     crate_dir = Path(pkg["manifest_path"]).parent
     ok = True
@@ -168,7 +170,7 @@ def unpack(crate: Path, root: Path) -> Path:
     return folder
 
 
-def build_unpacked(pkg: dict, folder: Path, patched: dict[str, Path], target: Path) -> bool:
+def build_unpacked(pkg: Json, folder: Path, patched: dict[str, Path], target: Path) -> bool:
     """Builds the unpacked package in `folder` with its packaged Cargo.lock, every crate of
     `patched` taken from its unpacked package."""
     name = pkg["name"]
