@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use etcd_client::proto::*;
 use prost::Message;
-use tenure::{Outcome, RequestOp, ResponseOp, Tenure};
+use tenure::{Outcome, RequestOp, ResponseOp, Tenure, WaitPool};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::{wrappers::ReceiverStream, Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
@@ -30,9 +30,13 @@ pub(crate) struct Ctx {
     pub max_watches: usize,
     /// Flips to true on shutdown: long-lived streams end.
     pub shutdown: watch::Receiver<bool>,
+    /// Serves every pending Lock and Campaign wait and every election observer from one
+    /// thread (`coordination.rs`).
+    pub pool: WaitPool,
 }
 
-/// Runs an engine call on the blocking pool.
+/// Runs an engine call on the blocking pool: one that ends on its own (a commit, a read), never
+/// a wait for another client (those go to `Ctx::pool`), so every write finds a thread.
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {

@@ -42,6 +42,11 @@ impl KeyRange {
         }
     }
 
+    /// The key, when the range is that one key.
+    pub(crate) fn single_key(&self) -> Option<&[u8]> {
+        self.end.is_none().then_some(self.start.as_slice())
+    }
+
     pub(crate) fn contains(&self, key: &[u8]) -> bool {
         match &self.end {
             None => key == self.start.as_slice(),

@@ -5,7 +5,7 @@
 //! [`WatchHub::dispatch`] after the commit), in revision order. A watcher whose queue is full is
 //! cancelled with [`Error::Compacted`] naming the revision it can resume from.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -74,8 +74,20 @@ impl Registered {
 }
 
 /// The watcher registry and event history. Guarded by the engine's hub mutex.
+///
+/// Watchers of one key (every lock or campaign wait has two) are indexed by that key, so a
+/// commit costs a lookup per key it wrote, not a check per watcher; only range and prefix
+/// watchers are checked one by one.
 pub(crate) struct WatchHub {
+    /// Range and prefix watchers.
     watchers: Vec<Registered>,
+    /// Single-key watchers by their key (no empty list is kept).
+    by_key: HashMap<Vec<u8>, Vec<Registered>>,
+    /// Watchers registered since dropped ones were last forgotten everywhere: a full prune runs
+    /// when this passes the number then alive, so dropped watchers of keys nobody writes never
+    /// hold more than about as much again as the live ones.
+    since_prune: usize,
+    live_at_prune: usize,
     history: VecDeque<Event>,
     history_cap: usize,
     queue_cap: usize,
@@ -95,6 +107,9 @@ impl WatchHub {
         WatchHub {
             closed,
             watchers: Vec::new(),
+            by_key: HashMap::new(),
+            since_prune: 0,
+            live_at_prune: 0,
             history: VecDeque::new(),
             history_cap,
             queue_cap: queue_cap.max(1),
@@ -104,17 +119,32 @@ impl WatchHub {
 
     /// Whether writes need to record events at all.
     pub(crate) fn wants_events(&self) -> bool {
-        self.history_cap > 0 || !self.watchers.is_empty()
+        self.history_cap > 0 || !self.watchers.is_empty() || !self.by_key.is_empty()
     }
 
     pub(crate) fn watcher_count(&mut self) -> usize {
         self.prune();
-        self.watchers.len()
+        self.watchers.len() + self.by_key.values().map(Vec::len).sum::<usize>()
     }
 
     /// Forgets dropped watchers.
     fn prune(&mut self) {
         self.watchers.retain(|w| !w.dropped());
+        self.by_key.retain(|_, list| {
+            list.retain(|w| !w.dropped());
+            !list.is_empty()
+        });
+        self.since_prune = 0;
+        self.live_at_prune =
+            self.watchers.len() + self.by_key.values().map(Vec::len).sum::<usize>();
+    }
+
+    /// Prunes once enough watchers came since the last prune (amortised: O(1) per watch).
+    fn prune_now_and_then(&mut self) {
+        self.since_prune += 1;
+        if self.since_prune > self.live_at_prune.max(64) {
+            self.prune();
+        }
     }
 
     /// Registers a watcher. `revision` is the engine's current (applied) revision: "from now"
@@ -166,8 +196,11 @@ impl WatchHub {
         }
         reg.tx = tx;
         let shared = reg.shared.clone();
-        self.prune();
-        self.watchers.push(reg);
+        self.prune_now_and_then();
+        match reg.range.single_key() {
+            Some(key) => self.by_key.entry(key.to_vec()).or_default().push(reg),
+            None => self.watchers.push(reg),
+        }
         Ok(Watcher {
             rx,
             shared,
@@ -181,30 +214,22 @@ impl WatchHub {
             return;
         }
         let queue_cap = self.queue_cap;
-        self.prune();
         // One revision at a time, and a revision enters a watcher's queue whole or not at all,
         // so a cancelled watcher resumes exactly at the revision it did not get.
         for group in events.chunk_by(|a, b| a.revision() == b.revision()) {
-            self.watchers.retain(|w| {
-                let matching = group.iter().filter(|ev| w.matches(ev)).count();
-                if matching == 0 {
-                    return true;
+            self.watchers
+                .retain(|w| !w.dropped() && deliver(w, group, queue_cap));
+            let mut keys: Vec<&[u8]> = group.iter().map(|ev| ev.kv.key.as_slice()).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            for key in keys {
+                if let Some(list) = self.by_key.get_mut(key) {
+                    list.retain(|w| !w.dropped() && deliver(w, group, queue_cap));
+                    if list.is_empty() {
+                        self.by_key.remove(key);
+                    }
                 }
-                let room = w.cap.saturating_sub(w.tx.len());
-                if room < matching {
-                    *w.shared.error.lock() = Some(Error::Compacted {
-                        revision: group[0].revision(),
-                        reason: format!(
-                            "the watcher fell more than {queue_cap} events behind and was cancelled"
-                        ),
-                    });
-                    return false;
-                }
-                group
-                    .iter()
-                    .filter(|ev| w.matches(ev))
-                    .all(|ev| w.tx.try_send(w.prepare(ev)).is_ok())
-            });
+            }
         }
         if self.history_cap == 0 {
             if let Some(last) = events.last() {
@@ -261,8 +286,32 @@ impl WatchHub {
     /// Ends every watcher (engine closed).
     pub(crate) fn close(&mut self) {
         self.watchers.clear();
+        self.by_key.clear();
         self.history.clear();
     }
+}
+
+/// Queues the events of one revision (`group`) that `w` matches, all or none; false when `w`
+/// is cancelled (its queue would pass its bound) or gone.
+fn deliver(w: &Registered, group: &[Event], queue_cap: usize) -> bool {
+    let matching = group.iter().filter(|ev| w.matches(ev)).count();
+    if matching == 0 {
+        return true;
+    }
+    let room = w.cap.saturating_sub(w.tx.len());
+    if room < matching {
+        *w.shared.error.lock() = Some(Error::Compacted {
+            revision: group[0].revision(),
+            reason: format!(
+                "the watcher fell more than {queue_cap} events behind and was cancelled"
+            ),
+        });
+        return false;
+    }
+    group
+        .iter()
+        .filter(|ev| w.matches(ev))
+        .all(|ev| w.tx.try_send(w.prepare(ev)).is_ok())
 }
 
 /// A stream of [`Event`]s for a key or prefix, in revision order.
