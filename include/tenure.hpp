@@ -91,7 +91,7 @@ inline std::string c_string(std::string_view s, const char *what) {
     return std::string(s);
 }
 
-inline std::int64_t ms(milliseconds d) noexcept { return static_cast<std::int64_t>(d.count()); }
+inline std::int64_t ms(milliseconds d) noexcept { return d.count(); }
 
 // Owns one C object and releases it with `Free` (which takes NULL as a no-op).
 template <typename T, void (*Free)(T *)>
