@@ -36,6 +36,19 @@ pub fn instant_after(d: Duration) -> Instant {
     now.checked_add(d).unwrap_or_else(|| now + FAR_FUTURE)
 }
 
+/// The one wording of an empty key, embedded or over connect (K1); `tenure serve` answers it
+/// with etcd's own text.
+pub const EMPTY_KEY: &str = "key must not be empty";
+
+/// A key that is written, deleted or read by name (K1): not empty.
+#[inline]
+pub fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::invalid(EMPTY_KEY));
+    }
+    Ok(())
+}
+
 /// A lease TTL (SPEC L2): zero is `InvalidArgument`, above [`MAX_TTL`] `LeaseTtlTooLarge`.
 #[inline]
 pub fn check_ttl(ttl: Duration) -> Result<Duration> {

@@ -8,14 +8,15 @@
 
 use std::sync::Arc;
 
+use tenure::etcd::errors::EtcdError;
 use tenure::sync::{Election, Mutex, Session, SessionOptions};
 use tenure::{Compare, CompareOp, KeyValue, Op, Stop, Txn, Wait};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
 
-use crate::convert;
 use crate::service::{blocking, BoxStream, Ctx};
+use crate::{convert, errors};
 
 // Generated code: its items are `pub` by construction.
 #[allow(unreachable_pub, missing_debug_implementations)]
@@ -32,7 +33,7 @@ const NO_LEADER: &str = "election: no leader";
 
 fn name_of(name: &[u8]) -> Result<String, Status> {
     if name.is_empty() {
-        return Err(Status::invalid_argument(convert::msg::EMPTY_KEY));
+        return Err(errors::etcd(EtcdError::KeyNotProvided));
     }
     String::from_utf8(name.to_vec()).map_err(|_| {
         Status::invalid_argument("tenure serve: lock and election names must be UTF-8")
@@ -42,18 +43,18 @@ fn name_of(name: &[u8]) -> Result<String, Status> {
 /// A session on the caller's lease that does not renew it.
 fn session(ctx: &Ctx, lease: i64) -> Result<Session, Status> {
     if lease <= 0 {
-        return Err(Status::not_found(convert::msg::LEASE_NOT_FOUND));
+        return Err(errors::etcd(EtcdError::LeaseNotFound));
     }
-    let s = Session::resume(&ctx.db, lease, SessionOptions::default()).map_err(convert::status)?;
+    let s = Session::resume(&ctx.db, lease, SessionOptions::default()).map_err(errors::status)?;
     s.orphan();
     Ok(s)
 }
 
 fn wait_error(e: tenure::Error) -> Status {
     match e {
-        tenure::Error::SessionExpired(_) => Status::not_found(convert::msg::LEASE_NOT_FOUND),
+        tenure::Error::SessionExpired(_) => errors::etcd(EtcdError::LeaseNotFound),
         tenure::Error::Timeout { .. } => Status::cancelled("the caller went away"),
-        other => convert::status(other),
+        other => errors::status(other),
     }
 }
 
@@ -130,12 +131,12 @@ impl lockpb::lock_server::Lock for Lock {
     ) -> Result<Response<lockpb::UnlockResponse>, Status> {
         let key = req.into_inner().key;
         if key.is_empty() {
-            return Err(Status::invalid_argument(convert::msg::EMPTY_KEY));
+            return Err(errors::etcd(EtcdError::KeyNotProvided));
         }
         let db = self.0.db.clone();
         let rev = blocking(move || {
-            db.delete(&key).map_err(convert::status)?;
-            db.revision().map_err(convert::status)
+            db.delete(&key).map_err(errors::status)?;
+            db.revision().map_err(errors::status)
         })
         .await?;
         Ok(Response::new(lockpb::UnlockResponse {
@@ -164,7 +165,7 @@ fn if_leader(
                 )])
                 .then([then]),
         )
-        .map_err(convert::status)?;
+        .map_err(errors::status)?;
     Ok(r.succeeded)
 }
 
@@ -218,7 +219,7 @@ impl electionpb::election_server::Election for Elections {
             if !if_leader(&db, &leader, put)? {
                 return Err(Status::new(Code::Unknown, NOT_LEADER));
             }
-            db.revision().map_err(convert::status)
+            db.revision().map_err(errors::status)
         })
         .await?;
         Ok(Response::new(electionpb::ProclaimResponse {
@@ -233,8 +234,8 @@ impl electionpb::election_server::Election for Elections {
         let name = name_of(&req.into_inner().name)?;
         let db = self.0.db.clone();
         let (kv, rev) = blocking(move || {
-            let kv = Election::leader(&db, &name).map_err(convert::status)?;
-            Ok((kv, db.revision().map_err(convert::status)?))
+            let kv = Election::leader(&db, &name).map_err(errors::status)?;
+            Ok((kv, db.revision().map_err(errors::status)?))
         })
         .await?;
         let kv = kv.ok_or_else(|| Status::new(Code::Unknown, NO_LEADER))?;
@@ -255,7 +256,7 @@ impl electionpb::election_server::Election for Elections {
         let name = name_of(&req.into_inner().name)?;
         let ctx = self.0.clone();
         let mut observer =
-            tenure::sync::Election::observe(&ctx.db, &name).map_err(convert::status)?;
+            tenure::sync::Election::observe(&ctx.db, &name).map_err(errors::status)?;
         let (tx, rx) = mpsc::channel(16);
         let shutdown = ctx.shutdown.clone();
         std::thread::Builder::new()
@@ -276,7 +277,7 @@ impl electionpb::election_server::Election for Elections {
                     }
                     Ok(None) | Err(tenure::Error::Timeout { .. }) => {}
                     Err(e) => {
-                        let _ = tx.blocking_send(Err(convert::status(e)));
+                        let _ = tx.blocking_send(Err(errors::status(e)));
                         return;
                     }
                 }
@@ -297,7 +298,7 @@ impl electionpb::election_server::Election for Elections {
         let rev = blocking(move || {
             let key = leader.key.clone();
             if_leader(&db, &leader, Op::delete(key))?;
-            db.revision().map_err(convert::status)
+            db.revision().map_err(errors::status)
         })
         .await?;
         Ok(Response::new(electionpb::ResignResponse {

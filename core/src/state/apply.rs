@@ -1,145 +1,16 @@
-//! etcd-shaped requests (SPEC E2): Put, DeleteRange and Txn with etcd's options (prev_kv,
-//! ignore_value, ignore_lease, key ranges, compares over ranges, nested txns), applied atomically
-//! by the state machine at one revision. They are what `tenure serve` maps etcd's KV service to;
-//! the embedded API ([`Txn`](crate::Txn)) stays the simpler face.
+//! The one apply algorithm: an etcd request ([`RequestOp`]) applied to the [`Machine`] at one
+//! revision, validated in full first (I-S1). `tenure serve` runs etcd's requests through it, and
+//! the embedded [`Txn`](crate::Txn) is lowered to one (`Machine::txn`).
 
 use std::collections::BTreeSet;
 
 use crate::batch::Batch;
-use crate::engine::Tenure;
-use crate::error::{Error, Result};
-use crate::kv::range::{KeyRange, RangeRequest, RangeResponse};
+use crate::error::Result;
+use crate::etcd::{Outcome, RangeCompare, RangeRequest, Refusal, RequestOp, ResponseOp};
+use crate::kv::range::KeyRange;
 use crate::kv::txn::{Compare, CompareTarget};
-use crate::kv::watch::{WatchOptions, Watcher};
+use crate::limits::check_key;
 use crate::state::Machine;
-use crate::types::KeyValue;
-
-/// An etcd `PutRequest`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct PutRequest {
-    /// The key (non-empty).
-    pub key: Vec<u8>,
-    /// The value.
-    pub value: Vec<u8>,
-    /// The lease to attach to (0 = none: detaches).
-    pub lease: i64,
-    /// Return the previous key-value.
-    pub prev_kv: bool,
-    /// Keep the current value (the key must exist).
-    pub ignore_value: bool,
-    /// Keep the current lease (the key must exist).
-    pub ignore_lease: bool,
-}
-
-/// An etcd `DeleteRangeRequest`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct DeleteRangeRequest {
-    /// The first key.
-    pub key: Vec<u8>,
-    /// etcd's `range_end` (see [`RangeRequest::range_end`]).
-    pub range_end: Vec<u8>,
-    /// Return the deleted key-values.
-    pub prev_kv: bool,
-}
-
-/// A compare over every key of `[key, range_end)` (all must hold; an empty range compares as a
-/// missing key).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct RangeCompare {
-    /// The compare, on its first key.
-    pub compare: Compare,
-    /// etcd's `range_end` (empty: the key alone).
-    pub range_end: Vec<u8>,
-}
-
-/// An etcd `TxnRequest`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct TxnRequest {
-    /// Conditions, all of which must hold.
-    pub compare: Vec<RangeCompare>,
-    /// Operations when they hold.
-    pub success: Vec<RequestOp>,
-    /// Operations otherwise.
-    pub failure: Vec<RequestOp>,
-}
-
-/// One operation of a [`TxnRequest`], or a request on its own.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum RequestOp {
-    /// A read.
-    Range(RangeRequest),
-    /// A put.
-    Put(PutRequest),
-    /// A delete over a range.
-    DeleteRange(DeleteRangeRequest),
-    /// A nested transaction.
-    Txn(TxnRequest),
-}
-
-/// What one [`RequestOp`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ResponseOp {
-    /// A read.
-    Range(RangeResponse),
-    /// A put, with the previous key-value if asked for.
-    Put {
-        /// The key-value before the put.
-        prev_kv: Option<KeyValue>,
-    },
-    /// A delete.
-    DeleteRange {
-        /// How many keys were deleted.
-        deleted: i64,
-        /// The deleted key-values if asked for.
-        prev_kvs: Vec<KeyValue>,
-    },
-    /// A nested transaction.
-    Txn {
-        /// Whether its compares held.
-        succeeded: bool,
-        /// One response per operation of the branch that ran.
-        responses: Vec<ResponseOp>,
-    },
-}
-
-/// Why etcd would refuse a request although nothing is wrong with the engine: these map to
-/// etcd's own error codes and texts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Refusal {
-    /// `ignore_value` / `ignore_lease` on a key that does not exist.
-    KeyNotFound,
-    /// A read at a revision above the current one.
-    FutureRevision,
-    /// A read at a revision below the current one (no older state is kept).
-    Compacted,
-    /// Two puts of one key, or a put and a delete of one key, in one transaction branch.
-    DuplicateKey,
-}
-
-/// The outcome of [`Tenure::execute`](crate::Tenure::execute).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Applied (and durable, for a write): the store revision after it, and its response.
-    Done {
-        /// The revision after the request (the one it wrote, if it wrote).
-        revision: i64,
-        /// What it did.
-        response: ResponseOp,
-    },
-    /// Refused; nothing changed.
-    Refused(Refusal),
-}
-
-impl RequestOp {
-    /// Whether the request may write (reads go through the read path).
-    pub fn writes(&self) -> bool {
-        match self {
-            RequestOp::Range(_) => false,
-            RequestOp::Put(_) | RequestOp::DeleteRange(_) => true,
-            RequestOp::Txn(t) => t.success.iter().chain(&t.failure).any(RequestOp::writes),
-        }
-    }
-}
 
 impl Machine {
     fn compare_range(&self, c: &RangeCompare) -> bool {
@@ -197,9 +68,7 @@ impl Machine {
                     }
                 }
                 RequestOp::Put(p) => {
-                    if p.key.is_empty() {
-                        return Err(Error::invalid("key must not be empty"));
-                    }
+                    check_key(&p.key)?;
                     if !puts.insert(p.key.as_slice()) {
                         return Ok(Err(Refusal::DuplicateKey));
                     }
@@ -211,9 +80,7 @@ impl Machine {
                     }
                 }
                 RequestOp::DeleteRange(d) => {
-                    if d.key.is_empty() {
-                        return Err(Error::invalid("key must not be empty"));
-                    }
+                    check_key(&d.key)?;
                     deletes.push(KeyRange::new(&d.key, &d.range_end));
                 }
                 RequestOp::Txn(t) => {
@@ -349,6 +216,8 @@ impl Machine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
+    use crate::etcd::{DeleteRangeRequest, PutRequest, TxnRequest};
     use crate::kv::txn::CompareOp;
     use std::time::Duration;
 
@@ -517,88 +386,5 @@ mod tests {
             Outcome::Done { revision: 2, .. }
         ));
         assert_eq!(m.kv.revision, 2);
-    }
-}
-
-/// Where a [`Tenure::watch_range`] starts.
-#[derive(Debug)]
-pub enum WatchStart {
-    /// Registered: events after the engine's current revision, or from the start revision.
-    Started(Watcher),
-    /// The start revision is older than the retained history; the oldest revision a watch
-    /// can start from is given (etcd's `compact_revision`).
-    Compacted(i64),
-}
-
-impl Tenure {
-    /// Runs one etcd-shaped request (SPEC E2): a read returns only durable state (E8), a write
-    /// returns once durable, like every write.
-    pub fn execute(&self, op: &RequestOp) -> Result<Outcome> {
-        if !op.writes() {
-            return self.read_durable(|m| m.execute_read(op))?;
-        }
-        let out = self.write_with(|m, b| m.execute(op, b))?;
-        if let Outcome::Done { response, .. } = &out {
-            if !wrote(response) {
-                // It only read (a failed compare, an empty delete): what it read must be durable.
-                self.read_durable(|_| ())?;
-            }
-        }
-        Ok(out)
-    }
-
-    /// A read-only request answered at once if everything it could see is durable; `Ok(None)`
-    /// if it would have to wait for a commit, or if the request may write (then use
-    /// [`execute`](Self::execute)).
-    pub fn try_execute_read(&self, op: &RequestOp) -> Result<Option<Outcome>> {
-        if op.writes() {
-            return Ok(None);
-        }
-        self.try_read_durable(|m| m.execute_read(op))?.transpose()
-    }
-
-    /// etcd's Compact: drops the watch history up to `revision`. `Ok(Err(..))` for a revision
-    /// above the current one or at or below an earlier compaction.
-    /// Over `connect` it is the server's Compact.
-    pub fn compact(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
-        #[cfg(feature = "remote")]
-        if let Some(r) = self.remote() {
-            return r.compact(revision);
-        }
-        self.with_hub(|hub, current| {
-            Ok(if revision > current {
-                Err(Refusal::FutureRevision)
-            } else if revision <= hub.compacted() {
-                Err(Refusal::Compacted)
-            } else {
-                hub.compact(revision);
-                Ok(current)
-            })
-        })
-    }
-
-    /// Watches the keys of `[key, range_end)` with etcd's conventions for `range_end`
-    /// (`opts.prefix` is ignored).
-    pub fn watch_range(
-        &self,
-        key: impl AsRef<[u8]>,
-        range_end: impl AsRef<[u8]>,
-        opts: WatchOptions,
-    ) -> Result<WatchStart> {
-        let range = KeyRange::new(key.as_ref(), range_end.as_ref());
-        self.with_hub(|hub, current| match hub.register(range, &opts, current) {
-            Ok(w) => Ok(WatchStart::Started(w)),
-            Err(Error::Compacted { .. }) => Ok(WatchStart::Compacted(hub.floor(current))),
-            Err(e) => Err(e),
-        })
-    }
-}
-
-fn wrote(r: &ResponseOp) -> bool {
-    match r {
-        ResponseOp::Range(_) => false,
-        ResponseOp::Put { .. } => true,
-        ResponseOp::DeleteRange { deleted, .. } => *deleted > 0,
-        ResponseOp::Txn { responses, .. } => responses.iter().any(wrote),
     }
 }

@@ -11,8 +11,11 @@ use crate::error::{Error, Result};
 use crate::kv::index::KvIndex;
 use crate::kv::txn::{Op, OpResponse, Txn, TxnResponse};
 use crate::lease::lessor::{ns, Due, Lessor, NO_TIME};
+use crate::limits::check_key;
 use crate::record::{Loaded, StoreOp};
 use crate::types::{ExpiredLease, LeaseId, Recovery};
+
+mod apply;
 
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Counters {
@@ -30,14 +33,6 @@ pub(crate) struct Machine {
     auto_revoke: bool,
     /// Manual revoke: redelivery interval, ns.
     retry: u64,
-}
-
-fn check_key(key: &[u8]) -> Result<()> {
-    if key.is_empty() {
-        Err(Error::invalid("key must not be empty"))
-    } else {
-        Ok(())
-    }
 }
 
 impl Machine {
