@@ -626,7 +626,7 @@ impl Tenure {
     /// Runs a compare-and-swap transaction (SPEC K5).
     pub fn txn(&self, txn: Txn) -> Result<TxnResponse> {
         remote!(self, |r| r.txn(&txn));
-        self.write(|m, b, _| m.txn(&txn, b))
+        self.write(|m, b, _| m.txn(txn, b))
     }
 
     /// Watches a key or prefix (SPEC K6).

@@ -5,6 +5,7 @@
 #[cfg(feature = "remote")]
 pub(crate) mod client;
 pub mod errors;
+pub(crate) mod lower;
 mod request;
 
 pub use self::request::{

@@ -6,11 +6,23 @@ use std::collections::BTreeSet;
 
 use crate::batch::Batch;
 use crate::error::Result;
-use crate::etcd::{Outcome, RangeCompare, RangeRequest, Refusal, RequestOp, ResponseOp};
+use crate::etcd::{
+    Outcome, RangeCompare, RangeRequest, RangeResponse, Refusal, RequestOp, ResponseOp,
+};
 use crate::kv::range::KeyRange;
 use crate::kv::txn::{Compare, CompareTarget};
 use crate::limits::check_key;
 use crate::state::Machine;
+
+/// The rules a request is held to: etcd's for a request from outside; the embedded API's for a
+/// lowered [`Txn`](crate::Txn), which may write one key twice in a branch (the last write wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rules {
+    /// etcd's: a key written twice in one branch is [`Refusal::DuplicateKey`].
+    Etcd,
+    /// The embedded `Txn`'s.
+    Embedded,
+}
 
 impl Machine {
     fn compare_range(&self, c: &RangeCompare) -> bool {
@@ -57,19 +69,22 @@ impl Machine {
         &self,
         ops: &[RequestOp],
         path: &mut std::slice::Iter<'_, bool>,
+        rules: Rules,
     ) -> Result<std::result::Result<(), Refusal>> {
+        let etcd = rules == Rules::Etcd;
         let mut puts = BTreeSet::new();
         let mut deletes = Vec::new();
         for op in ops {
             match op {
                 RequestOp::Range(r) => {
+                    check_key(&r.key)?;
                     if let Err(refusal) = self.check_range(r) {
                         return Ok(Err(refusal));
                     }
                 }
                 RequestOp::Put(p) => {
                     check_key(&p.key)?;
-                    if !puts.insert(p.key.as_slice()) {
+                    if etcd && !puts.insert(p.key.as_slice()) {
                         return Ok(Err(Refusal::DuplicateKey));
                     }
                     if (p.ignore_value || p.ignore_lease) && self.kv.get(&p.key).is_none() {
@@ -81,11 +96,14 @@ impl Machine {
                 }
                 RequestOp::DeleteRange(d) => {
                     check_key(&d.key)?;
-                    deletes.push(KeyRange::new(&d.key, &d.range_end));
+                    if etcd {
+                        deletes.push(KeyRange::new(&d.key, &d.range_end));
+                    }
                 }
                 RequestOp::Txn(t) => {
                     let ok = *path.next().expect("one branch per nested txn");
-                    if let Err(r) = self.validate(if ok { &t.success } else { &t.failure }, path)? {
+                    let branch = if ok { &t.success } else { &t.failure };
+                    if let Err(r) = self.validate(branch, path, rules)? {
                         return Ok(Err(r));
                     }
                 }
@@ -97,74 +115,119 @@ impl Machine {
         Ok(Ok(()))
     }
 
-    fn apply_ops(
+    fn apply_op(
         &mut self,
-        ops: &[RequestOp],
+        op: &RequestOp,
         path: &mut std::slice::Iter<'_, bool>,
+        rules: Rules,
         rev: i64,
         wrote: &mut bool,
         b: &mut Batch,
-    ) -> Vec<ResponseOp> {
-        let mut out = Vec::with_capacity(ops.len());
-        for op in ops {
-            out.push(match op {
-                RequestOp::Range(r) => ResponseOp::Range(self.kv.range_request(r)),
-                RequestOp::Put(p) => {
-                    let prev = self.kv.get(&p.key);
-                    let value = match (&prev, p.ignore_value) {
-                        (Some(kv), true) => kv.value.clone(),
-                        _ => p.value.clone(),
-                    };
-                    let lease = match (&prev, p.ignore_lease) {
-                        (Some(kv), true) => kv.lease.map_or(0, |l| l.get()),
-                        _ => p.lease,
-                    };
-                    self.put_at(&p.key, &value, lease, rev, b);
-                    *wrote = true;
-                    ResponseOp::Put {
-                        prev_kv: if p.prev_kv { prev } else { None },
-                    }
+    ) -> ResponseOp {
+        match op {
+            RequestOp::Range(r) => ResponseOp::Range(self.range(r)),
+            RequestOp::Put(p) => {
+                // The previous key-value only when it is asked for or kept from.
+                let keeps = p.prev_kv || p.ignore_value || p.ignore_lease;
+                let prev = if keeps { self.kv.get(&p.key) } else { None };
+                let value = match (&prev, p.ignore_value) {
+                    (Some(kv), true) => kv.value.as_slice(),
+                    _ => p.value.as_slice(),
+                };
+                let lease = match (&prev, p.ignore_lease) {
+                    (Some(kv), true) => kv.lease.map_or(0, |l| l.get()),
+                    _ => p.lease,
+                };
+                self.put_at(&p.key, value, lease, rev, b);
+                *wrote = true;
+                ResponseOp::Put {
+                    prev_kv: if p.prev_kv { prev } else { None },
                 }
-                RequestOp::DeleteRange(d) => {
-                    let range = KeyRange::new(&d.key, &d.range_end);
+            }
+            RequestOp::DeleteRange(d)
+                if rules == Rules::Embedded && d.range_end.is_empty() && !d.prev_kv =>
+            {
+                // The embedded `Op::Delete`: also forgets a bare attached name (L6), which
+                // etcd has not; nothing to return, so no copy of the key-value.
+                let existed = self.delete_at(&d.key, rev, b);
+                *wrote |= existed;
+                ResponseOp::DeleteRange {
+                    deleted: i64::from(existed),
+                    prev_kvs: Vec::new(),
+                }
+            }
+            RequestOp::DeleteRange(d) => {
+                let range = KeyRange::new(&d.key, &d.range_end);
+                let (deleted, prev_kvs) = if d.prev_kv {
                     let gone = self.kv.range_of(&range);
                     for kv in &gone {
                         self.delete_at(&kv.key, rev, b);
                     }
-                    *wrote |= !gone.is_empty();
-                    ResponseOp::DeleteRange {
-                        deleted: gone.len() as i64,
-                        prev_kvs: if d.prev_kv { gone } else { Vec::new() },
+                    (gone.len(), gone)
+                } else {
+                    let keys = self.kv.keys_in(&range);
+                    for key in &keys {
+                        self.delete_at(key, rev, b);
                     }
+                    (keys.len(), Vec::new())
+                };
+                *wrote |= deleted > 0;
+                ResponseOp::DeleteRange {
+                    deleted: deleted as i64,
+                    prev_kvs,
                 }
-                RequestOp::Txn(t) => {
-                    let ok = *path.next().expect("one branch per nested txn");
-                    let branch = if ok { &t.success } else { &t.failure };
-                    ResponseOp::Txn {
-                        succeeded: ok,
-                        responses: self.apply_ops(branch, path, rev, wrote, b),
-                    }
+            }
+            RequestOp::Txn(t) => {
+                let ok = *path.next().expect("one branch per nested txn");
+                let branch = if ok { &t.success } else { &t.failure };
+                ResponseOp::Txn {
+                    succeeded: ok,
+                    responses: branch
+                        .iter()
+                        .map(|op| self.apply_op(op, path, rules, rev, wrote, b))
+                        .collect(),
                 }
-            });
+            }
         }
-        out
     }
 
-    /// SPEC E2: one request, validated in full before anything is applied; every write at one
-    /// revision, which moves only if something was written.
+    /// etcd's range; a plain read of one key (the embedded `Op::Get`) is the index's get.
+    fn range(&self, r: &RangeRequest) -> RangeResponse {
+        let plain = r.range_end.is_empty()
+            && !r.keys_only
+            && !r.count_only
+            && r.min_mod_revision == 0
+            && r.max_mod_revision == 0
+            && r.min_create_revision == 0
+            && r.max_create_revision == 0;
+        if !plain {
+            return self.kv.range_request(r);
+        }
+        let kvs: Vec<_> = self.kv.get(&r.key).into_iter().collect();
+        RangeResponse {
+            count: kvs.len() as i64,
+            kvs,
+            more: false,
+        }
+    }
+
+    /// SPEC E2: one etcd request, validated in full before anything is applied; every write at
+    /// one revision, which moves only if something was written.
     pub(crate) fn execute(&mut self, op: &RequestOp, b: &mut Batch) -> Result<Outcome> {
+        self.apply(op, Rules::Etcd, b)
+    }
+
+    /// [`execute`](Self::execute) under `rules`: the one apply algorithm.
+    pub(crate) fn apply(&mut self, op: &RequestOp, rules: Rules, b: &mut Batch) -> Result<Outcome> {
         let ops = std::slice::from_ref(op);
         let mut path = Vec::new();
         self.branches(ops, &mut path);
-        if let Err(r) = self.validate(ops, &mut path.iter())? {
+        if let Err(r) = self.validate(ops, &mut path.iter(), rules)? {
             return Ok(Outcome::Refused(r));
         }
         let rev = self.kv.revision + 1;
         let mut wrote = false;
-        let response = self
-            .apply_ops(ops, &mut path.iter(), rev, &mut wrote, b)
-            .pop()
-            .expect("one op");
+        let response = self.apply_op(op, &mut path.iter(), rules, rev, &mut wrote, b);
         if wrote {
             self.kv.revision = rev;
         }
@@ -179,37 +242,31 @@ impl Machine {
         let ops = std::slice::from_ref(op);
         let mut path = Vec::new();
         self.branches(ops, &mut path);
-        if let Err(r) = self.validate(ops, &mut path.iter())? {
+        if let Err(r) = self.validate(ops, &mut path.iter(), Rules::Etcd)? {
             return Ok(Outcome::Refused(r));
         }
-        let response = self.read_ops(ops, &mut path.iter()).pop().expect("one op");
+        let response = self.read_op(op, &mut path.iter());
         Ok(Outcome::Done {
             revision: self.kv.revision,
             response,
         })
     }
 
-    fn read_ops(
-        &self,
-        ops: &[RequestOp],
-        path: &mut std::slice::Iter<'_, bool>,
-    ) -> Vec<ResponseOp> {
-        ops.iter()
-            .map(|op| match op {
-                RequestOp::Range(r) => ResponseOp::Range(self.kv.range_request(r)),
-                RequestOp::Txn(t) => {
-                    let ok = *path.next().expect("one branch per nested txn");
-                    let branch = if ok { &t.success } else { &t.failure };
-                    ResponseOp::Txn {
-                        succeeded: ok,
-                        responses: self.read_ops(branch, path),
-                    }
+    fn read_op(&self, op: &RequestOp, path: &mut std::slice::Iter<'_, bool>) -> ResponseOp {
+        match op {
+            RequestOp::Range(r) => ResponseOp::Range(self.range(r)),
+            RequestOp::Txn(t) => {
+                let ok = *path.next().expect("one branch per nested txn");
+                let branch = if ok { &t.success } else { &t.failure };
+                ResponseOp::Txn {
+                    succeeded: ok,
+                    responses: branch.iter().map(|op| self.read_op(op, path)).collect(),
                 }
-                RequestOp::Put(_) | RequestOp::DeleteRange(_) => {
-                    unreachable!("read_ops is only called on requests that do not write")
-                }
-            })
-            .collect()
+            }
+            RequestOp::Put(_) | RequestOp::DeleteRange(_) => {
+                unreachable!("read_op is only called on requests that do not write")
+            }
+        }
     }
 }
 
@@ -340,6 +397,26 @@ mod tests {
         ));
         assert_eq!(m.kv.get(b"d").unwrap().mod_revision, 4);
         assert!(m.kv.get(b"a").is_none() && m.kv.get(b"c").is_some());
+    }
+
+    #[test]
+    fn k5_the_embedded_rules_let_a_branch_write_a_key_twice_etcds_refuse_it() {
+        let mut m = machine();
+        let twice = RequestOp::Txn(TxnRequest {
+            success: vec![put("k", "1"), put("k", "2")],
+            ..TxnRequest::default()
+        });
+        let mut b = Batch::new(false, true);
+        assert_eq!(
+            m.apply(&twice, Rules::Etcd, &mut b).unwrap(),
+            Outcome::Refused(Refusal::DuplicateKey)
+        );
+        let Outcome::Done { revision, .. } = m.apply(&twice, Rules::Embedded, &mut b).unwrap()
+        else {
+            panic!("refused")
+        };
+        assert_eq!(revision, 1, "both puts at one revision");
+        assert_eq!(m.kv.get(b"k").unwrap().value, b"2", "the last write wins");
     }
 
     #[test]

@@ -7,13 +7,14 @@ use etcd_client as etcd;
 use super::convert::{secs, ttl_secs};
 use super::Remote;
 use crate::error::{Error, Result};
+use crate::limits::check_lease_id;
 use crate::types::{LeaseId, LeaseInfo};
 
 impl Remote {
     pub(crate) fn grant(&self, id: Option<LeaseId>, ttl: Duration) -> Result<LeaseInfo> {
         let secs_ttl = ttl_secs(ttl)?;
-        if id.is_some_and(|i| i.get() <= 0) {
-            return Err(Error::invalid("lease ID must be positive"));
+        if let Some(i) = id {
+            check_lease_id(i.get())?;
         }
         let r = self.call(false, None, id, |mut c| {
             let o = id.map(|i| etcd::LeaseGrantOptions::new().with_id(i.get()));

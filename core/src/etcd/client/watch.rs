@@ -11,6 +11,7 @@ use super::Remote;
 use crate::error::{Error, Result};
 use crate::etcd::errors::EtcdError;
 use crate::kv::watch::{WatchFeed, WatchOptions, Watcher};
+use crate::limits::check_start_revision;
 
 impl Remote {
     pub(crate) fn watch(&self, key: &[u8], opts: &WatchOptions) -> Result<Watcher> {
@@ -19,12 +20,7 @@ impl Remote {
             o = o.with_prefix();
         }
         if let Some(r) = opts.start_revision {
-            if r <= 0 {
-                return Err(Error::invalid(format!(
-                    "watch start revision {r}: must be positive"
-                )));
-            }
-            o = o.with_start_revision(r);
+            o = o.with_start_revision(check_start_revision(r)?);
         }
         if opts.prev_kv {
             o = o.with_prev_key();
