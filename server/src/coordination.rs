@@ -11,14 +11,15 @@
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
+use tenure::etcd::errors::EtcdError;
 use tenure::sync::{Election, Leadership, Mutex, Observer, Session};
 use tenure::{Interest, KeyValue, Pollable, Source, Stop, Wait};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
 
-use crate::convert;
 use crate::service::{blocking, BoxStream, Ctx};
+use crate::{convert, errors};
 
 // Generated code: its items are `pub` by construction.
 #[allow(unreachable_pub, missing_debug_implementations)]
@@ -35,7 +36,7 @@ const NO_LEADER: &str = "election: no leader";
 
 fn name_of(name: &[u8]) -> Result<String, Status> {
     if name.is_empty() {
-        return Err(Status::invalid_argument(convert::msg::EMPTY_KEY));
+        return Err(errors::etcd(EtcdError::KeyNotProvided));
     }
     String::from_utf8(name.to_vec()).map_err(|_| {
         Status::invalid_argument("tenure serve: lock and election names must be UTF-8")
@@ -45,16 +46,16 @@ fn name_of(name: &[u8]) -> Result<String, Status> {
 /// A session on the caller's lease that does not renew it (the client does): no thread.
 fn session(ctx: &Ctx, lease: i64) -> Result<Session, Status> {
     if lease <= 0 {
-        return Err(Status::not_found(convert::msg::LEASE_NOT_FOUND));
+        return Err(errors::etcd(EtcdError::LeaseNotFound));
     }
-    Session::attach(&ctx.db, lease).map_err(convert::status)
+    Session::attach(&ctx.db, lease).map_err(errors::status)
 }
 
 fn wait_error(e: tenure::Error) -> Status {
     match e {
-        tenure::Error::SessionExpired(_) => Status::not_found(convert::msg::LEASE_NOT_FOUND),
+        tenure::Error::SessionExpired(_) => errors::etcd(EtcdError::LeaseNotFound),
         tenure::Error::Timeout { .. } => Status::cancelled("the caller went away"),
-        other => convert::status(other),
+        other => errors::status(other),
     }
 }
 
@@ -135,7 +136,7 @@ where
             ))
         }
         // The server is stopping (or dropped the wait without an end).
-        None => Err(Status::unavailable(convert::msg::STOPPED)),
+        None => Err(errors::etcd(EtcdError::Stopped)),
     }
 }
 
@@ -169,12 +170,12 @@ impl lockpb::lock_server::Lock for Lock {
     ) -> Result<Response<lockpb::UnlockResponse>, Status> {
         let key = req.into_inner().key;
         if key.is_empty() {
-            return Err(Status::invalid_argument(convert::msg::EMPTY_KEY));
+            return Err(errors::etcd(EtcdError::KeyNotProvided));
         }
         let db = self.0.db.clone();
         let rev = blocking(move || {
-            db.delete(&key).map_err(convert::status)?;
-            db.revision().map_err(convert::status)
+            db.delete(&key).map_err(errors::status)?;
+            db.revision().map_err(errors::status)
         })
         .await?;
         Ok(Response::new(lockpb::UnlockResponse {
@@ -224,7 +225,7 @@ impl Pollable for Feed {
                 Ok(Some(None)) => {}
                 Ok(None) => break,
                 Err(e) => {
-                    self.latest.send_replace(Some(Err(convert::status(e))));
+                    self.latest.send_replace(Some(Err(errors::status(e))));
                     return Ok(Some(()));
                 }
             }
@@ -281,9 +282,9 @@ impl electionpb::election_server::Election for Elections {
                 Err(tenure::Error::NotLeader) => {
                     return Err(Status::new(Code::Unknown, NOT_LEADER));
                 }
-                Err(e) => return Err(convert::status(e)),
+                Err(e) => return Err(errors::status(e)),
             }
-            db.revision().map_err(convert::status)
+            db.revision().map_err(errors::status)
         })
         .await?;
         Ok(Response::new(electionpb::ProclaimResponse {
@@ -298,8 +299,8 @@ impl electionpb::election_server::Election for Elections {
         let name = name_of(&req.into_inner().name)?;
         let db = self.0.db.clone();
         let (kv, rev) = blocking(move || {
-            let kv = Election::leader(&db, &name).map_err(convert::status)?;
-            Ok((kv, db.revision().map_err(convert::status)?))
+            let kv = Election::leader(&db, &name).map_err(errors::status)?;
+            Ok((kv, db.revision().map_err(errors::status)?))
         })
         .await?;
         let kv = kv.ok_or_else(|| Status::new(Code::Unknown, NO_LEADER))?;
@@ -320,7 +321,7 @@ impl electionpb::election_server::Election for Elections {
     ) -> Result<Response<Self::ObserveStream>, Status> {
         let name = name_of(&req.into_inner().name)?;
         let ctx = self.0.clone();
-        let observer = Election::observe(&ctx.db, &name).map_err(convert::status)?;
+        let observer = Election::observe(&ctx.db, &name).map_err(errors::status)?;
         let cancel = StopOnDrop(Stop::new());
         let wait = Wait::from(&cancel.0);
         let (latest_tx, mut latest) = watch::channel(None);
@@ -368,8 +369,8 @@ impl electionpb::election_server::Election for Elections {
         let leadership = leadership(&self.0, req.into_inner().leader)?;
         let db = self.0.db.clone();
         let rev = blocking(move || {
-            leadership.resign().map_err(convert::status)?;
-            db.revision().map_err(convert::status)
+            leadership.resign().map_err(errors::status)?;
+            db.revision().map_err(errors::status)
         })
         .await?;
         Ok(Response::new(electionpb::ResignResponse {

@@ -9,6 +9,7 @@ mod authority;
 mod backup;
 mod convert;
 mod coordination;
+mod errors;
 mod hpack;
 mod inspect;
 mod limit;

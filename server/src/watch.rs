@@ -12,12 +12,15 @@ use std::sync::Arc;
 
 use crossbeam_channel::{unbounded, Receiver, Select};
 use etcd_client::proto::{PbEvent, PbWatchRequest, PbWatchRequestUnion, PbWatchResponse};
-use tenure::{Error, Event, EventKind, WatchOptions, WatchStart, Watcher};
+use tenure::etcd::errors::EtcdError;
+use tenure::etcd::WatchStart;
+use tenure::{Error, Event, EventKind, WatchOptions, Watcher};
 use tokio::sync::mpsc;
 use tokio_stream::{wrappers::ReceiverStream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::convert::{self, msg, Ids};
+use crate::convert::{self, Ids};
+use crate::errors;
 use crate::service::{BoxStream, Ctx};
 
 /// Default of `--max-watches-per-stream`; more → the create is answered canceled.
@@ -100,17 +103,15 @@ impl etcd_client::proto::PbWatchService for Watch {
                             continue;
                         }
                         if ids_in_use.len() >= ctx.max_watches {
-                            let reason = format!(
-                                "tenure serve: too many watches on one stream (max {})",
-                                ctx.max_watches
-                            );
-                            if !send(refuse(&reason)).await {
+                            // A row of the one table (the client reads it back exactly); the
+                            // bound is `--max-watches-per-stream`.
+                            if !send(refuse(EtcdError::TooManyWatches.text())).await {
                                 break;
                             }
                             continue;
                         }
                         if c.key.is_empty() {
-                            if !send(refuse(msg::EMPTY_KEY)).await {
+                            if !send(refuse(EtcdError::KeyNotProvided.text())).await {
                                 break;
                             }
                             continue;
@@ -144,7 +145,7 @@ impl etcd_client::proto::PbWatchService for Watch {
                                     watch_id: id,
                                     canceled: true,
                                     compact_revision: floor,
-                                    cancel_reason: msg::COMPACTED.into(),
+                                    cancel_reason: EtcdError::Compacted.text().into(),
                                     ..PbWatchResponse::default()
                                 };
                                 if !send(created).await || !send(canceled).await {
@@ -152,7 +153,7 @@ impl etcd_client::proto::PbWatchService for Watch {
                                 }
                             }
                             Err(e) => {
-                                let st = convert::status(e);
+                                let st = errors::status(e);
                                 if !send(refuse(st.message())).await {
                                     break;
                                 }
@@ -246,7 +247,7 @@ fn drain(
                 Error::Compacted { revision, reason } => {
                     (revision, format!("tenure serve: {reason}"))
                 }
-                _ => (0, msg::STOPPED.to_string()),
+                _ => (0, EtcdError::Stopped.text().to_string()),
             };
             let resp = PbWatchResponse {
                 header: ids.header(db.durable_revision()),
