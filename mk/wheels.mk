@@ -21,7 +21,7 @@ python-test-wheel wheels wheels-sdist-check: serve-tools
 
 wheels: wheels-target-std python-venv
 	$(call py_wheel,$(TARGET),$(PY_DIST))
-	PATH="$(abspath $(PY_BIN)):$$PATH" $(PY_BIN)/maturin sdist --quiet -m python/Cargo.toml \
+	PATH="$(abspath $(PY_BIN)):$$PATH" $(PY_BIN)/maturin sdist -m python/Cargo.toml \
 		--out $(PY_DIST)
 	$(MAKE) --no-print-directory wheels-sdist-check
 	@ls -l $(PY_DIST)
