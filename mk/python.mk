@@ -46,10 +46,18 @@ python-venv: $(PY_BIN)/python
 # symbol newer than it allows. The cargo feature `cli` (the `tenure` command) is on by default.
 py_compat = $(if $(findstring musl,$(1)),musllinux_1_2,manylinux2014)
 py_tag = $(if $(findstring musl,$(1)),musllinux_1_2,manylinux_2_17)_$(firstword $(subst -, ,$(1)))
+# glibc targets link through mk/zig-link.sh: the target's libgcc_s.so.1 as the one unwinder.
+py_gnu_arch = $(firstword $(subst -, ,$(1)))-linux-gnu
+py_libgcc_s = $(firstword $(wildcard $(foreach d,/lib/$(call py_gnu_arch,$(1)) \
+	/usr/lib/$(call py_gnu_arch,$(1)) /usr/$(call py_gnu_arch,$(1))/lib,$(d)/libgcc_s.so.1)))
+py_linker = $(if $(findstring musl,$(1)),,\
+	CARGO_TARGET_$(shell echo '$(1)' | tr 'a-z-' 'A-Z_')_LINKER="$(abspath mk/zig-link.sh)" \
+	TENURE_ZIG_TARGET=$(call py_gnu_arch,$(1)).2.17 TENURE_LIBGCC_S="$(call py_libgcc_s,$(1))")
 define py_wheel
 rm -rf $(2)
-PATH="$(abspath $(PY_BIN)):$$PATH" $(PY_BIN)/maturin build --quiet --release -m python/Cargo.toml \
-	--zig --target $(1) --compatibility $(call py_compat,$(1)) --out $(2) $(3)
+$(call py_linker,$(1)) PATH="$(abspath $(PY_BIN)):$$PATH" $(PY_BIN)/maturin build --quiet \
+	--release -m python/Cargo.toml --zig --target $(1) --compatibility $(call py_compat,$(1)) \
+	--out $(2) $(3)
 $(PY_BIN)/python tests/wheels/check_tag.py $(2) $(call py_tag,$(1))
 endef
 
