@@ -7,7 +7,8 @@
 #                                   a full release build from the sdist's sources)
 #   make wheels TARGET=aarch64-unknown-linux-gnu   the same for another Rust target: *-linux-gnu
 #                                   gives manylinux2014, *-linux-musl musllinux_1_2. Needs that
-#                                   target's Rust standard library (`rustup target add TARGET`).
+#                                   target's Rust standard library (`rustup target add TARGET`)
+#                                   and, for glibc, its libgcc_s.so.1 (mk/zig-link.sh says why).
 #
 # The sdist builds wherever Rust (>= the server's rust-version) and protoc are installed.
 
