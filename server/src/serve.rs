@@ -195,11 +195,13 @@ async fn bind(addr: &str, mode: u32) -> Result<Listener, String> {
 }
 
 pub(crate) fn run(args: Args) -> ExitCode {
-    tracing_subscriber::fmt()
+    let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(args.log_level)
         .with_ansi(false)
-        .init();
+        // A host that runs the command twice in one process (the Python wheel) keeps the
+        // first subscriber instead of panicking.
+        .try_init();
     let fail = |msg: String| {
         eprintln!("tenure serve: {msg}");
         ExitCode::from(1)
