@@ -83,10 +83,10 @@ impl KvIndex {
     /// every one, so it can count).
     pub(crate) fn visit(
         &self,
-        range: &crate::kv::range::KeyRange,
+        bounds: Option<(Bound<Vec<u8>>, Bound<Vec<u8>>)>,
         mut keep: impl FnMut(&KeyValue) -> bool,
     ) -> Vec<KeyValue> {
-        let Some(bounds) = range.bounds() else {
+        let Some(bounds) = bounds else {
             return Vec::new();
         };
         let mut out = Vec::new();

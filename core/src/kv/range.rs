@@ -177,12 +177,12 @@ fn compare(target: SortTarget, a: &KeyValue, b: &KeyValue) -> Ordering {
 impl KvIndex {
     /// Key-values with a value in `range`, in key order.
     pub(crate) fn range_of(&self, range: &KeyRange) -> Vec<KeyValue> {
-        self.visit(range, |_| true)
+        self.visit(range.bounds(), |_| true)
     }
 
     /// Keys with a value in `range`, in key order.
     pub(crate) fn keys_in(&self, range: &KeyRange) -> Vec<Vec<u8>> {
-        self.visit(range, |_| true)
+        self.visit(range.bounds(), |_| true)
             .into_iter()
             .map(|kv| kv.key)
             .collect()
@@ -200,7 +200,7 @@ impl KvIndex {
             && r.max_mod_revision == 0
             && r.min_create_revision == 0
             && r.max_create_revision == 0;
-        let mut kvs = self.visit(&range, |kv| {
+        let mut kvs = self.visit(range.bounds(), |kv| {
             count += 1;
             !r.count_only
                 && r.keep(kv)

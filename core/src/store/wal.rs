@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use super::codec;
 use super::StorageFaults;
 use crate::error::{Error, Result};
+use crate::limits::{LOG_REGION_MAX, LOG_REGION_MIN};
 use crate::record::StoreOp;
 
 const MAGIC: [u8; 8] = *b"tenurlog";
@@ -27,9 +28,6 @@ const HEADER_USED: usize = 36;
 /// Size of one region of a new log: a checkpoint every 1 MiB of records, and at most two
 /// regions (2 MiB) to replay on open.
 pub(crate) const REGION: u64 = 1 << 20;
-/// Region sizes a log may have (smaller ones make tests switch regions often).
-pub(crate) const REGION_MIN: u64 = 4 << 10;
-pub(crate) const REGION_MAX: u64 = 1 << 30;
 /// Record head: payload length (u32), head crc (u32), LSN (u64).
 const HEAD: usize = 16;
 /// How far past the newest readable record a stray record counts as written after it.
@@ -262,7 +260,7 @@ fn read_with(db: &Path, id: Option<Option<u64>>, applied: Option<u64>) -> Result
         ));
     }
     let region = u64_at(&bytes, 16);
-    if !(REGION_MIN..=REGION_MAX).contains(&region)
+    if !(LOG_REGION_MIN..=LOG_REGION_MAX).contains(&region)
         || !region.is_multiple_of(8)
         || (bytes.len() as u64) < HEADER + 2 * region
     {

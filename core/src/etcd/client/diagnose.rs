@@ -1,8 +1,7 @@
 //! Why a TLS connection failed. Under TLS 1.3 a server refuses a client certificate (missing,
 //! expired, from another CA) only after the handshake, so gRPC just sees the connection close;
 //! when connect's first call fails over `https://`, one handshake is made here by hand, with
-//! the same CA, certificate and name, to report the server's own reason. The words of TLS
-//! libraries' errors are read here too (not etcd's: those go through the one table).
+//! the same CA, certificate and name, to report the server's own reason.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,7 +11,7 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
-use super::errors::at_endpoints;
+use super::errors::{at_endpoints, tls_refused};
 use super::Credentials;
 use crate::error::Error;
 
@@ -161,30 +160,4 @@ pub(super) fn refusal(
         }
     }
     e
-}
-
-/// Why TLS refused a connection, in the user's terms (`None`: not a TLS refusal; retrying
-/// cannot fix one, only the right CA, certificate or name).
-fn tls_hint(m: &str) -> Option<&'static str> {
-    Some(if m.contains("UnknownIssuer") || m.contains("UnknownCA") {
-        "the server's certificate is not signed by the CA given, nor by the system's roots if none is"
-    } else if m.contains("NotValidForName") || m.contains("not valid for name") {
-        "the server's certificate is not for this name; see the server name option"
-    } else if m.contains("invalid peer certificate") {
-        "the server's certificate is not acceptable"
-    } else if m.contains("alert") || m.contains("after the TLS handshake") {
-        "the server refused the client certificate: missing, expired, or not from a CA it trusts"
-    } else if m.contains("InvalidContentType") || m.contains("corrupt message") {
-        "the server does not speak TLS there; use http://"
-    } else if m.contains("frame with invalid size") {
-        // A TLS record read as an HTTP/2 frame.
-        "the server speaks TLS there; use https://"
-    } else {
-        return None;
-    })
-}
-
-/// `m` as an `Unauthenticated` TLS refusal, if it is one.
-pub(super) fn tls_refused(m: &str) -> Option<Error> {
-    tls_hint(m).map(|h| Error::Unauthenticated(format!("TLS: {m}; {h}")))
 }

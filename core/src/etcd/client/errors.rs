@@ -4,7 +4,6 @@
 
 use etcd_client as etcd;
 
-use super::diagnose::tls_refused;
 use crate::error::Error;
 use crate::etcd::errors::{self, Code, EtcdError};
 use crate::types::LeaseId;
@@ -68,6 +67,32 @@ pub(super) fn map_err(e: etcd::Error, lease: Option<LeaseId>) -> Error {
         }
         other => unavailable(chain(other.to_string(), &other)),
     }
+}
+
+/// Why TLS refused a connection, in the user's terms (`None`: not a TLS refusal; retrying
+/// cannot fix one, only the right CA, certificate or name).
+fn tls_hint(m: &str) -> Option<&'static str> {
+    Some(if m.contains("UnknownIssuer") || m.contains("UnknownCA") {
+        "the server's certificate is not signed by the CA given, nor by the system's roots if none is"
+    } else if m.contains("NotValidForName") || m.contains("not valid for name") {
+        "the server's certificate is not for this name; see the server name option"
+    } else if m.contains("invalid peer certificate") {
+        "the server's certificate is not acceptable"
+    } else if m.contains("alert") || m.contains("after the TLS handshake") {
+        "the server refused the client certificate: missing, expired, or not from a CA it trusts"
+    } else if m.contains("InvalidContentType") || m.contains("corrupt message") {
+        "the server does not speak TLS there; use http://"
+    } else if m.contains("frame with invalid size") {
+        // A TLS record read as an HTTP/2 frame.
+        "the server speaks TLS there; use https://"
+    } else {
+        return None;
+    })
+}
+
+/// `m` as an `Unauthenticated` TLS refusal, if it is one.
+pub(super) fn tls_refused(m: &str) -> Option<Error> {
+    tls_hint(m).map(|h| Error::Unauthenticated(format!("TLS: {m}; {h}")))
 }
 
 #[cfg(test)]

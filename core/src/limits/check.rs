@@ -1,44 +1,9 @@
-//! Argument bounds, in one place: the core checks every argument against them where it enters,
-//! and the C and Python bindings use these constants and checks instead of copies of their own
-//! (SPEC L2 for TTLs, D5 for options, S1 for keep-alive intervals).
+//! The checks of every argument against the bounds of `limits`, each with one wording.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::{EMPTY_KEY, LOG_REGION_MAX, LOG_REGION_MIN, MAX_DURATION, MAX_TTL, MAX_WATCH_EVENTS};
 use crate::error::{human, ttl_refused, Error, ErrorCode, Result};
-
-/// The longest lease TTL: etcd's `MaxLeaseTTL`, 9 000 000 000 s (SPEC L2).
-pub const MAX_TTL: Duration = Duration::from_secs(9_000_000_000);
-
-/// The longest duration any option or interval takes (the same bound as a TTL), so no
-/// deadline computed from one can overflow.
-pub const MAX_DURATION: Duration = MAX_TTL;
-
-/// The most events `watch_queue` and `watch_history` may be set to (16 Mi).
-pub const MAX_WATCH_EVENTS: usize = 1 << 24;
-
-/// The longest keep-alive interval (`Tenure::keep_alive`, `SessionOptions::keepalive_interval`):
-/// the bound of every interval. Above it the call is `InvalidArgument` (SPEC S1).
-pub const MAX_KEEPALIVE_INTERVAL: Duration = MAX_DURATION;
-
-/// The smallest and largest region of the write-ahead log (`Builder::log_region_size`, a test
-/// option, and the region size a log file's header may carry); a multiple of 8 in between.
-pub const LOG_REGION_MIN: u64 = crate::store::wal::REGION_MIN;
-/// See [`LOG_REGION_MIN`].
-pub const LOG_REGION_MAX: u64 = crate::store::wal::REGION_MAX;
-
-/// How far ahead a deadline is put when the one asked for is beyond what the clock
-/// (`Instant`) holds: 30 years, which no wait outlives (a sleeper woken then re-checks).
-pub const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
-
-/// The instant `d` from now, saturating at [`FAR_FUTURE`] from now (never a panic).
-pub fn instant_after(d: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(d).unwrap_or_else(|| now + FAR_FUTURE)
-}
-
-/// The one wording of an empty key, embedded or over connect (K1); `tenure serve` answers it
-/// with etcd's own text.
-pub const EMPTY_KEY: &str = "key must not be empty";
 
 /// A key that is written, deleted or read by name (K1): not empty.
 #[inline]
@@ -123,7 +88,8 @@ pub fn check_duration(d: Duration, what: &str) -> Result<Duration> {
     Ok(d)
 }
 
-/// A keep-alive interval: more than zero and at most [`MAX_KEEPALIVE_INTERVAL`]
+/// A keep-alive interval: more than zero and at most
+/// [`MAX_KEEPALIVE_INTERVAL`](super::MAX_KEEPALIVE_INTERVAL)
 /// (`InvalidArgument` naming `keepalive_interval` and the bound).
 pub fn check_keepalive_interval(d: Duration) -> Result<Duration> {
     check_interval(d, "keepalive_interval")
@@ -154,6 +120,7 @@ pub fn check_watch_events(n: usize, what: &str) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::{instant_after, FAR_FUTURE, MAX_KEEPALIVE_INTERVAL};
 
     #[test]
     fn l2_ttl_bounds_in_duration_and_in_float_seconds_agree() {
