@@ -39,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Default::default()
     };
     let mut watcher = db.watch("svc/", prefix.clone())?;
-    let expired = db.expired();
+    let expired = db.expired()?;
     let services = [
         ("svc/api", "10.0.0.1:8080", Duration::from_millis(800)),
         ("svc/db", "10.0.0.2:5432", Duration::from_millis(1600)),

@@ -192,7 +192,7 @@ fn find_expired_fixture(
 ) -> (Duration, f64) {
     let step = Duration::from_secs(1000);
     let due = ttls.iter().filter(|t| **t <= step).count();
-    let rx = f.db.expired();
+    let rx = f.db.expired().unwrap();
     grant_all(&f.db, ttls);
     if persist {
         settle(&f.db);

@@ -6,13 +6,13 @@
 //! renew fails (the first of a run of retries, and the one that ends the keep-alive: the lease
 //! is lost), info when renewing works again, debug when the engine closed.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::clock::Waker;
-use crate::engine::{Handle, Tenure};
 use crate::error::{Error, Result};
+use crate::handle::{Tenure, WeakTenure};
 use crate::locks::Mutex;
 use crate::types::LeaseId;
 use crate::wait::Stop;
@@ -95,7 +95,7 @@ struct Schedule {
 /// A server that is unavailable (over `connect`) is retried until the lease's deadline as this
 /// side counts it; then the lease is reported lost.
 fn run(
-    engine: Weak<Handle>,
+    engine: WeakTenure,
     id: LeaseId,
     sched: Schedule,
     stop: &Stop,
@@ -164,16 +164,6 @@ fn run(
 }
 
 impl Tenure {
-    /// One renew for the keep-alive: over `connect` its deadline is at most `limit`.
-    fn renew_within(&self, id: LeaseId, limit: Duration) -> Result<()> {
-        #[cfg(feature = "remote")]
-        if let Some(r) = self.remote() {
-            return r.renew(id, Some(limit)).map(|_| ());
-        }
-        let _ = limit;
-        self.renew(id).map(|_| ())
-    }
-
     /// Starts renewing `id` every `interval` (default: a third of its TTL) on a background
     /// thread. Fails at once if the lease does not exist, and with `InvalidArgument` for an
     /// interval of zero or above [`MAX_KEEPALIVE_INTERVAL`](crate::limits::MAX_KEEPALIVE_INTERVAL).

@@ -28,6 +28,7 @@ mod clock;
 mod engine;
 mod error;
 pub mod etcd;
+mod handle;
 mod keepalive;
 mod kv;
 mod lease;
@@ -41,10 +42,11 @@ mod types;
 mod wait;
 
 pub use crate::clock::{Clock, ManualClock, SystemClock, Waker};
-pub use crate::engine::{Builder, Tenure};
+pub use crate::engine::Builder;
 pub use crate::error::{Error, ErrorCode, Result};
 #[cfg(feature = "remote")]
-pub use crate::etcd::client::Credentials;
+pub use crate::etcd::client::{ConnectOptions, Credentials};
+pub use crate::handle::Tenure;
 pub use crate::limits::{MAX_DURATION, MAX_WATCH_EVENTS};
 // Shared with the bindings so that every language words durations and TTL errors alike.
 #[doc(hidden)]

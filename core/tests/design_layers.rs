@@ -59,3 +59,159 @@ fn the_spec_error_table_matches_the_error_codes() {
         }
     }
 }
+
+/// The module path of a file of `core/src` (`kv/mod.rs` → `kv`, `lib.rs` → the root).
+fn module_of(file: &str) -> Vec<String> {
+    let mut path: Vec<String> = file
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(String::from)
+        .collect();
+    if path.last().is_some_and(|p| p == "mod" || p == "lib") {
+        path.pop();
+    }
+    path
+}
+
+/// The names the crate root re-exports (`pub use crate::a::b::{X, Y as Z}`) → their module.
+fn root_exports(lib: &str) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for item in lib.split("pub use crate::").skip(1) {
+        let item = &item[..item.find(';').unwrap()];
+        let (module, names) = match item.find("::{") {
+            Some(i) => (&item[..i], item[i + 3..].trim_end_matches('}')),
+            None => item.rsplit_once("::").unwrap(),
+        };
+        let module: Vec<String> = module.split("::").map(String::from).collect();
+        for name in names.split(',') {
+            let name = name.split(" as ").last().unwrap().trim();
+            if !name.is_empty() {
+                out.push((name.to_string(), module.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The files a source file imports: every `crate::…` and `super::…` path in its code (comments
+/// and the `#[cfg(test)]` module left out), resolved to the longest module prefix that is a file.
+fn imports(
+    file: &str,
+    src: &str,
+    files: &[String],
+    exports: &[(String, Vec<String>)],
+) -> Vec<String> {
+    let code = src.split("#[cfg(test)]\nmod ").next().unwrap();
+    let code: String = code
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let me = module_of(file);
+    let module_file = |path: &[String]| {
+        (1..=path.len()).rev().find_map(|n| {
+            files
+                .iter()
+                .find(|f| f.as_str() != "lib.rs" && module_of(f) == path[..n])
+                .cloned()
+        })
+    };
+    let mut out = Vec::new();
+    for base in ["crate::", "super::"] {
+        for (at, _) in code.match_indices(base) {
+            let before = code[..at].chars().last();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let rest = &code[at + base.len()..];
+            assert!(
+                !rest.starts_with('{'),
+                "{file}: write one `{base}` path per item so this test can read it"
+            );
+            let path: Vec<String> = rest
+                .split("::")
+                .map(|seg| {
+                    seg.chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect::<String>()
+                })
+                .take_while(|seg| !seg.is_empty())
+                .collect();
+            let mut full = if base == "crate::" {
+                Vec::new()
+            } else {
+                me[..me.len().saturating_sub(1)].to_vec()
+            };
+            full.extend(path);
+            let target = module_file(&full).or_else(|| {
+                let (_, module) = exports.iter().find(|(n, _)| Some(n) == full.first())?;
+                module_file(module)
+            });
+            if let Some(t) = target.filter(|t| t != file) {
+                if !out.contains(&t) {
+                    out.push(t);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_import_of_core_src_points_down_the_layer_table() {
+    let core = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let design = std::fs::read_to_string(core.join("../docs/DESIGN.md")).unwrap();
+    let block = design.split("```\ncore/src/\n").nth(1).unwrap();
+    let block = &block[..block.find("```").unwrap()];
+    let order: Vec<&str> = block
+        .lines()
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let mut files = Vec::new();
+    sources(&core.join("src"), &core.join("src"), &mut files);
+    let lib = std::fs::read_to_string(core.join("src/lib.rs")).unwrap();
+    let exports = root_exports(&lib);
+    let mut wrong = Vec::new();
+    for file in files.iter().filter(|f| f.as_str() != "lib.rs") {
+        let Some(at) = order.iter().position(|o| o == file) else {
+            continue; // the listing test reports it
+        };
+        let own_mod = match file.rsplit_once('/') {
+            Some((dir, _)) => format!("{dir}/mod.rs"),
+            None => String::new(),
+        };
+        let src = std::fs::read_to_string(core.join("src").join(file)).unwrap();
+        for dep in imports(file, &src, &files, &exports) {
+            let below = order.iter().position(|o| *o == dep).is_some_and(|d| d < at);
+            if !below && dep != own_mod {
+                wrong.push(format!("{file} → {dep}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports up the layer table of docs/DESIGN.md (list bottom-up; a file imports only \
+         files above it and its folder's mod.rs): {wrong:?}"
+    );
+}
+
+#[test]
+fn the_import_reader_sees_an_arrow_up() {
+    // Guards the test above against reading nothing: a made-up lowest file that imports the
+    // handle is caught.
+    let files = vec!["handle.rs".to_string(), "limits/mod.rs".to_string()];
+    let exports = vec![("Tenure".to_string(), vec!["handle".to_string()])];
+    let src = "use crate::Tenure;\n// use crate::nothing;\n";
+    assert_eq!(
+        imports("limits/mod.rs", src, &files, &exports),
+        vec!["handle.rs".to_string()]
+    );
+    let nested = "use super::check::x;\n";
+    let files = vec!["limits/check.rs".to_string(), "limits/mod.rs".to_string()];
+    assert_eq!(
+        imports("limits/mod.rs", nested, &files, &[]),
+        Vec::<String>::new(),
+        "limits/mod.rs's super is the root: not a file of limits"
+    );
+}

@@ -272,7 +272,7 @@ impl Harness {
         let path = dir.as_ref().map(|d| d.path().join("model.tenure"));
         let clock = ManualClock::new();
         let db = open(setup, path.as_deref(), &clock, primary);
-        let rx = db.expired();
+        let rx = db.expired().unwrap();
         Harness {
             setup,
             backing,
@@ -354,7 +354,7 @@ impl Harness {
             "{ctx}: D7 a closed engine refuses calls"
         );
         self.db = open(self.setup, self.path.as_deref(), &self.clock, primary);
-        self.rx = self.db.expired();
+        self.rx = self.db.expired().unwrap();
         self.m.reopen(primary);
         let expires_now = self.m.clone().expire_due().is_some();
         self.settle_expiry(ctx);

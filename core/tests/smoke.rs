@@ -13,7 +13,7 @@ fn smoke_file_round_trip_and_expiry() {
         .unwrap();
     let l = db.grant(Duration::from_secs(10)).unwrap();
     db.put("a", "1", Some(l)).unwrap();
-    let rx = db.expired();
+    let rx = db.expired().unwrap();
     clock.advance(Duration::from_secs(11));
     let batch = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     assert_eq!(batch[0].id, l);

@@ -117,7 +117,7 @@ fn d4_in_memory_touches_no_disk_and_keeps_the_semantics() {
         .clock(clock.clone())
         .open()
         .unwrap();
-    let rx = db.expired();
+    let rx = db.expired().unwrap();
     let l = db.grant(secs(5)).unwrap();
     db.put("k", "v", Some(l)).unwrap();
     clock.advance(secs(5));
@@ -357,7 +357,7 @@ fn d7_every_call_on_a_closed_engine_is_closed_and_close_is_idempotent() {
     let db = Tenure::builder().clock(clock).open().unwrap();
     let other = db.clone();
     let l = db.grant(secs(5)).unwrap();
-    let rx = db.expired();
+    let rx = db.expired().unwrap();
     let mut w = db.watch("k", Default::default()).unwrap();
     db.close().unwrap();
     db.close().unwrap();

@@ -838,7 +838,7 @@ mod embedded_only {
         step(&db, "put with a lease", true);
         db.put("e/3", "v", Some(l3)).unwrap();
         step(&db, "put with a lease", true);
-        let expired = db.expired();
+        let expired = db.expired().unwrap();
         clock.advance(Duration::from_secs(2));
         let batch = expired.recv_timeout(WAIT).expect("expiry batch");
         assert_eq!(batch.len(), 2, "both leases expire in one batch: {batch:?}");

@@ -227,7 +227,7 @@ mod embedded_only {
         assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(10)));
         clock.advance(secs(4));
         assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(6)));
-        let rx = db.expired();
+        let rx = db.expired().unwrap();
         clock.advance(secs(6));
         assert_eq!(recv_expired(&rx, 1)[0].id, l);
     }
@@ -237,7 +237,7 @@ mod embedded_only {
         let (clock, db) = manual_with(|b| b.primary(false));
         let l = db.grant(secs(10)).unwrap();
         assert_eq!(db.time_to_live(l).unwrap().remaining, None);
-        let rx = db.expired();
+        let rx = db.expired().unwrap();
         clock.advance(secs(1000));
         assert!(
             db.time_to_live(l).is_ok(),
@@ -293,7 +293,7 @@ mod embedded_only {
         // Manual revoke: held for the application, renew says LeaseExpired (etcd#14758).
         let (clock, db) = manual_with(|b| b.auto_revoke(false));
         let l = db.grant(secs(10)).unwrap();
-        let rx = db.expired();
+        let rx = db.expired().unwrap();
         clock.advance(secs(11));
         assert!(matches!(db.renew(l), Err(Error::LeaseExpired(id)) if id == l));
         recv_expired(&rx, 1);
@@ -466,7 +466,7 @@ mod embedded_only {
         assert!(!db.is_primary().unwrap());
         assert!(matches!(db.renew(l), Err(Error::NotPrimary)));
         clock.advance(secs(100));
-        let rx = db.expired();
+        let rx = db.expired().unwrap();
         assert!(rx.try_recv().is_err());
         assert!(db.time_to_live(l).is_ok(), "no lease expires on a standby");
         assert_eq!(db.time_to_live(l).unwrap().remaining, None);
@@ -475,7 +475,7 @@ mod embedded_only {
     #[test]
     fn l10_only_a_primary_expires_and_the_earliest_deadline_goes_first() {
         let (clock, db) = manual();
-        let rx = db.expired();
+        let rx = db.expired().unwrap();
         let late = db.grant(secs(30)).unwrap();
         let early = db.grant(secs(10)).unwrap();
         clock.advance(secs(10));
@@ -491,7 +491,7 @@ mod embedded_only {
         // Real clock, generous bound: the thread sleeps until the 1 h deadline; a new 50 ms lease
         // must wake it (a polling or unwoken sleeper would miss the bound).
         let db = Tenure::in_memory().unwrap();
-        let rx = db.expired();
+        let rx = db.expired().unwrap();
         db.grant(Duration::from_secs(3600)).unwrap();
         std::thread::yield_now();
         let start = std::time::Instant::now();
@@ -506,7 +506,7 @@ mod embedded_only {
     #[test]
     fn l11_auto_revoke_delivers_each_expired_lease_with_ttl_and_deleted_keys() {
         let (clock, db) = manual();
-        let rx = db.expired();
+        let rx = db.expired().unwrap();
         let l = db.grant(secs(5)).unwrap();
         db.put("x/1", "a", Some(l)).unwrap();
         db.put("x/2", "b", Some(l)).unwrap();
@@ -542,7 +542,7 @@ mod embedded_only {
         clock.advance(secs(5));
         // Nobody listened to the first delivery; drain it (it may have been queued) and look for
         // the redelivery, which proves the lease was not forgotten.
-        let rx = db.expired();
+        let rx = db.expired().unwrap();
         let first = recv_expired(&rx, 1);
         assert_eq!(first[0].keys, vec![b"k".to_vec()]);
         assert!(
@@ -576,7 +576,7 @@ mod embedded_only {
         db.close().unwrap();
         clock.advance(secs(30)); // the process is "down" for 30 s of wall time
         let db = file_builder(&dir, &clock).open().unwrap();
-        let rx = db.expired();
+        let rx = db.expired().unwrap();
         assert_eq!(db.time_to_live(l).unwrap().remaining, Some(secs(70)));
         let got = recv_expired(&rx, 1);
         assert_eq!(
@@ -626,7 +626,7 @@ mod embedded_only {
     #[test]
     fn l14_a_wall_clock_jump_moves_no_deadline() {
         let (clock, db) = manual();
-        let rx = db.expired();
+        let rx = db.expired().unwrap();
         let l = db.grant(secs(10)).unwrap();
         clock.step_wall(3_600_000);
         clock.step_wall(-7_200_000);
@@ -659,7 +659,7 @@ mod embedded_only {
             "30 s on a 9 s lease: kept alive"
         );
         ka.stop();
-        let rx = db.expired();
+        let rx = db.expired().unwrap();
         clock.advance(secs(9));
         assert_eq!(recv_expired(&rx, 1)[0].id, l);
     }
@@ -667,7 +667,7 @@ mod embedded_only {
     #[test]
     fn l15_stats_count_grants_revokes_renews_expiries_and_gauges() {
         let (clock, db) = manual();
-        let rx = db.expired();
+        let rx = db.expired().unwrap();
         let a = db.grant(secs(5)).unwrap();
         let b = db.grant(secs(50)).unwrap();
         let c = db.grant(secs(50)).unwrap();
@@ -889,7 +889,7 @@ mod embedded_only {
         db.put("e/2a", "v", Some(short2)).unwrap(); // 3
         db.put("e/long", "v", Some(long)).unwrap(); // 4
         db.put("e/free", "v", None).unwrap(); // 5
-        let expired = db.expired();
+        let expired = db.expired().unwrap();
         let mut w = watch(&db, "e/", true, false);
 
         clock.advance(Duration::from_secs(4));
@@ -945,7 +945,7 @@ mod embedded_only {
             db.put(k, "v", Some(l)).unwrap();
         }
         let mut w = watch(&db, "", true, true);
-        let expired = db.expired();
+        let expired = db.expired().unwrap();
         clock.advance(Duration::from_secs(1));
         let batch = expired.recv_timeout(WAIT).unwrap();
         assert_eq!(batch[0].keys, bytes(&["a", "b", "m", "z"]));
@@ -995,7 +995,7 @@ mod embedded_only {
 
         // The rebuilt index drives expiry: l2's keys go, l1's stay.
         let mut w = watch(&db, "", true, false);
-        let expired = db.expired();
+        let expired = db.expired().unwrap();
         clock.advance(Duration::from_secs(51));
         let batch = expired.recv_timeout(WAIT).expect("l2 expires after reopen");
         assert_eq!(batch.len(), 1);

@@ -135,7 +135,7 @@ mod embedded_only {
         assert_eq!(db.stats().leases, 0, "release revoked the lease");
         let t2 = RecordLock::try_acquire(&db, "lock/x", "bob", secs(10)).unwrap();
         assert!(t2 > t1);
-        let rx = db.expired();
+        let rx = db.expired().unwrap();
         clock.advance(secs(10));
         rx.recv_timeout(WAIT).unwrap();
         assert!(

@@ -142,7 +142,7 @@ fn writer(db: Tenure, i: usize, pause: Pause) -> Vec<Rec> {
 /// thread waits for the expiry batch; the expiry's deletes are one write whose revision no call
 /// returns, so it is recorded with bounds.
 fn lease_thread(db: Tenure, clock: Arc<ManualClock>) -> Vec<Rec> {
-    let expired = db.expired();
+    let expired = db.expired().unwrap();
     let mut log = Vec::new();
     for r in 0..ROUNDS {
         let la = db.grant(Duration::from_secs(1)).unwrap();

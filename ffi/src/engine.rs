@@ -309,7 +309,7 @@ pub unsafe extern "C" fn tenure_connect(
 /// Each non-NULL string field of `opts` must point to a NUL-terminated string.
 #[cfg(feature = "remote")]
 unsafe fn connect(url: &str, opts: &tenure_connect_options) -> Res<Tenure> {
-    let mut b = Builder::default().endpoints([url]);
+    let mut b = tenure_core::ConnectOptions::new().endpoints([url]);
     if opts.request_timeout_ms != 0 {
         b = b.request_timeout(ms(opts.request_timeout_ms, "request_timeout_ms")?);
     }

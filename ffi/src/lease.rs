@@ -284,7 +284,8 @@ pub unsafe extern "C" fn tenure_expired_next(
     guard("tenure_expired_next", || {
         // SAFETY: the caller promises a live handle and a writable pointer.
         let (db, out) = unsafe { (engine(db)?, Out::new(out, "out")?) };
-        let rx = db.expired(); // disconnected once closed: `recv` reports Closed
+        // Unsupported over connect (SPEC R1); disconnected once closed: `recv` reports Closed.
+        let rx = db.expired()?;
         let leases = recv(&rx, timeout_ms, "an expired lease", db)?;
         out.set(boxed(tenure_expired { leases }));
         Ok(())

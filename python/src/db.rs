@@ -134,7 +134,7 @@ pub(crate) fn connect(
     user: Option<String>,
     password: Option<String>,
 ) -> PyResult<Py<PyTenure>> {
-    let b = Tenure::builder()
+    let b = tenure::ConnectOptions::new()
         .endpoints([url])
         .request_timeout(seconds(timeout, "timeout")?)
         .credentials(Credentials {
@@ -307,7 +307,7 @@ impl PyTenure {
         let py = slf.py();
         let timeout = self::timeout(timeout)?;
         let e = slf.get().open_engine(py)?;
-        let rx = blocking(py, || Ok(e.expired()))?;
+        let rx = blocking(py, || e.expired())?;
         Ok(PyExpiredIter::new(slf.clone().unbind(), rx, timeout))
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::certs::Certs;
 use common::{session, Etcd, EtcdTls, WAIT};
 use tenure::sync::{Election, Mutex};
-use tenure::{Builder, Error, Tenure};
+use tenure::{ConnectOptions, Error, Tenure};
 
 /// A lock and an election (the S-line recipes) over `a` and `b`, two connections.
 fn recipes_work(a: &Tenure, b: &Tenure, prefix: &str) {
@@ -48,11 +48,11 @@ fn r4_connect_over_mutual_tls_with_the_right_ca_and_certificate_only() {
     let etcd = Etcd::start_tls(dir.path(), EtcdTls::mutual(&certs));
     let url = etcd.url();
     let base = || {
-        Tenure::builder()
+        tenure::ConnectOptions::new()
             .endpoints([&url])
             .request_timeout(Duration::from_secs(3))
     };
-    let with = |b: Builder, ca: &str, client: &str| {
+    let with = |b: ConnectOptions, ca: &str, client: &str| {
         b.ca_file(certs.path(ca)).client_cert(
             certs.path(&format!("{client}.pem")),
             certs.path(&format!("{client}.key")),
@@ -94,7 +94,7 @@ fn r4_connect_over_mutual_tls_with_the_right_ca_and_certificate_only() {
     refused(e, &url, &["certificate", "alert"]);
     // TLS options with a plain-text endpoint, or a missing file: bad input, said so.
     let plain = url.replace("https://", "http://");
-    let e = Tenure::builder()
+    let e = tenure::ConnectOptions::new()
         .endpoints([&plain])
         .ca_file(certs.path("ca.pem"))
         .connect()
@@ -143,7 +143,7 @@ fn r5_connect_with_a_user_and_password_renews_its_token_and_is_refused_cleanly()
     let etcd = etcd_with_auth(dir.path());
     let url = etcd.url();
     let base = || {
-        Tenure::builder()
+        tenure::ConnectOptions::new()
             .endpoints([&url])
             .request_timeout(Duration::from_secs(3))
     };

@@ -52,7 +52,7 @@ fn main() {
 
     let scratch = Scratch::new(None);
     let db = open(mode, &scratch.dir.join("lateness.tenure"), None);
-    let rx = db.expired();
+    let rx = db.expired().unwrap();
 
     let start = Instant::now() + Duration::from_millis(10);
     let deadline_of = move |id: usize| start + lead + spread.mul_f64((id - 1) as f64 / n as f64);

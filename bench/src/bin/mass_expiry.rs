@@ -84,7 +84,7 @@ fn main() {
         db
     };
     assert_eq!(db.stats().leases as usize, n + others);
-    let rx = db.expired();
+    let rx = db.expired().unwrap();
 
     let stop = Arc::new(AtomicBool::new(false));
     let measuring = Arc::new(AtomicBool::new(false));

@@ -104,7 +104,7 @@ fn profiled_open(path: &std::path::Path) -> Tenure {
 
 #[inline(never)]
 fn profiled_find_expired(db: &Tenure, clock: &ManualClock, due: usize) {
-    let rx = db.expired();
+    let rx = db.expired().unwrap();
     clock.advance(Duration::from_secs(1000));
     let mut got = 0;
     while got < due {

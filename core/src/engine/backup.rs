@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::commit::enqueued;
-use super::{Shared, Tenure};
+use super::{Engine, Shared};
 use crate::error::{Error, Result};
 use crate::lease::lessor::NO_TIME;
 use crate::record::Loaded;
@@ -16,7 +16,7 @@ use crate::types::{
     StorageSize,
 };
 
-impl Tenure {
+impl Engine {
     /// What the database file at `path` holds (its revision and live keys and leases; the
     /// engine's counters are 0), read in place without opening an engine: the file is opened
     /// read-only and never written, so a file no one may write (or one another process has
@@ -26,7 +26,10 @@ impl Tenure {
     ///
     /// `Corrupt` for a damaged file or one whose writer was killed (redb would repair it);
     /// `Storage` naming the file when it cannot be read.
-    pub fn file_stats(path: impl AsRef<Path>, len: Option<u64>) -> Result<crate::types::Stats> {
+    pub(crate) fn file_stats(
+        path: impl AsRef<Path>,
+        len: Option<u64>,
+    ) -> Result<crate::types::Stats> {
         let loaded = crate::store::read_in_place(path.as_ref(), len, false)?;
         Ok(contents(loaded).stats())
     }
@@ -40,7 +43,7 @@ impl Tenure {
     /// `AlreadyOpen` while an engine has the file open (and an engine that opens the file during
     /// the read gets `AlreadyOpen`); `Corrupt` for a damaged file or log;
     /// `Storage` naming the file when it cannot be read.
-    pub fn read_file(path: impl AsRef<Path>) -> Result<FileContents> {
+    pub(crate) fn read_file(path: impl AsRef<Path>) -> Result<FileContents> {
         crate::store::read_in_place(path.as_ref(), None, true).map(contents)
     }
 
@@ -48,7 +51,10 @@ impl Tenure {
     /// would (SPEC D8, E12: `tenure snapshot FILE OUT`), reading it in place as
     /// [`read_file`](Tenure::read_file) does: `path` and its log are never written, and what
     /// the log holds is in the copy.
-    pub fn copy_file(path: impl AsRef<Path>, dest: impl AsRef<Path>) -> Result<SnapshotInfo> {
+    pub(crate) fn copy_file(
+        path: impl AsRef<Path>,
+        dest: impl AsRef<Path>,
+    ) -> Result<SnapshotInfo> {
         let (path, dest) = (path.as_ref(), dest.as_ref());
         if same_file(path, dest) {
             return Err(Error::invalid(format!(
@@ -68,13 +74,13 @@ impl Tenure {
     ///
     /// `InvalidArgument` for an in-memory engine or when `dest` is the database's own file;
     /// `Storage` naming `dest` when it cannot be written.
-    pub fn snapshot(&self, dest: impl AsRef<Path>) -> Result<SnapshotInfo> {
+    pub(crate) fn snapshot(&self, dest: impl AsRef<Path>) -> Result<SnapshotInfo> {
         self.snapshot_with_progress(dest, |_| {})
     }
 
     /// [`snapshot`](Tenure::snapshot), calling `progress` every few thousand rows copied and
     /// once at the end (`done == total`).
-    pub fn snapshot_with_progress(
+    pub(crate) fn snapshot_with_progress(
         &self,
         dest: impl AsRef<Path>,
         mut progress: impl FnMut(SnapshotProgress),
@@ -98,7 +104,7 @@ impl Tenure {
     /// opened; a kill before that leaves the temporary, which the next call removes (I-O3).
     ///
     /// `InvalidArgument` for an in-memory engine; `Storage` when the copy cannot be written.
-    pub fn snapshot_unlinked(&self) -> Result<(std::fs::File, SnapshotInfo)> {
+    pub(crate) fn snapshot_unlinked(&self) -> Result<(std::fs::File, SnapshotInfo)> {
         let view = self.store_view()?; // InvalidArgument in memory
         let own = self
             .path()
@@ -108,12 +114,12 @@ impl Tenure {
 
     /// Checksums of the logical contents at the current durable revision (SPEC D9): equal for
     /// equal contents, stable across restarts and snapshots.
-    pub fn content_hash(&self) -> Result<ContentHash> {
+    pub(crate) fn content_hash(&self) -> Result<ContentHash> {
         self.store_view()?.hash()
     }
 
     /// The file's size and the bytes in use (SPEC D10).
-    pub fn storage_size(&self) -> Result<StorageSize> {
+    pub(crate) fn storage_size(&self) -> Result<StorageSize> {
         let s = self.file_backed()?;
         // The file as it is after a storage failure (D6); else brought up to date first.
         let _ = self.flush_to_file();
@@ -124,7 +130,7 @@ impl Tenure {
     /// Gives the file's free pages back to the filesystem (SPEC D10) and returns the new size.
     /// Commits wait meanwhile (writes still apply in memory); `Storage` while a snapshot or
     /// a hash is reading the file.
-    pub fn defragment(&self) -> Result<StorageSize> {
+    pub(crate) fn defragment(&self) -> Result<StorageSize> {
         let s = self.file_backed()?;
         self.flush_to_file()?; // what the log holds is in the file before its pages move
         let mut store = s.store.lock();
@@ -134,7 +140,7 @@ impl Tenure {
     }
 
     fn file_backed(&self) -> Result<&Shared> {
-        let s = self.shared()?;
+        let s = self.shared();
         if !s.cfg.persist {
             return Err(Error::invalid("an in-memory database has no file"));
         }

@@ -1,4 +1,5 @@
-//! [`Builder`]: the options of an engine, validated and turned into a running [`Tenure`].
+//! [`Builder`]: the options of an engine, validated and turned into a running engine
+//! (`open` on a [`Tenure`](crate::Tenure) handle is in `handle.rs`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use std::time::Duration;
 use crossbeam_channel::bounded;
 
 use super::commit::{Ckpt, Leader, Logged};
-use super::{commit, expiry, signals, Config, Done, Handle, Shared, State, Tenure, EXPIRED_QUEUE};
+use super::{commit, expiry, signals, Config, Done, Engine, Shared, State, EXPIRED_QUEUE};
 use crate::batch::Batch;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{panic_message, Error, Result};
@@ -23,7 +24,7 @@ use crate::state::Machine;
 use crate::store::{StorageFaults, Store};
 use crate::types::{Durability, Recovery};
 
-/// Builder for [`Tenure`]; every option has a default (see each method).
+/// Options of an embedded [`Tenure`](crate::Tenure); every option has a default (see each method).
 #[derive(Clone)]
 pub struct Builder {
     path: Option<PathBuf>,
@@ -41,12 +42,6 @@ pub struct Builder {
     base_revision: i64,
     log: bool,
     log_region: u64,
-    #[cfg(feature = "remote")]
-    endpoints: Vec<String>,
-    #[cfg(feature = "remote")]
-    request_timeout: Duration,
-    #[cfg(feature = "remote")]
-    credentials: crate::etcd::client::Credentials,
 }
 
 impl std::fmt::Debug for Builder {
@@ -93,12 +88,6 @@ impl Default for Builder {
             base_revision: 0,
             log: true,
             log_region: crate::store::wal::REGION,
-            #[cfg(feature = "remote")]
-            endpoints: Vec::new(),
-            #[cfg(feature = "remote")]
-            request_timeout: crate::etcd::client::DEFAULT_TIMEOUT,
-            #[cfg(feature = "remote")]
-            credentials: Default::default(),
         }
     }
 }
@@ -213,91 +202,9 @@ impl Builder {
         self
     }
 
-    /// The etcd v3 endpoints [`connect`](Builder::connect) talks to: `http://HOST:PORT` or
-    /// `https://HOST:PORT` (TLS) each (a string may hold several, comma-separated), or one
-    /// `unix:PATH` (a `tenure serve --listen unix:PATH`). Feature `remote`.
-    #[cfg(feature = "remote")]
-    pub fn endpoints<S: AsRef<str>>(mut self, urls: impl IntoIterator<Item = S>) -> Builder {
-        self.endpoints = urls.into_iter().map(|u| u.as_ref().to_string()).collect();
-        self
-    }
-
-    /// The deadline of every call over [`connect`](Builder::connect), retries included.
-    /// Default 5 s. Feature `remote`.
-    #[cfg(feature = "remote")]
-    pub fn request_timeout(mut self, d: Duration) -> Builder {
-        self.request_timeout = d;
-        self
-    }
-
-    /// The CA bundle (PEM file) the server's certificate must chain to, for `https://`
-    /// endpoints; without it, the system's roots. Feature `remote` (SPEC R4).
-    #[cfg(feature = "remote")]
-    pub fn ca_file(mut self, path: impl AsRef<Path>) -> Builder {
-        self.credentials.ca_file = Some(path.as_ref().to_path_buf());
-        self
-    }
-
-    /// The client certificate and its private key (PEM files) presented to a server that
-    /// requires one (mutual TLS, etcd's `--client-cert-auth`). Feature `remote` (SPEC R4).
-    #[cfg(feature = "remote")]
-    pub fn client_cert(mut self, cert: impl AsRef<Path>, key: impl AsRef<Path>) -> Builder {
-        self.credentials.cert_file = Some(cert.as_ref().to_path_buf());
-        self.credentials.key_file = Some(key.as_ref().to_path_buf());
-        self
-    }
-
-    /// The name the server's certificate must carry, instead of the endpoint's host (a server
-    /// reached by IP address, or through a tunnel). Feature `remote` (SPEC R4).
-    #[cfg(feature = "remote")]
-    pub fn server_name(mut self, name: impl Into<String>) -> Builder {
-        self.credentials.server_name = Some(name.into());
-        self
-    }
-
-    /// etcd's user name and password (a cluster with auth enabled): `connect` authenticates,
-    /// and fetches a new token whenever the server says the old one expired. Feature `remote`
-    /// (SPEC R5).
-    #[cfg(feature = "remote")]
-    pub fn user(mut self, name: impl Into<String>, password: impl Into<String>) -> Builder {
-        self.credentials.user = Some(name.into());
-        self.credentials.password = Some(password.into());
-        self
-    }
-
-    /// Every TLS and credential option at once, replacing those set before (what a binding
-    /// passes through); [`connect`](Builder::connect) refuses a pair given by half. Feature
-    /// `remote` (SPEC R4, R5).
-    #[cfg(feature = "remote")]
-    pub fn credentials(mut self, credentials: crate::etcd::client::Credentials) -> Builder {
-        self.credentials = credentials;
-        self
-    }
-
-    /// Connects to the etcd v3 server at the [`endpoints`](Builder::endpoints) (`tenure serve`
-    /// or an etcd cluster): the same handle and API as [`open`](Builder::open) (SPEC R1);
-    /// engine-only calls fail with `Unsupported`, network failures with `Unavailable` (R3), a
-    /// server that cannot be trusted or does not accept these credentials with
-    /// `Unauthenticated` (R4, R5).
-    /// The storage options of the builder do not apply. Feature `remote`.
-    #[cfg(feature = "remote")]
-    pub fn connect(self) -> Result<Tenure> {
-        self.credentials.check()?;
-        let endpoints =
-            crate::etcd::client::parse_endpoints(&self.endpoints, self.credentials.has_tls())?;
-        let remote = crate::etcd::client::Remote::connect(
-            endpoints,
-            self.request_timeout,
-            &self.credentials,
-        )?;
-        Ok(Tenure {
-            h: Arc::new(Handle::Remote(Box::new(remote))),
-        })
-    }
-
     /// Opens the engine: recovers the file if there is one and starts its threads.
-    pub fn open(self) -> Result<Tenure> {
-        Tenure::open_with(self)
+    pub(crate) fn open_engine(self) -> Result<Engine> {
+        Engine::open_with(self)
     }
 }
 
@@ -339,8 +246,8 @@ fn spawn(shared: &Arc<Shared>, name: &'static str, f: fn(&Shared)) -> Result<Joi
         .map_err(|e| Error::storage(format!("cannot start the {name} thread: {e}")))
 }
 
-impl Tenure {
-    pub(super) fn open_with(b: Builder) -> Result<Tenure> {
+impl Engine {
+    pub(super) fn open_with(b: Builder) -> Result<Engine> {
         b.validate()?;
         let clock: Arc<dyn Clock> = b
             .clock
@@ -430,11 +337,9 @@ impl Tenure {
         if with_log {
             threads.push(spawn(&shared, "checkpoint", commit::checkpointer)?);
         }
-        Ok(Tenure {
-            h: Arc::new(Handle::Local {
-                shared,
-                threads: Mutex::new(threads),
-            }),
+        Ok(Engine {
+            shared,
+            threads: Mutex::new(threads),
         })
     }
 }

@@ -1,4 +1,4 @@
-//! `Tenure`: the engine. It composes the pure [`Machine`] with a clock, the redb [`Store`], the
+//! The embedded engine behind a `Tenure` handle. It composes the pure [`Machine`] with a clock, the redb [`Store`], the
 //! write pipeline (committer thread, group commit) and the expiry thread.
 //!
 //! - `backup`: snapshots, hashes and defragmentation; `builder`: options and open; `commit`: the commit pipeline; `expiry`: the expiry thread;
@@ -143,60 +143,25 @@ pub(crate) struct Shared {
     path: Option<PathBuf>,
 }
 
-/// An embedded lease engine: leases, TTL keys and watches over one redb file.
-///
-/// A `Tenure` is a cheap handle (`Clone + Send + Sync`); the engine closes when
-/// [`close`](Tenure::close) is called or the last handle is dropped.
-#[derive(Clone)]
-pub struct Tenure {
-    h: Arc<Handle>,
+/// The embedded engine behind a [`Tenure`](crate::Tenure) handle: its state and threads. The
+/// engine closes when [`close`](Engine::close) is called or it is dropped (with the last handle).
+pub(crate) struct Engine {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
-/// What a `Tenure` handle drives: this process's engine, or (feature `remote`) an etcd v3
-/// server reached by [`Tenure::connect`].
-pub(crate) enum Handle {
-    Local {
-        shared: Arc<Shared>,
-        threads: Mutex<Vec<JoinHandle<()>>>,
-    },
-    #[cfg(feature = "remote")]
-    Remote(Box<crate::etcd::client::Remote>),
-}
-
-impl Drop for Handle {
+impl Drop for Engine {
     fn drop(&mut self) {
-        match self {
-            Handle::Local { shared, threads } => {
-                let _ = close_engine(shared, threads);
-            }
-            #[cfg(feature = "remote")]
-            Handle::Remote(r) => r.close(),
-        }
+        let _ = close_engine(&self.shared, &self.threads);
     }
 }
 
-/// Over [`Tenure::connect`], returns `$e` (with the remote backend as `$r`) instead of running
-/// the embedded engine's code that follows.
-macro_rules! remote {
-    ($self:ident, |$r:ident| $e:expr) => {
-        #[cfg(feature = "remote")]
-        {
-            if let Some($r) = $self.remote() {
-                return $e;
-            }
-        }
-    };
-}
-
-impl std::fmt::Debug for Tenure {
+impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut d = f.debug_struct("Tenure");
-        match &*self.h {
-            Handle::Local { shared, .. } => d.field("persist", &shared.cfg.persist),
-            #[cfg(feature = "remote")]
-            Handle::Remote(r) => d.field("remote", r),
-        };
-        d.field("closed", &self.is_closed()).finish_non_exhaustive()
+        f.debug_struct("Engine")
+            .field("persist", &self.shared.cfg.persist)
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
     }
 }
 
@@ -217,69 +182,19 @@ fn lease_id(id: impl Into<LeaseId>) -> i64 {
     id.into().get()
 }
 
-impl Tenure {
-    /// Opens (or creates) the database at `path` with default options.
-    pub fn open(path: impl AsRef<Path>) -> Result<Tenure> {
-        Builder::default().path(path).open()
-    }
-
-    /// Connects to an etcd v3 server (`tenure serve` or etcd): `http://HOST:PORT`, several
-    /// comma-separated, or `unix:PATH`. See [`Builder::connect`]. Feature `remote`.
-    #[cfg(feature = "remote")]
-    pub fn connect(url: &str) -> Result<Tenure> {
-        Builder::default().endpoints([url]).connect()
-    }
-
-    /// An engine that keeps everything in memory.
-    pub fn in_memory() -> Result<Tenure> {
-        Builder::default().open()
-    }
-
-    /// Every option, with defaults.
-    pub fn builder() -> Builder {
-        Builder::default()
-    }
-
-    /// The embedded engine's state; `Unsupported` over `connect` (engine-only calls).
-    fn shared(&self) -> Result<&Shared> {
-        match &*self.h {
-            Handle::Local { shared, .. } => Ok(shared),
-            #[cfg(feature = "remote")]
-            Handle::Remote(_) => Err(Error::Unsupported(
-                "an engine-only call over connect".into(),
-            )),
-        }
-    }
-
-    /// The etcd connection, when this handle was made by `connect`.
-    #[cfg(feature = "remote")]
-    pub(crate) fn remote(&self) -> Option<&crate::etcd::client::Remote> {
-        match &*self.h {
-            Handle::Remote(r) => Some(r),
-            Handle::Local { .. } => None,
-        }
-    }
-
-    pub(crate) fn downgrade(&self) -> std::sync::Weak<Handle> {
-        Arc::downgrade(&self.h)
-    }
-
-    pub(crate) fn upgrade(h: &std::sync::Weak<Handle>) -> Option<Tenure> {
-        h.upgrade().map(|h| Tenure { h })
+impl Engine {
+    fn shared(&self) -> &Shared {
+        &self.shared
     }
 
     pub(crate) fn clock(&self) -> Arc<dyn Clock> {
-        match &*self.h {
-            Handle::Local { shared, .. } => shared.clock.clone(),
-            #[cfg(feature = "remote")]
-            Handle::Remote(r) => r.clock(),
-        }
+        self.shared.clock.clone()
     }
 
     /// Runs a write under the state lock, then waits for its durability (Immediate mode).
     /// `f` reads the clock through [`Time`] only if it needs to.
     fn write<T>(&self, f: impl FnOnce(&mut Machine, &mut Batch, &Time) -> Result<T>) -> Result<T> {
-        let s = self.shared()?;
+        let s = self.shared();
         let (out, wait_for) = {
             let mut st = s.state.lock();
             let st = &mut *st;
@@ -317,7 +232,7 @@ impl Tenure {
     }
 
     fn read<T>(&self, f: impl FnOnce(&Machine, u64) -> T) -> Result<T> {
-        let s = self.shared()?;
+        let s = self.shared();
         let st = s.state.lock();
         if st.closed {
             return Err(s.closed.clone());
@@ -328,7 +243,7 @@ impl Tenure {
     /// Like `read`, but returns only once every write the result could reflect is durable
     /// (SPEC E8; Immediate mode: a reader never sees what a crash could still lose).
     pub(crate) fn read_durable<T>(&self, f: impl FnOnce(&Machine) -> T) -> Result<T> {
-        let s = self.shared()?;
+        let s = self.shared();
         let (out, seq) = {
             let st = s.state.lock();
             if st.closed {
@@ -345,7 +260,7 @@ impl Tenure {
     /// Like `read_durable`, but `Ok(None)` instead of waiting when some applied write is not
     /// durable yet: lets an async caller read inline and wait elsewhere only when it must.
     pub(crate) fn try_read_durable<T>(&self, f: impl FnOnce(&Machine) -> T) -> Result<Option<T>> {
-        let s = self.shared()?;
+        let s = self.shared();
         let st = s.state.lock();
         if st.closed {
             return Err(s.closed.clone());
@@ -372,7 +287,7 @@ impl Tenure {
 
     /// Runs `f` on the watch hub with the current (applied) revision, under the state lock.
     pub(crate) fn with_hub<T>(&self, f: impl FnOnce(&mut WatchHub, i64) -> Result<T>) -> Result<T> {
-        let s = self.shared()?;
+        let s = self.shared();
         let st = s.state.lock();
         if st.closed {
             return Err(s.closed.clone());
@@ -385,9 +300,8 @@ impl Tenure {
 
     /// The revision up to which every event has been handed to the watchers: everything up to
     /// it is committed (SPEC E4 progress notifications).
-    pub fn durable_revision(&self) -> i64 {
-        remote!(self, |r| r.revision_or_last());
-        let Ok(s) = self.shared() else { return 0 };
+    pub(crate) fn durable_revision(&self) -> i64 {
+        let s = self.shared();
         if !s.cfg.persist {
             return s.state.lock().m.kv.revision;
         }
@@ -400,8 +314,8 @@ impl Tenure {
     /// snapshot, a backup, a copy) calls this first. In memory there is nothing to do; after a
     /// storage failure it fails with that failure (D6). Engine-only: `Unsupported` over
     /// `connect`.
-    pub fn flush_to_file(&self) -> Result<()> {
-        let s = self.shared()?;
+    pub(crate) fn flush_to_file(&self) -> Result<()> {
+        let s = self.shared();
         if !s.cfg.persist {
             return Ok(());
         }
@@ -420,24 +334,21 @@ impl Tenure {
     // ---- leases -------------------------------------------------------------------------------
 
     /// Grants a lease with a fresh ID (SPEC L1–L3).
-    pub fn grant(&self, ttl: Duration) -> Result<LeaseId> {
-        remote!(self, |r| r.grant(None, ttl).map(|l| l.id));
+    pub(crate) fn grant(&self, ttl: Duration) -> Result<LeaseId> {
         self.write(|m, b, t| m.grant(None, ttl, t.now(), t.wall(), b))
             .map(LeaseId::new)
     }
 
     /// Grants a lease with a chosen ID; `LeaseExists` if it is live, `InvalidArgument` if ≤ 0.
-    pub fn grant_with_id(&self, id: impl Into<LeaseId>, ttl: Duration) -> Result<LeaseId> {
+    pub(crate) fn grant_with_id(&self, id: impl Into<LeaseId>, ttl: Duration) -> Result<LeaseId> {
         let id = lease_id(id);
-        remote!(self, |r| r.grant(Some(LeaseId::new(id)), ttl).map(|l| l.id));
         self.write(|m, b, t| m.grant(Some(id), ttl, t.now(), t.wall(), b))
             .map(LeaseId::new)
     }
 
     /// Grants a lease (with `id`, else a fresh ID) and reports what was granted: its ID and
-    /// effective TTL (raised to `min_ttl`), as [`time_to_live`](Tenure::time_to_live) would.
-    pub fn grant_lease(&self, id: Option<LeaseId>, ttl: Duration) -> Result<LeaseInfo> {
-        remote!(self, |r| r.grant(id, ttl));
+    /// effective TTL (raised to `min_ttl`), as [`time_to_live`](Engine::time_to_live) would.
+    pub(crate) fn grant_lease(&self, id: Option<LeaseId>, ttl: Duration) -> Result<LeaseInfo> {
         self.write(|m, b, t| {
             let now = t.now();
             let id = m.grant(id.map(LeaseId::get), ttl, now, t.wall(), b)?;
@@ -450,18 +361,16 @@ impl Tenure {
     }
 
     /// Revokes a lease and deletes its keys in one durable write (SPEC L4).
-    pub fn revoke(&self, id: impl Into<LeaseId>) -> Result<()> {
+    pub(crate) fn revoke(&self, id: impl Into<LeaseId>) -> Result<()> {
         let id = lease_id(id);
-        remote!(self, |r| r.revoke(LeaseId::new(id)));
         self.write(|m, b, _| m.revoke(id, b))
     }
 
     /// Renews a lease: deadline = now + TTL; returns the TTL (SPEC L5). Writes nothing to disk.
     #[inline]
-    pub fn renew(&self, id: impl Into<LeaseId>) -> Result<Duration> {
+    pub(crate) fn renew(&self, id: impl Into<LeaseId>) -> Result<Duration> {
         let id = lease_id(id);
-        remote!(self, |r| r.renew(LeaseId::new(id), None));
-        let s = self.shared()?;
+        let s = self.shared();
         let mut st = s.state.lock();
         if st.closed {
             return Err(s.closed.clone());
@@ -473,9 +382,8 @@ impl Tenure {
     }
 
     /// The lease's TTL, remaining time and keys (SPEC L7).
-    pub fn time_to_live(&self, id: impl Into<LeaseId>) -> Result<LeaseInfo> {
+    pub(crate) fn time_to_live(&self, id: impl Into<LeaseId>) -> Result<LeaseInfo> {
         let id = lease_id(id);
-        remote!(self, |r| r.time_to_live(LeaseId::new(id)));
         self.read(|m, now| {
             m.lessor
                 .get(id)
@@ -485,42 +393,36 @@ impl Tenure {
     }
 
     /// Every live lease, in ascending order of remaining time (SPEC L7); `Closed` once closed.
-    pub fn leases(&self) -> Result<Vec<LeaseInfo>> {
-        remote!(self, |r| r.leases());
+    pub(crate) fn leases(&self) -> Result<Vec<LeaseInfo>> {
         self.read(|m, now| m.lessor.list(now))
     }
 
     /// Attaches keys to a lease; a key attached elsewhere moves (SPEC L6).
-    pub fn attach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
+    pub(crate) fn attach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
         let id = lease_id(id);
-        remote!(self, |r| r.attach(LeaseId::new(id), keys, true));
         self.write(|m, b, _| m.attach(id, keys, b))
     }
 
     /// Detaches keys from a lease (SPEC L6).
-    pub fn detach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
+    pub(crate) fn detach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
         let id = lease_id(id);
-        remote!(self, |r| r.attach(LeaseId::new(id), keys, false));
         self.write(|m, b, _| m.detach(id, keys, b))
     }
 
     /// The lease a key is attached to, `None` if detached or absent (SPEC L6); `Closed` once
     /// closed.
-    pub fn lease_of(&self, key: impl AsRef<[u8]>) -> Result<Option<LeaseId>> {
-        remote!(self, |r| r
-            .get(key.as_ref())
-            .map(|kv| kv.and_then(|kv| kv.lease)));
+    pub(crate) fn lease_of(&self, key: impl AsRef<[u8]>) -> Result<Option<LeaseId>> {
         self.read(|m, _| m.kv.lease_of(key.as_ref()).map(LeaseId::new))
     }
 
     /// Records a remaining TTL for the next promote or reopen, durably (SPEC L8).
-    pub fn checkpoint(&self, id: impl Into<LeaseId>, remaining: Duration) -> Result<()> {
+    pub(crate) fn checkpoint(&self, id: impl Into<LeaseId>, remaining: Duration) -> Result<()> {
         let id = lease_id(id);
         self.write(|m, b, t| m.checkpoint(id, remaining, t.wall(), b))
     }
 
     /// Becomes primary: every deadline = now + extend + (checkpointed remaining, else TTL).
-    pub fn promote(&self, extend: Duration) -> Result<()> {
+    pub(crate) fn promote(&self, extend: Duration) -> Result<()> {
         self.write(|m, _, t| {
             m.lessor.promote(ns(extend), t.now());
             Ok(())
@@ -531,41 +433,34 @@ impl Tenure {
 
     /// Becomes standby: no lease expires, renew fails with `NotPrimary`, and everything
     /// blocked waiting on a lease (lock and campaign waits) is woken with `NotPrimary` (SPEC L9).
-    pub fn demote(&self) -> Result<()> {
+    pub(crate) fn demote(&self) -> Result<()> {
         self.write(|m, _, _| {
             m.lessor.demote();
             Ok(())
         })?;
-        signals::demoted(self.shared()?);
+        signals::demoted(self.shared());
         Ok(())
     }
 
     /// Whether this engine is the primary (a connection always is); `Closed` once closed.
-    pub fn is_primary(&self) -> Result<bool> {
-        remote!(self, |r| if r.is_closed() {
-            Err(self.closed_error())
-        } else {
-            Ok(true)
-        });
+    pub(crate) fn is_primary(&self) -> Result<bool> {
         self.read(|m, _| m.lessor.is_primary())
     }
 
     /// Batches of expired leases (SPEC L11, L12). Every receiver shares one queue: each batch
     /// goes to one of them. The channel disconnects when the engine closes.
-    pub fn expired(&self) -> Receiver<Vec<ExpiredLease>> {
-        let Ok(s) = self.shared() else {
-            return bounded(0).1;
-        };
+    pub(crate) fn expired(&self) -> Receiver<Vec<ExpiredLease>> {
+        let s = self.shared();
         match &*s.expired.lock() {
             Some((_, rx)) => rx.clone(),
             None => bounded(0).1,
         }
     }
 
-    /// The next batch of [`expired`](Tenure::expired), waiting as long as `wait` allows:
+    /// The next batch of [`expired`](Engine::expired), waiting as long as `wait` allows:
     /// `Timeout` if none came by then (or its stop token was raised), `Closed` once the engine
     /// is closed.
-    pub fn next_expired(&self, wait: impl Into<Wait>) -> Result<Vec<ExpiredLease>> {
+    pub(crate) fn next_expired(&self, wait: impl Into<Wait>) -> Result<Vec<ExpiredLease>> {
         let rx = self.expired();
         if let Ok(batch) = rx.try_recv() {
             return Ok(batch);
@@ -582,57 +477,53 @@ impl Tenure {
     // ---- keys ---------------------------------------------------------------------------------
 
     /// Puts a key, attached to `lease` or detached; returns the new revision (SPEC K1).
-    pub fn put(
+    pub(crate) fn put(
         &self,
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
         lease: Option<LeaseId>,
     ) -> Result<i64> {
-        remote!(self, |r| r.put(key.as_ref(), value.as_ref(), lease));
         let lease = lease.map_or(0, LeaseId::get);
         self.write(|m, b, _| m.put(key.as_ref(), value.as_ref(), lease, b))
     }
 
     /// The key's value and revisions, or `None` (SPEC K2).
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<KeyValue>> {
-        remote!(self, |r| r.get(key.as_ref()));
+    pub(crate) fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<KeyValue>> {
         self.read(|m, _| m.kv.get(key.as_ref()))
     }
 
     /// Keys starting with `prefix`, in key order, at most `limit` (SPEC K2).
-    pub fn range(&self, prefix: impl AsRef<[u8]>, limit: Option<usize>) -> Result<Vec<KeyValue>> {
-        remote!(self, |r| r.range(prefix.as_ref(), limit, None));
+    pub(crate) fn range(
+        &self,
+        prefix: impl AsRef<[u8]>,
+        limit: Option<usize>,
+    ) -> Result<Vec<KeyValue>> {
         self.read(|m, _| m.kv.range(prefix.as_ref(), limit))
     }
 
     /// Deletes a key; returns whether it existed (SPEC K3).
-    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        remote!(self, |r| r.delete(key.as_ref(), false).map(|n| n > 0));
+    pub(crate) fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         self.write(|m, b, _| m.delete(key.as_ref(), b))
     }
 
     /// Deletes every key starting with `prefix`; returns how many (SPEC K3).
-    pub fn delete_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<u64> {
-        remote!(self, |r| r.delete(prefix.as_ref(), true));
+    pub(crate) fn delete_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<u64> {
         self.write(|m, b, _| Ok(m.delete_prefix(prefix.as_ref(), b)))
     }
 
     /// The current store revision (SPEC K4); `Closed` once closed.
-    pub fn revision(&self) -> Result<i64> {
-        remote!(self, |r| r.revision());
+    pub(crate) fn revision(&self) -> Result<i64> {
         self.read(|m, _| m.kv.revision)
     }
 
     /// Runs a compare-and-swap transaction (SPEC K5).
-    pub fn txn(&self, txn: Txn) -> Result<TxnResponse> {
-        remote!(self, |r| r.txn(&txn));
+    pub(crate) fn txn(&self, txn: Txn) -> Result<TxnResponse> {
         self.write(|m, b, _| m.txn(txn, b))
     }
 
     /// Watches a key or prefix (SPEC K6).
-    pub fn watch(&self, key: impl AsRef<[u8]>, opts: WatchOptions) -> Result<Watcher> {
-        remote!(self, |r| r.watch(key.as_ref(), &opts));
-        let s = self.shared()?;
+    pub(crate) fn watch(&self, key: impl AsRef<[u8]>, opts: WatchOptions) -> Result<Watcher> {
+        let s = self.shared();
         let st = s.state.lock();
         if st.closed {
             return Err(s.closed.clone());
@@ -651,11 +542,8 @@ impl Tenure {
     // ---- engine -------------------------------------------------------------------------------
 
     /// Counters and gauges (SPEC L15). Still readable after close.
-    pub fn stats(&self) -> Stats {
-        remote!(self, |r| r.stats());
-        let Ok(s) = self.shared() else {
-            return Stats::default();
-        };
+    pub(crate) fn stats(&self) -> Stats {
+        let s = self.shared();
         let st = s.state.lock();
         let c = st.m.counters;
         let commits = s.commits.load(Ordering::Relaxed);
@@ -676,38 +564,27 @@ impl Tenure {
 
     /// The `Closed` error of this engine (it names the database).
     pub(crate) fn closed_error(&self) -> Error {
-        match self.shared() {
-            Ok(s) => s.closed.clone(),
-            Err(_) => Error::Closed("(etcd connection)".into()),
-        }
+        self.shared.closed.clone()
     }
 
     /// The database file, as given to the builder; `None` in memory.
-    pub fn path(&self) -> Option<&Path> {
-        self.shared().ok().and_then(|s| s.path.as_deref())
+    pub(crate) fn path(&self) -> Option<&Path> {
+        self.shared.path.as_deref()
     }
 
-    /// Whether [`close`](Tenure::close) has run.
-    pub fn is_closed(&self) -> bool {
-        remote!(self, |r| r.is_closed());
-        self.shared().is_ok_and(|s| s.state.lock().closed)
+    /// Whether [`close`](Engine::close) has run.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.shared.state.lock().closed
     }
 
     /// Checkpoints renewed leases, flushes everything pending, stops the threads and releases
     /// the file. Idempotent; later calls on any handle fail with `Closed` (SPEC D7).
-    pub fn close(&self) -> Result<()> {
-        match &*self.h {
-            Handle::Local { shared, threads } => close_engine(shared, threads),
-            #[cfg(feature = "remote")]
-            Handle::Remote(r) => {
-                r.close();
-                Ok(())
-            }
-        }
+    pub(crate) fn close(&self) -> Result<()> {
+        close_engine(&self.shared, &self.threads)
     }
 
     fn wake_expiry(&self) {
-        let Ok(s) = self.shared() else { return };
+        let s = self.shared();
         let _g = s.state.lock();
         s.expiry_cv.notify_all();
     }

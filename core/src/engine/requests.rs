@@ -1,16 +1,16 @@
 //! The engine's etcd-shaped entry points (SPEC E2): [`Tenure::execute`] for one etcd request,
 //! etcd's Compact, and watches over etcd's key ranges. What `tenure serve` calls.
 
+use super::Engine;
 use crate::error::{Error, Result};
 use crate::etcd::{Outcome, Refusal, RequestOp, ResponseOp, WatchStart};
 use crate::kv::range::KeyRange;
 use crate::kv::watch::WatchOptions;
-use crate::Tenure;
 
-impl Tenure {
+impl Engine {
     /// Runs one etcd-shaped request (SPEC E2): a read returns only durable state (E8), a write
     /// returns once durable, like every write.
-    pub fn execute(&self, op: &RequestOp) -> Result<Outcome> {
+    pub(crate) fn execute(&self, op: &RequestOp) -> Result<Outcome> {
         if !op.writes() {
             return self.read_durable(|m| m.execute_read(op))?;
         }
@@ -27,7 +27,7 @@ impl Tenure {
     /// A read-only request answered at once if everything it could see is durable; `Ok(None)`
     /// if it would have to wait for a commit, or if the request may write (then use
     /// [`execute`](Self::execute)).
-    pub fn try_execute_read(&self, op: &RequestOp) -> Result<Option<Outcome>> {
+    pub(crate) fn try_execute_read(&self, op: &RequestOp) -> Result<Option<Outcome>> {
         if op.writes() {
             return Ok(None);
         }
@@ -36,12 +36,7 @@ impl Tenure {
 
     /// etcd's Compact: drops the watch history up to `revision`. `Ok(Err(..))` for a revision
     /// above the current one or at or below an earlier compaction.
-    /// Over `connect` it is the server's Compact.
-    pub fn compact(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
-        #[cfg(feature = "remote")]
-        if let Some(r) = self.remote() {
-            return r.compact(revision);
-        }
+    pub(crate) fn compact(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
         self.with_hub(|hub, current| {
             Ok(if revision > current {
                 Err(Refusal::FutureRevision)
@@ -56,7 +51,7 @@ impl Tenure {
 
     /// Watches the keys of `[key, range_end)` with etcd's conventions for `range_end`
     /// (`opts.prefix` is ignored).
-    pub fn watch_range(
+    pub(crate) fn watch_range(
         &self,
         key: impl AsRef<[u8]>,
         range_end: impl AsRef<[u8]>,

@@ -6,18 +6,18 @@ use std::sync::Arc;
 
 use crossbeam_channel::{bounded, Receiver};
 
-use super::{Shared, Tenure};
+use super::{Engine, Shared};
 use crate::batch::Batch;
 use crate::clock::Waker;
 use crate::error::{Error, Result};
 use crate::types::LeaseId;
 use crate::wait::Stop;
 
-impl Tenure {
+impl Engine {
     /// Raises `lost` when lease `id` is gone: revoked, expired, or the engine closed.
     /// `LeaseNotFound` if it is already gone.
     pub(crate) fn lease_gone(&self, id: LeaseId, lost: &Stop) -> Result<()> {
-        let s = self.shared()?;
+        let s = self.shared();
         let mut st = s.state.lock();
         if st.closed {
             return Err(s.closed.clone());
@@ -37,10 +37,7 @@ impl Tenure {
 
     /// A receiver that disconnects at the next demote.
     pub(crate) fn demotion(&self) -> Receiver<()> {
-        match self.shared() {
-            Ok(s) => s.demotion.lock().1.clone(),
-            Err(_) => bounded(0).1,
-        }
+        self.shared().demotion.lock().1.clone()
     }
 }
 

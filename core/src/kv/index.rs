@@ -31,6 +31,9 @@ fn kv_of(key: &[u8], d: &Data, lease: i64) -> KeyValue {
     }
 }
 
+/// `BTreeMap::range` bounds over keys.
+pub(crate) type Bounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 pub(crate) fn prefix_end(prefix: &[u8]) -> Bound<Vec<u8>> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
@@ -83,7 +86,7 @@ impl KvIndex {
     /// every one, so it can count).
     pub(crate) fn visit(
         &self,
-        bounds: Option<(Bound<Vec<u8>>, Bound<Vec<u8>>)>,
+        bounds: Option<Bounds>,
         mut keep: impl FnMut(&KeyValue) -> bool,
     ) -> Vec<KeyValue> {
         let Some(bounds) = bounds else {

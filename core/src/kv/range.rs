@@ -5,11 +5,45 @@
 use std::cmp::Ordering;
 use std::ops::Bound;
 
-use crate::kv::index::{prefix_end, KvIndex};
+use crate::kv::index::{prefix_end, Bounds, KvIndex};
 use crate::types::KeyValue;
 
-/// `BTreeMap::range` bounds over keys.
-pub(crate) type Bounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+/// Which end of the create-revision order a [`RangeOptions`] read starts from (etcd's
+/// `WithFirstCreate` / `WithLastCreate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CreateOrder {
+    /// Lowest create revision first.
+    #[default]
+    Oldest,
+    /// Highest create revision first.
+    Newest,
+}
+
+/// A prefix read as the recipes make it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RangeOptions {
+    /// Sort by create revision from this end.
+    pub order: CreateOrder,
+    /// Only keys created at or before this revision (etcd's `WithMaxCreateRev`).
+    pub max_create_revision: Option<i64>,
+    /// At most this many keys.
+    pub limit: Option<usize>,
+}
+
+/// Applies `opts` to keys read in key order: a stable sort by create revision, the bound, the
+/// limit. For backends whose range has no server-side ordering.
+pub fn sort_and_bound(kvs: &mut Vec<KeyValue>, opts: RangeOptions) {
+    if let Some(max) = opts.max_create_revision {
+        kvs.retain(|kv| kv.create_revision <= max);
+    }
+    match opts.order {
+        CreateOrder::Oldest => kvs.sort_by_key(|kv| kv.create_revision),
+        CreateOrder::Newest => kvs.sort_by_key(|kv| std::cmp::Reverse(kv.create_revision)),
+    }
+    if let Some(n) = opts.limit {
+        kvs.truncate(n);
+    }
+}
 
 /// A set of keys as etcd names it with `key` and `range_end`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -121,6 +121,7 @@ pub fn check_watch_events(n: usize, what: &str) -> Result<usize> {
 mod tests {
     use super::*;
     use crate::limits::{instant_after, FAR_FUTURE, MAX_KEEPALIVE_INTERVAL};
+    use std::time::Instant;
 
     #[test]
     fn l2_ttl_bounds_in_duration_and_in_float_seconds_agree() {

@@ -12,34 +12,15 @@ use crossbeam_channel::Receiver;
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
+use crate::handle::{Backend as Drives, Tenure};
 use crate::keepalive::KeepAlive;
 use crate::kv::txn::{Txn, TxnResponse};
 use crate::kv::watch::{WatchOptions, Watcher};
 use crate::types::{KeyValue, LeaseId, LeaseInfo};
 use crate::wait::Stop;
-use crate::Tenure;
 
-/// Which end of the create-revision order a [`RangeOptions`] read starts from (etcd's
-/// `WithFirstCreate` / `WithLastCreate`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CreateOrder {
-    /// Lowest create revision first.
-    #[default]
-    Oldest,
-    /// Highest create revision first.
-    Newest,
-}
-
-/// A prefix read as the recipes make it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RangeOptions {
-    /// Sort by create revision from this end.
-    pub order: CreateOrder,
-    /// Only keys created at or before this revision (etcd's `WithMaxCreateRev`).
-    pub max_create_revision: Option<i64>,
-    /// At most this many keys.
-    pub limit: Option<usize>,
-}
+// The read the recipes make is the key layer's (the etcd client speaks it too).
+pub use crate::kv::range::{sort_and_bound, CreateOrder, RangeOptions};
 
 /// What the coordination recipes need from a store of leases and keys. See the module docs.
 ///
@@ -97,11 +78,11 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
 
 impl Backend for Tenure {
     fn over_network(&self) -> bool {
-        #[cfg(feature = "remote")]
-        if self.remote().is_some() {
-            return true;
+        match self.backend() {
+            Drives::Engine(_) => false,
+            #[cfg(feature = "remote")]
+            Drives::Etcd(_) => true,
         }
-        false
     }
 
     fn txn(&self, txn: Txn) -> Result<TxnResponse> {
@@ -113,13 +94,15 @@ impl Backend for Tenure {
     }
 
     fn range(&self, prefix: &[u8], opts: RangeOptions) -> Result<Vec<KeyValue>> {
-        #[cfg(feature = "remote")]
-        if let Some(r) = self.remote() {
-            return r.range(prefix, None, Some(opts));
+        match self.backend() {
+            Drives::Engine(e) => {
+                let mut kvs = e.range(prefix, None)?;
+                sort_and_bound(&mut kvs, opts);
+                Ok(kvs)
+            }
+            #[cfg(feature = "remote")]
+            Drives::Etcd(r) => r.range(prefix, None, Some(opts)),
         }
-        let mut kvs = Tenure::range(self, prefix, None)?;
-        sort_and_bound(&mut kvs, opts);
-        Ok(kvs)
     }
 
     fn grant(&self, ttl: Duration) -> Result<LeaseId> {
@@ -164,33 +147,18 @@ impl Backend for Tenure {
     }
 
     fn lease_lost(&self, id: LeaseId, lost: &Stop) -> Option<Result<()>> {
-        #[cfg(feature = "remote")]
-        if self.remote().is_some() {
-            return None;
+        match self.backend() {
+            Drives::Engine(e) => Some(e.lease_gone(id, lost)),
+            #[cfg(feature = "remote")]
+            Drives::Etcd(_) => None,
         }
-        Some(Tenure::lease_gone(self, id, lost))
     }
 
     fn demotion(&self) -> Option<Receiver<()>> {
-        #[cfg(feature = "remote")]
-        if self.remote().is_some() {
-            return None;
+        match self.backend() {
+            Drives::Engine(e) => Some(e.demotion()),
+            #[cfg(feature = "remote")]
+            Drives::Etcd(_) => None,
         }
-        Some(Tenure::demotion(self))
-    }
-}
-
-/// Applies `opts` to keys read in key order: a stable sort by create revision, the bound, the
-/// limit. For backends whose range has no server-side ordering.
-pub fn sort_and_bound(kvs: &mut Vec<KeyValue>, opts: RangeOptions) {
-    if let Some(max) = opts.max_create_revision {
-        kvs.retain(|kv| kv.create_revision <= max);
-    }
-    match opts.order {
-        CreateOrder::Oldest => kvs.sort_by_key(|kv| kv.create_revision),
-        CreateOrder::Newest => kvs.sort_by_key(|kv| std::cmp::Reverse(kv.create_revision)),
-    }
-    if let Some(n) = opts.limit {
-        kvs.truncate(n);
     }
 }

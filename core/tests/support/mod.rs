@@ -61,7 +61,7 @@ fn embedded_only(what: &str) {
 
 #[cfg(feature = "remote")]
 fn connect_emptied(url: &str) -> Tenure {
-    let db = Tenure::builder()
+    let db = tenure::ConnectOptions::new()
         .endpoints([url])
         .request_timeout(Duration::from_secs(10))
         .connect()

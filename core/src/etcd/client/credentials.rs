@@ -6,7 +6,7 @@ use etcd_client as etcd;
 
 use crate::error::{Error, Result};
 
-/// How [`connect`](crate::Builder::connect) proves who it talks to and who it is: TLS material
+/// How [`connect`](crate::ConnectOptions::connect) proves who it talks to and who it is: TLS material
 /// (PEM files, read when connecting) and etcd's user name and password (SPEC R4, R5). Every
 /// field is optional; the pairs (`cert_file` with `key_file`, `user` with `password`) go
 /// together, which `connect` checks before it dials, so a binding passes its options through

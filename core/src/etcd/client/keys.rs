@@ -7,9 +7,9 @@ use super::Remote;
 use crate::error::{Error, Result};
 use crate::etcd::errors;
 use crate::etcd::Refusal;
+use crate::kv::range::{CreateOrder, RangeOptions};
 use crate::kv::txn::{Op, Txn, TxnResponse};
 use crate::limits::check_key;
-use crate::sync::RangeOptions;
 use crate::types::{KeyValue, LeaseId};
 
 impl Remote {
@@ -56,8 +56,8 @@ impl Remote {
             }
             if let Some(opts) = order {
                 let dir = match opts.order {
-                    crate::sync::CreateOrder::Oldest => etcd::SortOrder::Ascend,
-                    crate::sync::CreateOrder::Newest => etcd::SortOrder::Descend,
+                    CreateOrder::Oldest => etcd::SortOrder::Ascend,
+                    CreateOrder::Newest => etcd::SortOrder::Descend,
                 };
                 o = o.with_sort(etcd::SortTarget::Create, dir);
                 if let Some(max) = opts.max_create_revision {

@@ -9,7 +9,7 @@
 //!
 //! Files: `endpoints` (parsing), `credentials` (TLS and user), `errors` (etcd-client's errors
 //! through the one table), `convert` (etcd-client's types and tenure's), `calls` (deadlines,
-//! retries), `keys`, `leases`, `watch`, `diagnose` (why TLS refused a connection); this file:
+//! retries), `keys`, `leases`, `watch`, `diagnose` (why TLS refused a connection), `options` (ConnectOptions); this file:
 //! the connection.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -26,10 +26,12 @@ mod endpoints;
 mod errors;
 mod keys;
 mod leases;
+mod options;
 mod watch;
 
 pub use self::credentials::Credentials;
 pub(crate) use self::endpoints::parse_endpoints;
+pub use self::options::ConnectOptions;
 
 use self::diagnose::refusal;
 use self::endpoints::unix_path;
