@@ -520,6 +520,11 @@ static void connect_checks_urls_and_reports_unreachable_servers(void) {
     CHECK_OK(tenure_put(db, (const uint8_t *)"c/k", 3, (const uint8_t *)"v", 1, 0, &rev));
     CHECK(rev > 0);
     CHECK_RC(tenure_promote(db, 0), TENURE_ERR_UNSUPPORTED);
+    /* R1: no server says which leases expired: UNSUPPORTED naming the call, out untouched. */
+    tenure_expired *ex = (tenure_expired *)(uintptr_t)0x1;
+    CHECK_RC(tenure_expired_next(db, 0, &ex), TENURE_ERR_UNSUPPORTED);
+    CHECK_MSG("expired");
+    CHECK(ex == (tenure_expired *)(uintptr_t)0x1);
     tenure_close(db);
 }
 

@@ -71,6 +71,9 @@ def test_r1_connect_keys_leases_and_sessions_over_etcd(etcd_url: str) -> None:
         assert db.get("py/a") is None
         with pytest.raises(tenure.Unsupported):
             db.promote()
+        # SPEC R1: no server says which leases expired; refused, naming the call.
+        with pytest.raises(tenure.Unsupported, match="expired"):
+            db.expired()
 
 
 def test_r3_an_unreachable_server_is_unavailable_also_a_connection_error() -> None:
