@@ -81,6 +81,26 @@ impl Builder {
 }
 
 #[cfg(feature = "remote")]
+impl Builder {
+    /// Names the etcd v3 endpoints to connect to (as [`ConnectOptions::endpoints`]): from here
+    /// the chain holds a [`ConnectOptions`], so only connection options follow, ending in
+    /// [`connect`](ConnectOptions::connect). Engine options set before this do not apply to a
+    /// connection and are dropped. Feature `remote`.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tenure::Tenure;
+    ///
+    /// let db = Tenure::builder().endpoints(["http://10.0.0.1:2379", "http://10.0.0.2:2379"])
+    ///     .request_timeout(Duration::from_secs(5)).connect()?;
+    /// # Ok::<(), tenure::Error>(())
+    /// ```
+    pub fn endpoints<S: AsRef<str>>(self, urls: impl IntoIterator<Item = S>) -> ConnectOptions {
+        ConnectOptions::new().endpoints(urls)
+    }
+}
+
+#[cfg(feature = "remote")]
 impl ConnectOptions {
     /// Connects to the etcd v3 server at the [`endpoints`](ConnectOptions::endpoints)
     /// (`tenure serve` or an etcd cluster): the same handle and API as an embedded engine
