@@ -47,7 +47,7 @@ impl Place {
     }
 
     fn connect(&self) -> Tenure {
-        tenure::ConnectOptions::new()
+        Tenure::builder()
             .endpoints([self.url()])
             .request_timeout(Duration::from_secs(2))
             .connect()
@@ -390,7 +390,7 @@ fn r3_a_stopped_server_is_unavailable_within_the_deadline_then_serves_again() {
 #[test]
 fn r3_a_stopped_server_never_delays_the_other_waits_of_a_wait_pool() {
     let p = Place::serve();
-    let remote = tenure::ConnectOptions::new()
+    let remote = Tenure::builder()
         .endpoints([p.url()])
         .request_timeout(Duration::from_secs(30))
         .connect()
@@ -460,7 +460,7 @@ fn r3_a_killed_and_restarted_server_serves_the_same_handle_again() {
 fn r1_a_watch_the_server_refuses_is_invalid_argument_naming_why() {
     let (_dir, file) = temp_db();
     let s = Server::start(&file, &["--max-watches-per-stream", "0"]);
-    let db = tenure::ConnectOptions::new()
+    let db = Tenure::builder()
         .endpoints([s.url()])
         .request_timeout(Duration::from_secs(5))
         .connect()
@@ -498,7 +498,7 @@ fn r1_connect_urls_several_endpoints_and_bad_urls() {
         format!("https://127.0.0.1:{port}"),
     ] {
         let t = Instant::now();
-        let e = tenure::ConnectOptions::new()
+        let e = Tenure::builder()
             .endpoints([dead])
             .request_timeout(Duration::from_secs(1))
             .connect()
@@ -547,7 +547,7 @@ fn r1_connect_over_a_unix_socket() {
     drop(s);
 
     let t = Instant::now();
-    let e = tenure::ConnectOptions::new()
+    let e = Tenure::builder()
         .endpoints([format!("unix:{}", dir.path().join("nobody.sock").display())])
         .request_timeout(Duration::from_secs(1))
         .connect()

@@ -48,7 +48,7 @@ fn r4_connect_over_mutual_tls_with_the_right_ca_and_certificate_only() {
     let etcd = Etcd::start_tls(dir.path(), EtcdTls::mutual(&certs));
     let url = etcd.url();
     let base = || {
-        tenure::ConnectOptions::new()
+        Tenure::builder()
             .endpoints([&url])
             .request_timeout(Duration::from_secs(3))
     };
@@ -94,7 +94,7 @@ fn r4_connect_over_mutual_tls_with_the_right_ca_and_certificate_only() {
     refused(e, &url, &["certificate", "alert"]);
     // TLS options with a plain-text endpoint, or a missing file: bad input, said so.
     let plain = url.replace("https://", "http://");
-    let e = tenure::ConnectOptions::new()
+    let e = Tenure::builder()
         .endpoints([&plain])
         .ca_file(certs.path("ca.pem"))
         .connect()
@@ -143,7 +143,7 @@ fn r5_connect_with_a_user_and_password_renews_its_token_and_is_refused_cleanly()
     let etcd = etcd_with_auth(dir.path());
     let url = etcd.url();
     let base = || {
-        tenure::ConnectOptions::new()
+        Tenure::builder()
             .endpoints([&url])
             .request_timeout(Duration::from_secs(3))
     };

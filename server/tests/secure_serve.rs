@@ -46,7 +46,7 @@ fn ctl(s: &Server, flags: &[String], args: &[&str]) -> std::process::Output {
 }
 
 fn connect(s: &Server, c: &Certs, client: Option<&str>) -> tenure::Result<Tenure> {
-    let mut b = tenure::ConnectOptions::new()
+    let mut b = Tenure::builder()
         .endpoints([s.url()])
         .request_timeout(Duration::from_secs(3))
         .ca_file(c.path("ca.pem"));
@@ -104,7 +104,7 @@ fn e13_tls_serves_clients_with_a_certificate_and_refuses_the_rest_writing_nothin
         assert!(matches!(e, Error::Unauthenticated(_)), "{client:?}: {e:?}");
         assert!(e.to_string().contains(&s.url()), "{e}");
     }
-    let e = tenure::ConnectOptions::new()
+    let e = Tenure::builder()
         .endpoints([format!("http://{}", s.addr)])
         .request_timeout(Duration::from_secs(2))
         .connect()
@@ -340,7 +340,7 @@ fn e14_max_connections_bounds_connections_and_handshakes_in_progress() {
     let mut stalled: Vec<std::net::TcpStream> = (0..2)
         .map(|_| std::net::TcpStream::connect(&s.addr).unwrap())
         .collect();
-    let blocked = tenure::ConnectOptions::new()
+    let blocked = Tenure::builder()
         .endpoints([s.url()])
         .request_timeout(Duration::from_secs(1))
         .ca_file(c.path("ca.pem"))
