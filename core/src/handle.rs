@@ -27,7 +27,7 @@ use crate::wait::Wait;
 
 /// A lease engine: leases, TTL keys, transactions and watches, embedded over one redb file
 /// ([`open`](Tenure::open), [`Builder`]) or, feature `remote`, an etcd v3 server reached by
-/// [`connect`](Tenure::connect) with the same API (SPEC R1).
+/// `Tenure::connect` with the same API (SPEC R1).
 ///
 /// A `Tenure` is a cheap handle (`Clone + Send + Sync`); the engine (or connection) closes
 /// when [`close`](Tenure::close) is called or the last handle is dropped.
