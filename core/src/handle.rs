@@ -206,8 +206,10 @@ impl Tenure {
     }
 
     /// A barrier: returns once the database file itself holds every write applied before the
-    /// call (whatever reads the file of an open engine calls this first). In memory there is
-    /// nothing to do; after a storage failure it fails with that failure (D6). Engine-only.
+    /// call. With the write-ahead log (the default) acknowledged writes are durable in the log
+    /// and reach the file in the background; whatever reads the file of an open engine (a
+    /// snapshot, a backup, a copy) calls this first. In memory there is nothing to do; after a
+    /// storage failure it fails with that failure (D6). Engine-only.
     pub fn flush_to_file(&self) -> Result<()> {
         self.engine("flush_to_file")?.flush_to_file()
     }
@@ -445,7 +447,8 @@ impl Tenure {
     }
 
     /// [`execute`](Tenure::execute) for a read, answered inline when every write it could
-    /// reflect is durable; `Ok(None)` when it would have to wait. Engine-only.
+    /// reflect is durable; `Ok(None)` when it would have to wait for a commit, or if the request
+    /// may write (then use [`execute`](Tenure::execute)). Engine-only.
     pub fn try_execute_read(&self, op: &RequestOp) -> Result<Option<Outcome>> {
         self.engine("try_execute_read")?.try_execute_read(op)
     }
@@ -476,28 +479,48 @@ impl Tenure {
     // ---- the file -----------------------------------------------------------------------------
 
     /// What the database file at `path` holds (its revision and live keys and leases; the
-    /// engine's counters are 0), read in place without opening an engine; `len`: only that many
-    /// leading bytes are the database. The log beside a database is not replayed: for a
+    /// engine's counters are 0), read in place without opening an engine: the file is opened
+    /// read-only and never written, so a file no one may write (or one another process has
+    /// open) can be read. `len`: only that many leading bytes are the database (a saved
+    /// snapshot's checksum follows them). The log beside a database is not replayed: for a
     /// database file, use [`read_file`](Tenure::read_file).
+    ///
+    /// `Corrupt` for a damaged file or one whose writer was killed (redb would repair it);
+    /// `Storage` naming the file when it cannot be read.
     pub fn file_stats(path: impl AsRef<Path>, len: Option<u64>) -> Result<Stats> {
         Engine::file_stats(path, len)
     }
 
-    /// Everything the database file at `path` holds, its log replayed in memory, without
-    /// opening an engine or writing the file (offline inspection).
+    /// Everything the database file at `path` holds, read in place without opening an engine
+    /// and without writing anything (SPEC E10): the file and its write-ahead log are opened
+    /// read-only, so a file with mode 0444 in a read-only directory can be read, and nothing
+    /// expires. A file whose writer was killed is repaired, and the records of its log that the
+    /// file lacks replayed, in memory only: every acknowledged write is seen.
+    ///
+    /// `AlreadyOpen` while an engine has the file open (and an engine that opens the file during
+    /// the read gets `AlreadyOpen`); `Corrupt` for a damaged file or log;
+    /// `Storage` naming the file when it cannot be read.
     pub fn read_file(path: impl AsRef<Path>) -> Result<FileContents> {
         Engine::read_file(path)
     }
 
     /// Copies the database file at `path` (one no engine has open) to `dest` as a snapshot
-    /// would (SPEC D8, E12), reading it in place as [`read_file`](Tenure::read_file) does:
-    /// `path` and its log are never written, and what the log holds is in the copy.
+    /// would (SPEC D8, E12: `tenure snapshot FILE OUT`), reading it in place as
+    /// [`read_file`](Tenure::read_file) does: `path` and its log are never written, and what
+    /// the log holds is in the copy.
     pub fn copy_file(path: impl AsRef<Path>, dest: impl AsRef<Path>) -> Result<SnapshotInfo> {
         Engine::copy_file(path, dest)
     }
 
     /// Writes a consistent copy of the database, as of one revision, to `dest` while writes go
-    /// on (SPEC D8); never a partial file at `dest`. Engine-only.
+    /// on (SPEC D8). The copy is built under a temporary name in `dest`'s directory, fsynced and
+    /// renamed over `dest`: a crash or a full disk never leaves a partial file at `dest`, and the
+    /// source is only read. It opens as a tenure database holding exactly the keys and leases
+    /// as of [`SnapshotInfo::revision`]; each lease's remaining TTL is recorded as of the
+    /// snapshot and counts down from then on when the copy is opened (SPEC L13). Engine-only.
+    ///
+    /// `InvalidArgument` for an in-memory engine or when `dest` is the database's own file;
+    /// `Storage` naming `dest` when it cannot be written.
     pub fn snapshot(&self, dest: impl AsRef<Path>) -> Result<SnapshotInfo> {
         self.engine("snapshot")?.snapshot(dest)
     }
@@ -513,14 +536,20 @@ impl Tenure {
             .snapshot_with_progress(dest, progress)
     }
 
-    /// A snapshot in a file no name points to, open for reading from its start (what
-    /// Maintenance.Snapshot of `tenure serve` sends). Engine-only.
+    /// A snapshot (as [`snapshot`](Tenure::snapshot)) in a file no name points to, open for
+    /// reading from its start: for sending it on (Maintenance.Snapshot of `tenure serve`). It is
+    /// built beside the database under the engine's temporary name
+    /// (`.NAME.streamed-snapshot-PID-N`, [`temp_beside`](crate::temp_beside)) and unlinked once
+    /// opened; a kill before that leaves the temporary, which the next call removes (I-O3).
+    /// Engine-only.
+    ///
+    /// `InvalidArgument` for an in-memory engine; `Storage` when the copy cannot be written.
     pub fn snapshot_unlinked(&self) -> Result<(std::fs::File, SnapshotInfo)> {
         self.engine("snapshot_unlinked")?.snapshot_unlinked()
     }
 
-    /// Checksums of the logical contents at the current durable revision (SPEC D9).
-    /// Engine-only.
+    /// Checksums of the logical contents at the current durable revision (SPEC D9): equal for
+    /// equal contents, stable across restarts and snapshots. Engine-only.
     pub fn content_hash(&self) -> Result<ContentHash> {
         self.engine("content_hash")?.content_hash()
     }
@@ -531,7 +560,8 @@ impl Tenure {
     }
 
     /// Gives the file's free pages back to the filesystem (SPEC D10) and returns the new size.
-    /// Engine-only.
+    /// Commits wait meanwhile (writes still apply in memory); `Storage` while a snapshot or
+    /// a hash is reading the file. Engine-only.
     pub fn defragment(&self) -> Result<StorageSize> {
         self.engine("defragment")?.defragment()
     }

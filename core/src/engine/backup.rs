@@ -17,15 +17,7 @@ use crate::types::{
 };
 
 impl Engine {
-    /// What the database file at `path` holds (its revision and live keys and leases; the
-    /// engine's counters are 0), read in place without opening an engine: the file is opened
-    /// read-only and never written, so a file no one may write (or one another process has
-    /// open) can be read. `len`: only that many leading bytes are the database (a saved
-    /// snapshot's checksum follows them). The log beside a database is not replayed: for a
-    /// database file, use [`read_file`](Tenure::read_file).
-    ///
-    /// `Corrupt` for a damaged file or one whose writer was killed (redb would repair it);
-    /// `Storage` naming the file when it cannot be read.
+    /// [`Tenure::file_stats`](crate::Tenure::file_stats), for this engine.
     pub(crate) fn file_stats(
         path: impl AsRef<Path>,
         len: Option<u64>,
@@ -34,23 +26,12 @@ impl Engine {
         Ok(contents(loaded).stats())
     }
 
-    /// Everything the database file at `path` holds, read in place without opening an engine
-    /// and without writing anything (SPEC E10): the file and its write-ahead log are opened
-    /// read-only, so a file with mode 0444 in a read-only directory can be read, and nothing
-    /// expires. A file whose writer was killed is repaired, and the records of its log that the
-    /// file lacks replayed, in memory only: every acknowledged write is seen.
-    ///
-    /// `AlreadyOpen` while an engine has the file open (and an engine that opens the file during
-    /// the read gets `AlreadyOpen`); `Corrupt` for a damaged file or log;
-    /// `Storage` naming the file when it cannot be read.
+    /// [`Tenure::read_file`](crate::Tenure::read_file), for this engine.
     pub(crate) fn read_file(path: impl AsRef<Path>) -> Result<FileContents> {
         crate::store::read_in_place(path.as_ref(), None, true).map(contents)
     }
 
-    /// Copies the database file at `path` (one no engine has open) to `dest` as a snapshot
-    /// would (SPEC D8, E12: `tenure snapshot FILE OUT`), reading it in place as
-    /// [`read_file`](Tenure::read_file) does: `path` and its log are never written, and what
-    /// the log holds is in the copy.
+    /// [`Tenure::copy_file`](crate::Tenure::copy_file), for this engine.
     pub(crate) fn copy_file(
         path: impl AsRef<Path>,
         dest: impl AsRef<Path>,
@@ -65,21 +46,12 @@ impl Engine {
         crate::store::copy_in_place(path, dest, &mut |_| {})
     }
 
-    /// Writes a consistent copy of the database, as of one revision, to `dest` while writes go
-    /// on (SPEC D8). The copy is built under a temporary name in `dest`'s directory, fsynced and
-    /// renamed over `dest`: a crash or a full disk never leaves a partial file at `dest`, and the
-    /// source is only read. It opens as a tenure database holding exactly the keys and leases
-    /// as of [`SnapshotInfo::revision`]; each lease's remaining TTL is recorded as of the
-    /// snapshot and counts down from then on when the copy is opened (SPEC L13).
-    ///
-    /// `InvalidArgument` for an in-memory engine or when `dest` is the database's own file;
-    /// `Storage` naming `dest` when it cannot be written.
+    /// [`Tenure::snapshot`](crate::Tenure::snapshot), for this engine.
     pub(crate) fn snapshot(&self, dest: impl AsRef<Path>) -> Result<SnapshotInfo> {
         self.snapshot_with_progress(dest, |_| {})
     }
 
-    /// [`snapshot`](Tenure::snapshot), calling `progress` every few thousand rows copied and
-    /// once at the end (`done == total`).
+    /// [`Tenure::snapshot_with_progress`](crate::Tenure::snapshot_with_progress), for this engine.
     pub(crate) fn snapshot_with_progress(
         &self,
         dest: impl AsRef<Path>,
@@ -97,13 +69,7 @@ impl Engine {
         self.store_view()?.copy_to(dest, &mut progress)
     }
 
-    /// A snapshot (as [`snapshot`](Tenure::snapshot)) in a file no name points to, open for
-    /// reading from its start: for sending it on (Maintenance.Snapshot of `tenure serve`). It is
-    /// built beside the database under the engine's temporary name
-    /// (`.NAME.streamed-snapshot-PID-N`, [`temp_beside`](crate::temp_beside)) and unlinked once
-    /// opened; a kill before that leaves the temporary, which the next call removes (I-O3).
-    ///
-    /// `InvalidArgument` for an in-memory engine; `Storage` when the copy cannot be written.
+    /// [`Tenure::snapshot_unlinked`](crate::Tenure::snapshot_unlinked), for this engine.
     pub(crate) fn snapshot_unlinked(&self) -> Result<(std::fs::File, SnapshotInfo)> {
         let view = self.store_view()?; // InvalidArgument in memory
         let own = self
@@ -112,13 +78,12 @@ impl Engine {
         view.copy_unlinked(own, "streamed-snapshot")
     }
 
-    /// Checksums of the logical contents at the current durable revision (SPEC D9): equal for
-    /// equal contents, stable across restarts and snapshots.
+    /// [`Tenure::content_hash`](crate::Tenure::content_hash), for this engine.
     pub(crate) fn content_hash(&self) -> Result<ContentHash> {
         self.store_view()?.hash()
     }
 
-    /// The file's size and the bytes in use (SPEC D10).
+    /// [`Tenure::storage_size`](crate::Tenure::storage_size), for this engine.
     pub(crate) fn storage_size(&self) -> Result<StorageSize> {
         let s = self.file_backed()?;
         // The file as it is after a storage failure (D6); else brought up to date first.
@@ -127,9 +92,7 @@ impl Engine {
         store.as_ref().ok_or_else(|| s.closed.clone())?.size()
     }
 
-    /// Gives the file's free pages back to the filesystem (SPEC D10) and returns the new size.
-    /// Commits wait meanwhile (writes still apply in memory); `Storage` while a snapshot or
-    /// a hash is reading the file.
+    /// [`Tenure::defragment`](crate::Tenure::defragment), for this engine.
     pub(crate) fn defragment(&self) -> Result<StorageSize> {
         let s = self.file_backed()?;
         self.flush_to_file()?; // what the log holds is in the file before its pages move

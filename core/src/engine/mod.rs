@@ -298,8 +298,7 @@ impl Engine {
         Ok(out)
     }
 
-    /// The revision up to which every event has been handed to the watchers: everything up to
-    /// it is committed (SPEC E4 progress notifications).
+    /// [`Tenure::durable_revision`](crate::Tenure::durable_revision), for this engine.
     pub(crate) fn durable_revision(&self) -> i64 {
         let s = self.shared();
         if !s.cfg.persist {
@@ -308,12 +307,7 @@ impl Engine {
         s.done.lock().revision
     }
 
-    /// A barrier: returns once the database file itself holds every write applied before the
-    /// call. With the write-ahead log (the default) acknowledged writes are durable in the log
-    /// and reach the file in the background; whatever reads the file of an open engine (a
-    /// snapshot, a backup, a copy) calls this first. In memory there is nothing to do; after a
-    /// storage failure it fails with that failure (D6). Engine-only: `Unsupported` over
-    /// `connect`.
+    /// [`Tenure::flush_to_file`](crate::Tenure::flush_to_file), for this engine.
     pub(crate) fn flush_to_file(&self) -> Result<()> {
         let s = self.shared();
         if !s.cfg.persist {
@@ -333,21 +327,20 @@ impl Engine {
 
     // ---- leases -------------------------------------------------------------------------------
 
-    /// Grants a lease with a fresh ID (SPEC L1–L3).
+    /// [`Tenure::grant`](crate::Tenure::grant), for this engine.
     pub(crate) fn grant(&self, ttl: Duration) -> Result<LeaseId> {
         self.write(|m, b, t| m.grant(None, ttl, t.now(), t.wall(), b))
             .map(LeaseId::new)
     }
 
-    /// Grants a lease with a chosen ID; `LeaseExists` if it is live, `InvalidArgument` if ≤ 0.
+    /// [`Tenure::grant_with_id`](crate::Tenure::grant_with_id), for this engine.
     pub(crate) fn grant_with_id(&self, id: impl Into<LeaseId>, ttl: Duration) -> Result<LeaseId> {
         let id = lease_id(id);
         self.write(|m, b, t| m.grant(Some(id), ttl, t.now(), t.wall(), b))
             .map(LeaseId::new)
     }
 
-    /// Grants a lease (with `id`, else a fresh ID) and reports what was granted: its ID and
-    /// effective TTL (raised to `min_ttl`), as [`time_to_live`](Engine::time_to_live) would.
+    /// [`Tenure::grant_lease`](crate::Tenure::grant_lease), for this engine.
     pub(crate) fn grant_lease(&self, id: Option<LeaseId>, ttl: Duration) -> Result<LeaseInfo> {
         self.write(|m, b, t| {
             let now = t.now();
@@ -360,13 +353,13 @@ impl Engine {
         })
     }
 
-    /// Revokes a lease and deletes its keys in one durable write (SPEC L4).
+    /// [`Tenure::revoke`](crate::Tenure::revoke), for this engine.
     pub(crate) fn revoke(&self, id: impl Into<LeaseId>) -> Result<()> {
         let id = lease_id(id);
         self.write(|m, b, _| m.revoke(id, b))
     }
 
-    /// Renews a lease: deadline = now + TTL; returns the TTL (SPEC L5). Writes nothing to disk.
+    /// [`Tenure::renew`](crate::Tenure::renew), for this engine.
     #[inline]
     pub(crate) fn renew(&self, id: impl Into<LeaseId>) -> Result<Duration> {
         let id = lease_id(id);
@@ -381,7 +374,7 @@ impl Engine {
         Ok(Duration::from_nanos(ttl))
     }
 
-    /// The lease's TTL, remaining time and keys (SPEC L7).
+    /// [`Tenure::time_to_live`](crate::Tenure::time_to_live), for this engine.
     pub(crate) fn time_to_live(&self, id: impl Into<LeaseId>) -> Result<LeaseInfo> {
         let id = lease_id(id);
         self.read(|m, now| {
@@ -392,36 +385,35 @@ impl Engine {
         })?
     }
 
-    /// Every live lease, in ascending order of remaining time (SPEC L7); `Closed` once closed.
+    /// [`Tenure::leases`](crate::Tenure::leases), for this engine.
     pub(crate) fn leases(&self) -> Result<Vec<LeaseInfo>> {
         self.read(|m, now| m.lessor.list(now))
     }
 
-    /// Attaches keys to a lease; a key attached elsewhere moves (SPEC L6).
+    /// [`Tenure::attach`](crate::Tenure::attach), for this engine.
     pub(crate) fn attach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
         let id = lease_id(id);
         self.write(|m, b, _| m.attach(id, keys, b))
     }
 
-    /// Detaches keys from a lease (SPEC L6).
+    /// [`Tenure::detach`](crate::Tenure::detach), for this engine.
     pub(crate) fn detach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
         let id = lease_id(id);
         self.write(|m, b, _| m.detach(id, keys, b))
     }
 
-    /// The lease a key is attached to, `None` if detached or absent (SPEC L6); `Closed` once
-    /// closed.
+    /// [`Tenure::lease_of`](crate::Tenure::lease_of), for this engine.
     pub(crate) fn lease_of(&self, key: impl AsRef<[u8]>) -> Result<Option<LeaseId>> {
         self.read(|m, _| m.kv.lease_of(key.as_ref()).map(LeaseId::new))
     }
 
-    /// Records a remaining TTL for the next promote or reopen, durably (SPEC L8).
+    /// [`Tenure::checkpoint`](crate::Tenure::checkpoint), for this engine.
     pub(crate) fn checkpoint(&self, id: impl Into<LeaseId>, remaining: Duration) -> Result<()> {
         let id = lease_id(id);
         self.write(|m, b, t| m.checkpoint(id, remaining, t.wall(), b))
     }
 
-    /// Becomes primary: every deadline = now + extend + (checkpointed remaining, else TTL).
+    /// [`Tenure::promote`](crate::Tenure::promote), for this engine.
     pub(crate) fn promote(&self, extend: Duration) -> Result<()> {
         self.write(|m, _, t| {
             m.lessor.promote(ns(extend), t.now());
@@ -431,8 +423,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Becomes standby: no lease expires, renew fails with `NotPrimary`, and everything
-    /// blocked waiting on a lease (lock and campaign waits) is woken with `NotPrimary` (SPEC L9).
+    /// [`Tenure::demote`](crate::Tenure::demote), for this engine.
     pub(crate) fn demote(&self) -> Result<()> {
         self.write(|m, _, _| {
             m.lessor.demote();
@@ -442,13 +433,12 @@ impl Engine {
         Ok(())
     }
 
-    /// Whether this engine is the primary (a connection always is); `Closed` once closed.
+    /// [`Tenure::is_primary`](crate::Tenure::is_primary), for this engine.
     pub(crate) fn is_primary(&self) -> Result<bool> {
         self.read(|m, _| m.lessor.is_primary())
     }
 
-    /// Batches of expired leases (SPEC L11, L12). Every receiver shares one queue: each batch
-    /// goes to one of them. The channel disconnects when the engine closes.
+    /// [`Tenure::expired`](crate::Tenure::expired), for this engine.
     pub(crate) fn expired(&self) -> Receiver<Vec<ExpiredLease>> {
         let s = self.shared();
         match &*s.expired.lock() {
@@ -457,9 +447,7 @@ impl Engine {
         }
     }
 
-    /// The next batch of [`expired`](Engine::expired), waiting as long as `wait` allows:
-    /// `Timeout` if none came by then (or its stop token was raised), `Closed` once the engine
-    /// is closed.
+    /// [`Tenure::next_expired`](crate::Tenure::next_expired), for this engine.
     pub(crate) fn next_expired(&self, wait: impl Into<Wait>) -> Result<Vec<ExpiredLease>> {
         let rx = self.expired();
         if let Ok(batch) = rx.try_recv() {
@@ -476,7 +464,7 @@ impl Engine {
 
     // ---- keys ---------------------------------------------------------------------------------
 
-    /// Puts a key, attached to `lease` or detached; returns the new revision (SPEC K1).
+    /// [`Tenure::put`](crate::Tenure::put), for this engine.
     pub(crate) fn put(
         &self,
         key: impl AsRef<[u8]>,
@@ -487,12 +475,12 @@ impl Engine {
         self.write(|m, b, _| m.put(key.as_ref(), value.as_ref(), lease, b))
     }
 
-    /// The key's value and revisions, or `None` (SPEC K2).
+    /// [`Tenure::get`](crate::Tenure::get), for this engine.
     pub(crate) fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<KeyValue>> {
         self.read(|m, _| m.kv.get(key.as_ref()))
     }
 
-    /// Keys starting with `prefix`, in key order, at most `limit` (SPEC K2).
+    /// [`Tenure::range`](crate::Tenure::range), for this engine.
     pub(crate) fn range(
         &self,
         prefix: impl AsRef<[u8]>,
@@ -501,27 +489,27 @@ impl Engine {
         self.read(|m, _| m.kv.range(prefix.as_ref(), limit))
     }
 
-    /// Deletes a key; returns whether it existed (SPEC K3).
+    /// [`Tenure::delete`](crate::Tenure::delete), for this engine.
     pub(crate) fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         self.write(|m, b, _| m.delete(key.as_ref(), b))
     }
 
-    /// Deletes every key starting with `prefix`; returns how many (SPEC K3).
+    /// [`Tenure::delete_prefix`](crate::Tenure::delete_prefix), for this engine.
     pub(crate) fn delete_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<u64> {
         self.write(|m, b, _| Ok(m.delete_prefix(prefix.as_ref(), b)))
     }
 
-    /// The current store revision (SPEC K4); `Closed` once closed.
+    /// [`Tenure::revision`](crate::Tenure::revision), for this engine.
     pub(crate) fn revision(&self) -> Result<i64> {
         self.read(|m, _| m.kv.revision)
     }
 
-    /// Runs a compare-and-swap transaction (SPEC K5).
+    /// [`Tenure::txn`](crate::Tenure::txn), for this engine.
     pub(crate) fn txn(&self, txn: Txn) -> Result<TxnResponse> {
         self.write(|m, b, _| m.txn(txn, b))
     }
 
-    /// Watches a key or prefix (SPEC K6).
+    /// [`Tenure::watch`](crate::Tenure::watch), for this engine.
     pub(crate) fn watch(&self, key: impl AsRef<[u8]>, opts: WatchOptions) -> Result<Watcher> {
         let s = self.shared();
         let st = s.state.lock();
@@ -541,7 +529,7 @@ impl Engine {
 
     // ---- engine -------------------------------------------------------------------------------
 
-    /// Counters and gauges (SPEC L15). Still readable after close.
+    /// [`Tenure::stats`](crate::Tenure::stats), for this engine.
     pub(crate) fn stats(&self) -> Stats {
         let s = self.shared();
         let st = s.state.lock();
@@ -567,18 +555,17 @@ impl Engine {
         self.shared.closed.clone()
     }
 
-    /// The database file, as given to the builder; `None` in memory.
+    /// [`Tenure::path`](crate::Tenure::path), for this engine.
     pub(crate) fn path(&self) -> Option<&Path> {
         self.shared.path.as_deref()
     }
 
-    /// Whether [`close`](Engine::close) has run.
+    /// [`Tenure::is_closed`](crate::Tenure::is_closed), for this engine.
     pub(crate) fn is_closed(&self) -> bool {
         self.shared.state.lock().closed
     }
 
-    /// Checkpoints renewed leases, flushes everything pending, stops the threads and releases
-    /// the file. Idempotent; later calls on any handle fail with `Closed` (SPEC D7).
+    /// [`Tenure::close`](crate::Tenure::close), for this engine.
     pub(crate) fn close(&self) -> Result<()> {
         close_engine(&self.shared, &self.threads)
     }

@@ -8,8 +8,7 @@ use crate::kv::range::KeyRange;
 use crate::kv::watch::WatchOptions;
 
 impl Engine {
-    /// Runs one etcd-shaped request (SPEC E2): a read returns only durable state (E8), a write
-    /// returns once durable, like every write.
+    /// [`Tenure::execute`](crate::Tenure::execute), for this engine.
     pub(crate) fn execute(&self, op: &RequestOp) -> Result<Outcome> {
         if !op.writes() {
             return self.read_durable(|m| m.execute_read(op))?;
@@ -24,9 +23,7 @@ impl Engine {
         Ok(out)
     }
 
-    /// A read-only request answered at once if everything it could see is durable; `Ok(None)`
-    /// if it would have to wait for a commit, or if the request may write (then use
-    /// [`execute`](Self::execute)).
+    /// [`Tenure::try_execute_read`](crate::Tenure::try_execute_read), for this engine.
     pub(crate) fn try_execute_read(&self, op: &RequestOp) -> Result<Option<Outcome>> {
         if op.writes() {
             return Ok(None);
@@ -34,8 +31,7 @@ impl Engine {
         self.try_read_durable(|m| m.execute_read(op))?.transpose()
     }
 
-    /// etcd's Compact: drops the watch history up to `revision`. `Ok(Err(..))` for a revision
-    /// above the current one or at or below an earlier compaction.
+    /// [`Tenure::compact`](crate::Tenure::compact), for this engine.
     pub(crate) fn compact(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
         self.with_hub(|hub, current| {
             Ok(if revision > current {
@@ -49,8 +45,7 @@ impl Engine {
         })
     }
 
-    /// Watches the keys of `[key, range_end)` with etcd's conventions for `range_end`
-    /// (`opts.prefix` is ignored).
+    /// [`Tenure::watch_range`](crate::Tenure::watch_range), for this engine.
     pub(crate) fn watch_range(
         &self,
         key: impl AsRef<[u8]>,
