@@ -18,7 +18,7 @@ use crate::kv::watch::WatchHub;
 use crate::lease::lessor::ns;
 use crate::limits::{check_duration, check_interval, check_log_region, check_watch_events};
 use crate::locks::{Condvar, Mutex};
-use crate::record::Loaded;
+use crate::rows::Loaded;
 use crate::state::Machine;
 use crate::store::{StorageFaults, Store};
 use crate::types::{Durability, Recovery};

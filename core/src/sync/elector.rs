@@ -21,7 +21,7 @@ use crate::types::LeaseId;
 use crate::wait::{Stop, Wait};
 
 /// client-go's jitter factor: acquisition is retried every `retry_period × [1, 2.2)`.
-pub const JITTER: f64 = 1.2;
+const RETRY_JITTER_FACTOR: f64 = 1.2;
 
 /// Configuration of a [`LeaderElector`] (example there).
 ///
@@ -69,7 +69,7 @@ impl ElectorConfig {
 }
 
 impl ElectorConfig {
-    /// Checks `lease_duration > renew_deadline > retry_period × JITTER`,
+    /// Checks `lease_duration > renew_deadline > retry_period × 1.2` (client-go's jitter factor),
     /// `renew_deadline + retry_period < lease_duration`, all positive, identity non-empty.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(Error::invalid(format!("leader elector: {m}")));
@@ -97,7 +97,9 @@ impl ElectorConfig {
         if self.lease_duration <= self.renew_deadline {
             return bad("lease_duration must be greater than renew_deadline");
         }
-        if self.renew_deadline.as_secs_f64() <= self.retry_period.as_secs_f64() * JITTER {
+        if self.renew_deadline.as_secs_f64()
+            <= self.retry_period.as_secs_f64() * RETRY_JITTER_FACTOR
+        {
             return bad("renew_deadline must be greater than retry_period × 1.2");
         }
         if self.renew_deadline + self.retry_period >= self.lease_duration {
@@ -179,7 +181,7 @@ impl Record {
 
 /// Leadership state shared with observers of the elector.
 #[derive(Default)]
-struct Shared {
+struct LeaderState {
     is_leader: AtomicBool,
     leader: Mutex<Option<String>>,
 }
@@ -229,7 +231,7 @@ pub struct LeaderElector {
     db: Arc<dyn Backend>,
     cfg: ElectorConfig,
     callbacks: Mutex<Option<ElectorCallbacks>>,
-    shared: Arc<Shared>,
+    shared: Arc<LeaderState>,
 }
 
 impl std::fmt::Debug for LeaderElector {
@@ -387,7 +389,7 @@ impl LeaderElector {
             let wait = self
                 .cfg
                 .retry_period
-                .mul_f64(1.0 + jitter.next_unit() * JITTER);
+                .mul_f64(1.0 + jitter.next_unit() * RETRY_JITTER_FACTOR);
             if stop.sleep_until(clock, clock.now().saturating_add(wait), deadline) {
                 return Ok(());
             }
