@@ -343,7 +343,7 @@ impl LeaderElector {
             stop,
             done: rx,
             thread: Mutex::new(Some(thread)),
-            outcome: Mutex::new(None),
+            result: Mutex::new(None),
         })
     }
 
@@ -516,7 +516,7 @@ pub struct ElectorRun {
     done: Receiver<std::thread::Result<Result<()>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// The run's result once received (a panic is reported once, then as an error).
-    outcome: Mutex<Option<Result<()>>>,
+    result: Mutex<Option<Result<()>>>,
 }
 
 impl ElectorRun {
@@ -535,7 +535,7 @@ impl ElectorRun {
     /// `Some(result)` then (every later call answers the same), `None` if `wait` ran out. A
     /// panic of the run is resumed here, the first time.
     pub fn join(&self, wait: impl Into<Wait>) -> Option<Result<()>> {
-        if let Some(r) = &*self.outcome.lock() {
+        if let Some(r) = &*self.result.lock() {
             return Some(r.clone());
         }
         let wait = wait.into();
@@ -556,7 +556,7 @@ impl ElectorRun {
             ),
             None => (Ok(()), None),
         };
-        *self.outcome.lock() = Some(result.clone());
+        *self.result.lock() = Some(result.clone());
         if let Some(payload) = panic {
             std::panic::resume_unwind(payload);
         }
