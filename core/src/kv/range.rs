@@ -52,6 +52,11 @@ impl KeyRange {
         (self.end.as_ref() == Some(&prefix_end(&self.start))).then_some(self.start.as_slice())
     }
 
+    /// The first key of a range with no end (every key from it on), if it is one.
+    pub(crate) fn open_start(&self) -> Option<&[u8]> {
+        matches!(self.end, Some(Bound::Unbounded)).then_some(self.start.as_slice())
+    }
+
     pub(crate) fn contains(&self, key: &[u8]) -> bool {
         match &self.end {
             None => key == self.start.as_slice(),

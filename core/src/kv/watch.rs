@@ -8,10 +8,12 @@
 //! bytes) is cancelled with [`Error::Compacted`] naming the revision it can resume from.
 //!
 //! Finding the watchers of an event costs a hash lookup for single-key watches, one per
-//! distinct prefix length for prefix watches, and a scan of the (rare) other ranges only; a
-//! new watch costs a binary search of the history plus the events it replays.
+//! distinct prefix length for prefix watches, an ordered-map walk over the from-key watches
+//! that match, and a scan of the (rare) bounded ranges that are not prefixes; a new watch costs
+//! a hash insert plus a binary search of the history and the events it replays.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -131,6 +133,8 @@ impl WatchShared {
 enum Shape {
     Key(Vec<u8>),
     Prefix(Vec<u8>),
+    /// Every key from this one on (etcd's `range_end` `"\0"`; with key `"\0"`: all keys).
+    FromKey(Vec<u8>),
     Other,
 }
 
@@ -140,6 +144,8 @@ impl Shape {
             Shape::Key(k.to_vec())
         } else if let Some(p) = range.as_prefix() {
             Shape::Prefix(p.to_vec())
+        } else if let Some(k) = range.open_start() {
+            Shape::FromKey(k.to_vec())
         } else {
             Shape::Other
         }
@@ -153,6 +159,8 @@ struct Index {
     prefixes: FxHashMap<Vec<u8>, FxHashSet<u64>>,
     /// Prefix length → how many distinct prefixes of that length are indexed.
     prefix_lens: BTreeMap<usize, usize>,
+    /// By first key: those at or below an event's key all match it.
+    from_keys: BTreeMap<Vec<u8>, FxHashSet<u64>>,
     others: FxHashSet<u64>,
 }
 
@@ -168,6 +176,9 @@ impl Index {
                     *self.prefix_lens.entry(p.len()).or_default() += 1;
                 }
                 ids.insert(id);
+            }
+            Shape::FromKey(k) => {
+                self.from_keys.entry(k.clone()).or_default().insert(id);
             }
             Shape::Other => {
                 self.others.insert(id);
@@ -199,14 +210,22 @@ impl Index {
                     }
                 }
             }
+            Shape::FromKey(k) => {
+                if let Some(ids) = self.from_keys.get_mut(k) {
+                    ids.remove(&id);
+                    if ids.is_empty() {
+                        self.from_keys.remove(k);
+                    }
+                }
+            }
             Shape::Other => {
                 self.others.remove(&id);
             }
         }
     }
 
-    /// Calls `f` with every watcher id whose key or prefix matches `key`, and every id of an
-    /// other-shaped range (the caller checks those).
+    /// Calls `f` with every watcher id whose key, prefix or first key matches `key`, and every
+    /// id of an other-shaped range (the caller checks those).
     fn candidates(&self, key: &[u8], mut f: impl FnMut(u64)) {
         if let Some(ids) = self.keys.get(key) {
             ids.iter().for_each(|&id| f(id));
@@ -215,6 +234,10 @@ impl Index {
             if let Some(ids) = self.prefixes.get(&key[..len]) {
                 ids.iter().for_each(|&id| f(id));
             }
+        }
+        let upto = (Bound::Unbounded, Bound::Included(key));
+        for ids in self.from_keys.range::<[u8], _>(upto).map(|(_, ids)| ids) {
+            ids.iter().for_each(|&id| f(id));
         }
         self.others.iter().for_each(|&id| f(id));
     }
