@@ -1,7 +1,8 @@
 //! etcd's Watch service (SPEC E4): many watches on one bidirectional stream.
 //!
-//! Each stream is one tokio task, not a thread: it reads the client's requests and forwards
-//! the events of the watchers the engine reports ready (each watcher's `on_ready` callback
+//! Each stream is two tokio tasks, no thread: one reads the client's requests as they come
+//! (a bounded amount ahead), the other handles them and forwards the events of the watchers
+//! the engine reports ready (each watcher's `on_ready` callback
 //! queues its ID, so a stream of 10 000 watches looks only at those with something to say) to
 //! the gRPC response stream, through a small bounded queue of responses of bounded size. A
 //! client that does not read fills that queue; the task then waits, the engine's per-watcher
@@ -31,11 +32,14 @@ const EVENTS_PER_RESPONSE: usize = 1000;
 const RESPONSE_BYTES: usize = 16 * 1024;
 /// Responses queued for a slow client before the stream's task waits.
 const RESPONSE_QUEUE: usize = 2;
-/// Bytes of requests a stream reads ahead of handling them. h2 closes a connection whose
+/// Bytes of requests a stream reads ahead of handling them, each charged its encoded size plus
+/// [`REQUEST_OVERHEAD`] (what it takes in memory). h2 closes a connection whose
 /// peer leaves too many small DATA frames unread (GOAWAY `too_many_data_frames`), so a
 /// client that pipelines thousands of creates on many streams must find them read at once,
 /// however long handling them takes.
 const READ_AHEAD_BYTES: u32 = 64 * 1024;
+/// What a decoded request costs beyond its encoded bytes (the structs and their buffers).
+const REQUEST_OVERHEAD: usize = 128;
 
 type Out = mpsc::Sender<Result<PbWatchResponse, Status>>;
 
@@ -109,7 +113,9 @@ async fn read_ahead(mut input: Streaming<PbWatchRequest>, to: mpsc::UnboundedSen
     while let Some(next) = input.next().await {
         let next = match next {
             Ok(req) => {
-                let bytes = (req.encoded_len() as u32).clamp(1, READ_AHEAD_BYTES);
+                let bytes = req.encoded_len().saturating_add(REQUEST_OVERHEAD);
+                let bytes =
+                    u32::try_from(bytes).map_or(READ_AHEAD_BYTES, |b| b.min(READ_AHEAD_BYTES));
                 match budget.clone().acquire_many_owned(bytes).await {
                     Ok(permit) => Ok((req, permit)),
                     Err(_) => return,

@@ -17,6 +17,11 @@ use tonic::Streaming;
 
 const WAIT: Duration = Duration::from_secs(60);
 
+/// The tests that load the machine (thousands of streams, tens of thousands of requests) run
+/// one at a time: the create flood measures whether the server reads as fast as a client
+/// sends, which the others' load would decide instead.
+static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn connect(s: &Server) -> Channel {
     Endpoint::from_shared(s.url())
         .unwrap()
@@ -82,6 +87,7 @@ fn proc_status(pid: u32, field: &str) -> u64 {
 /// threads). Now a stream is a task: the thread count does not follow the streams.
 #[tokio::test(flavor = "multi_thread")]
 async fn e15_three_thousand_watch_streams_keep_the_thread_count_flat() {
+    let _heavy = HEAVY.lock().await;
     const CONNECTIONS: usize = 20;
     const STREAMS_PER_CONNECTION: usize = 150;
     let (_dir, db) = temp_db();
@@ -127,6 +133,7 @@ async fn e15_three_thousand_watch_streams_keep_the_thread_count_flat() {
 /// few small responses for a client that does not read.
 #[tokio::test(flavor = "multi_thread")]
 async fn e15_a_hundred_watchers_that_never_read_cost_bounded_memory() {
+    let _heavy = HEAVY.lock().await;
     const WATCHERS: usize = 100;
     /// The stated bound on the server's resident memory growth (peak over the start).
     const BOUND_KB: u64 = 64 * 1024;
@@ -197,13 +204,19 @@ async fn e15_a_hundred_watchers_that_never_read_cost_bounded_memory() {
 /// Issue 29 item 6: creating tens of thousands of watches over many streams of one connection
 /// used to get the connection killed (GOAWAY `too_many_data_frames`, h2's guard against a peer
 /// whose small DATA frames pile up unread: each create scanned every watcher under the
-/// engine's locks, so requests were read ever more slowly). Now all are answered `created`.
+/// engine's locks, so requests were read ever more slowly). Now creating costs the same at
+/// any number of watches and all are answered `created`. The client keeps 1 600 creates in
+/// flight: h2 cuts a connection with more than about 2 270 small frames unread whatever the
+/// server does if its process is descheduled long enough, so a deeper pipeline would test
+/// this machine's load. (With 32 per stream, 3 200 in flight, the old server was cut every
+/// time and this one passes on an idle machine: BENCHMARKS.md section 7.)
 #[tokio::test(flavor = "multi_thread")]
 async fn e15_fifty_thousand_watch_creates_on_one_connection_are_all_answered() {
+    let _heavy = HEAVY.lock().await;
     const STREAMS: usize = 100;
     const PER_STREAM: usize = 500;
     /// Creates a stream sends before their answers (each its own small DATA frame).
-    const PIPELINE: usize = 32;
+    const PIPELINE: usize = 16;
     let (_dir, db) = temp_db();
     let s = Server::start(&db, &[]);
     let ch = connect(&s).await;
