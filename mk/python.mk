@@ -1,5 +1,6 @@
 # Python binding: `make test-python` builds the abi3 wheel (one wheel for every CPython >= 3.11)
-# with `maturin build --release`, installs it into a fresh venv whose PATH has no cargo (as a
+# with `maturin build --release --zig` for manylinux2014 (glibc >= 2.17, checked by auditwheel:
+# the wheel users get, see mk/wheels.mk), installs it into a fresh venv whose PATH has no cargo (as a
 # user who never had Rust meets it) and runs there the pytest suite (sync and asyncio), mypy's
 # stubtest against the shipped stubs, and mypy --strict over the tests and examples.
 # Everything it needs comes from PyPI and is installed here, idempotently: the tools are
@@ -14,6 +15,12 @@ PY_WHEELHOUSE := build/py-wheelhouse
 PY_TEST_VENV := build/venv-wheel
 PY_TEST_BIN := $(PY_TEST_VENV)/bin
 PY_TOOLS := 'pytest>=8' 'pytest-timeout>=2' 'pytest-asyncio>=0.23' 'mypy>=1.10'
+# The build venv's tools: maturin; zig (PyPI `ziglang`), which maturin links the extension with
+# against old C library symbols (glibc 2.17's for manylinux2014), so no Docker image is needed;
+# auditwheel, which reads back from the wheel which platforms it installs on.
+PY_BUILD_TOOLS := 'maturin>=1.9.4,<2' 'ziglang>=0.13' 'auditwheel>=6'
+# This machine's Rust target: the wheels built for it are the ones installed and tested here.
+PY_HOST := $(or $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p'),x86_64-unknown-linux-gnu)
 # The test venv's PATH: its own bin and the system's, never ~/.cargo/bin.
 PY_TEST_PATH := $(abspath $(PY_TEST_BIN)):/usr/local/bin:/usr/bin:/bin
 
@@ -27,10 +34,32 @@ test: test-python
 $(PY_BIN)/python:
 	$(PYTHON) -m venv $(PY_VENV)
 
-# The build venv holds maturin only; installed when missing (a fresh machine), never per run.
+# The build venv holds the build tools only; installed when missing (a fresh machine), never
+# per run.
 python-venv: $(PY_BIN)/python
-	@$(PY_BIN)/python -c "import maturin" 2>/dev/null || \
-		$(PY_BIN)/python -m pip install --quiet 'maturin>=1.9.4,<2'
+	@$(PY_BIN)/python -c "import maturin, ziglang, auditwheel" 2>/dev/null || \
+		$(PY_BIN)/python -m pip install --quiet $(PY_BUILD_TOOLS)
+
+# $(call py_wheel,TARGET,OUT,MATURIN_ARGS): the release build of the abi3 wheel for a Rust
+# target into OUT (emptied first), linked by zig for manylinux2014 (glibc 2.17; musl targets:
+# musllinux_1_2), then checked: the one wheel in OUT carries that tag and auditwheel finds no
+# symbol newer than it allows. The cargo feature `cli` (the `tenure` command) is on by default.
+py_compat = $(if $(findstring musl,$(1)),musllinux_1_2,manylinux2014)
+py_tag = $(if $(findstring musl,$(1)),musllinux_1_2,manylinux_2_17)_$(firstword $(subst -, ,$(1)))
+# glibc targets link through mk/zig-link.sh: the target's libgcc_s.so.1 as the one unwinder.
+py_gnu_arch = $(firstword $(subst -, ,$(1)))-linux-gnu
+py_libgcc_s = $(firstword $(wildcard $(foreach d,/lib/$(call py_gnu_arch,$(1)) \
+	/usr/lib/$(call py_gnu_arch,$(1)) /usr/$(call py_gnu_arch,$(1))/lib,$(d)/libgcc_s.so.1)))
+py_linker = $(if $(findstring musl,$(1)),,\
+	CARGO_TARGET_$(shell echo '$(1)' | tr 'a-z-' 'A-Z_')_LINKER="$(abspath mk/zig-link.sh)" \
+	TENURE_ZIG_TARGET=$(call py_gnu_arch,$(1)).2.17 TENURE_LIBGCC_S="$(call py_libgcc_s,$(1))")
+define py_wheel
+rm -rf $(2)
+$(call py_linker,$(1)) PATH="$(abspath $(PY_BIN)):$$PATH" $(PY_BIN)/maturin build --quiet \
+	--release -m python/Cargo.toml --zig --target $(1) --compatibility $(call py_compat,$(1)) \
+	--out $(2) $(3)
+$(PY_BIN)/python tests/wheels/check_tag.py $(2) $(call py_tag,$(1))
+endef
 
 # The test tools as wheels, downloaded once (pip picks them for this interpreter).
 $(PY_WHEELHOUSE)/.done: | $(PY_BIN)/python
@@ -40,16 +69,12 @@ $(PY_WHEELHOUSE)/.done: | $(PY_BIN)/python
 # One release build of the abi3 wheel from the current sources: the wheel users install, without
 # test hooks (mk/readme.mk checks it in a fresh venv).
 python-wheel: python-venv
-	rm -rf $(PY_WHEELS)
-	PATH="$(abspath $(PY_BIN)):$$PATH" $(PY_BIN)/maturin build --quiet --release \
-		-m python/Cargo.toml --out $(PY_WHEELS)
+	$(call py_wheel,$(PY_HOST),$(PY_WHEELS))
 
 # The suite's wheel: the same build plus the test hooks (`_panic_for_test`, `_raise_for_test`:
 # the cargo feature `test-hooks`), as the C tests link a library with theirs.
 python-test-wheel: python-venv
-	rm -rf $(PY_TEST_WHEELS)
-	PATH="$(abspath $(PY_BIN)):$$PATH" $(PY_BIN)/maturin build --quiet --release \
-		-m python/Cargo.toml --features test-hooks --out $(PY_TEST_WHEELS)
+	$(call py_wheel,$(PY_HOST),$(PY_TEST_WHEELS),--features test-hooks)
 
 # A fresh venv every run: the wheel and the tools, nothing from the checkout.
 python-wheel-venv: python-test-wheel $(PY_WHEELHOUSE)/.done

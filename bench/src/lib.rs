@@ -1,16 +1,19 @@
-//! Shared helpers of the tenure benchmark binaries: argument parsing, engine modes, percentiles
+//! Shared helpers of the tenure benchmark binaries: argument parsing (clap, with the binary's
+//! doc comment as its help), engine modes, percentiles
 //! and resident memory. Each binary prints one `key=value` line per result; BENCHMARKS.md says
 //! which command produced which figure.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::error::ErrorKind;
+use clap::{ColorChoice, Parser, ValueEnum};
 use tenure::{Clock, Durability, Tenure};
 
-/// Where an engine keeps its data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where an engine keeps its data (`--mode memory|buffered|immediate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
     /// No file.
     Memory,
@@ -18,20 +21,6 @@ pub enum Mode {
     Buffered,
     /// A file, `Durability::Immediate` (fsync per group commit).
     Immediate,
-}
-
-impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Mode, String> {
-        match s {
-            "memory" => Ok(Mode::Memory),
-            "buffered" => Ok(Mode::Buffered),
-            "immediate" => Ok(Mode::Immediate),
-            other => Err(format!(
-                "unknown mode {other:?} (memory | buffered | immediate)"
-            )),
-        }
-    }
 }
 
 impl std::fmt::Display for Mode {
@@ -61,13 +50,6 @@ pub fn open(mode: Mode, path: &Path, clock: Option<Arc<dyn Clock>>) -> Tenure {
     b.open().expect("open the engine")
 }
 
-/// `--name value` options with defaults. `--help` prints the binary's doc comment and exits 0;
-/// an unknown option or a bad value prints one line and exits 2 (no panic, no backtrace).
-#[derive(Debug)]
-pub struct Args {
-    pairs: Vec<(String, String)>,
-}
-
 /// Why the command line was not taken: `--help`, or a mistake (one line).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refused {
@@ -77,179 +59,84 @@ pub enum Refused {
     Bad(String),
 }
 
-impl Args {
-    /// Parses `std::env::args()`; `source` is the binary's own source (`include_str!` of its
-    /// file: its `//!` comment is the usage) and `known` lists the accepted option names
-    /// (without `--`).
-    pub fn parse(source: &str, known: &[&str]) -> Args {
-        let mut argv = std::env::args();
-        let program = argv.next().unwrap_or_default();
-        match Args::from_args(source, known, argv) {
-            Ok(a) => a,
-            Err(Refused::Help(usage)) => {
-                print!("{usage}");
-                std::process::exit(0)
-            }
-            Err(Refused::Bad(why)) => fail(&program, &why),
+/// Parses `std::env::args()` into the binary's options `A` (clap). `source` is the binary's
+/// own source (`include_str!` of its file): its `//!` comment is the help. `--help` prints it
+/// and exits 0; an unknown option or a bad value prints one line (`NAME: what`) on stderr and
+/// exits 2, with no usage dump, panic or backtrace.
+pub fn parse_args<A: Parser>(source: &str) -> A {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let program = argv.first().map_or_else(
+        || "bench".to_string(),
+        |p| {
+            Path::new(p)
+                .file_name()
+                .unwrap_or(p)
+                .to_string_lossy()
+                .into_owned()
+        },
+    );
+    match try_parse_args(source, argv) {
+        Ok(a) => a,
+        Err(Refused::Help(usage)) => {
+            println!("{}", usage.trim_end());
+            std::process::exit(0)
         }
-    }
-
-    /// [`Args::parse`] of `args` (without the program name), without exiting.
-    pub fn from_args(
-        source: &str,
-        known: &[&str],
-        args: impl IntoIterator<Item = String>,
-    ) -> Result<Args, Refused> {
-        let options = || {
-            let names: Vec<String> = known.iter().map(|k| format!("--{k}")).collect();
-            names.join(" ")
-        };
-        let mut pairs = Vec::new();
-        let mut it = args.into_iter();
-        while let Some(a) = it.next() {
-            if a == "--help" || a == "-h" {
-                return Err(Refused::Help(usage(source, known)));
-            }
-            let name = match a.strip_prefix("--") {
-                Some(name) if known.contains(&name) => name,
-                Some(_) => {
-                    return Err(Refused::Bad(format!(
-                        "unknown option {a:?} (options: {}; --help)",
-                        options()
-                    )))
-                }
-                None => {
-                    return Err(Refused::Bad(format!(
-                        "unexpected argument {a:?} (options: {}; --help)",
-                        options()
-                    )))
-                }
-            };
-            let Some(v) = it.next() else {
-                return Err(Refused::Bad(format!("--{name} needs a value")));
-            };
-            pairs.push((name.to_string(), v));
+        Err(Refused::Bad(why)) => {
+            eprintln!("{program}: {why}");
+            std::process::exit(2)
         }
-        Ok(Args { pairs })
-    }
-
-    fn value(&self, name: &str) -> Option<&str> {
-        self.pairs
-            .iter()
-            .rev()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The option's value, or `default`; a value that does not parse is an error naming it.
-    pub fn try_get<T: FromStr>(&self, name: &str, default: T) -> Result<T, String>
-    where
-        T::Err: std::fmt::Display,
-    {
-        match self.value(name) {
-            Some(v) => v.parse().map_err(|e| format!("--{name} {v:?}: {e}")),
-            None => Ok(default),
-        }
-    }
-
-    /// A comma-separated list option, or `default`.
-    pub fn try_list<T>(&self, name: &str, default: &[T]) -> Result<Vec<T>, String>
-    where
-        T: FromStr + Clone,
-        T::Err: std::fmt::Display,
-    {
-        match self.value(name) {
-            Some(v) => v
-                .split(',')
-                .map(|x| x.parse().map_err(|e| format!("--{name} {x:?}: {e}")))
-                .collect(),
-            None => Ok(default.to_vec()),
-        }
-    }
-
-    /// A comma-separated list option whose entries must each be one of `allowed`.
-    pub fn try_choices(
-        &self,
-        name: &str,
-        default: &[&str],
-        allowed: &[&str],
-    ) -> Result<Vec<String>, String> {
-        let v: Vec<String> = self.try_list(
-            name,
-            &default.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
-        )?;
-        match v.iter().find(|x| !allowed.contains(&x.as_str())) {
-            Some(x) => Err(format!(
-                "--{name} {x:?}: not one of {}",
-                allowed.join(" | ")
-            )),
-            None => Ok(v),
-        }
-    }
-
-    /// [`Args::try_choices`] of one value, exiting with status 2 on a bad value.
-    pub fn choice(&self, name: &str, default: &str, allowed: &[&str]) -> String {
-        match self.value(name) {
-            Some(v) if v.contains(',') || !allowed.contains(&v) => fail_here(&format!(
-                "--{name} {v:?}: not one of {}",
-                allowed.join(" | ")
-            )),
-            Some(v) => v.to_string(),
-            None => default.to_string(),
-        }
-    }
-
-    /// [`Args::try_choices`], exiting with status 2 on a bad value.
-    pub fn choices(&self, name: &str, default: &[&str], allowed: &[&str]) -> Vec<String> {
-        self.try_choices(name, default, allowed)
-            .unwrap_or_else(|e| fail_here(&e))
-    }
-
-    /// [`Args::try_get`], exiting with status 2 on a bad value.
-    pub fn get<T: FromStr>(&self, name: &str, default: T) -> T
-    where
-        T::Err: std::fmt::Display,
-    {
-        self.try_get(name, default)
-            .unwrap_or_else(|e| fail_here(&e))
-    }
-
-    /// [`Args::try_list`], exiting with status 2 on a bad value.
-    pub fn list<T>(&self, name: &str, default: &[T]) -> Vec<T>
-    where
-        T: FromStr + Clone,
-        T::Err: std::fmt::Display,
-    {
-        self.try_list(name, default)
-            .unwrap_or_else(|e| fail_here(&e))
     }
 }
 
-/// The usage: the `//!` comment at the top of `source` (Markdown as written), then the options.
-fn usage(source: &str, known: &[&str]) -> String {
+/// [`parse_args`] of `argv` (the program name first), without exiting.
+pub fn try_parse_args<A: Parser>(
+    source: &str,
+    argv: impl IntoIterator<Item = impl Into<OsString> + Clone>,
+) -> Result<A, Refused> {
+    // The last of a repeated option wins, as in the shell scripts that call these binaries.
+    let mut cmd = A::command()
+        .about(doc_comment(source))
+        .args_override_self(true)
+        .color(ColorChoice::Never);
+    let options: Vec<String> = cmd
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .filter(|&l| l != "help")
+        .map(|l| format!("--{l}"))
+        .collect();
+    cmd.try_get_matches_from_mut(argv)
+        .and_then(|m| A::from_arg_matches(&m))
+        .map_err(|e| match e.kind() {
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => Refused::Help(e.to_string()),
+            kind => {
+                // clap's first paragraph says what is wrong (and the possible values); the
+                // rest is tips and a usage dump.
+                let text = e.to_string();
+                let first: Vec<&str> = text
+                    .lines()
+                    .map(str::trim)
+                    .take_while(|l| !l.is_empty())
+                    .collect();
+                let first = first.join(" ");
+                let what = first.strip_prefix("error: ").unwrap_or(&first);
+                Refused::Bad(match kind {
+                    ErrorKind::UnknownArgument => {
+                        format!("{what} (options: {}; --help)", options.join(" "))
+                    }
+                    _ => format!("{what} (--help)"),
+                })
+            }
+        })
+}
+
+/// The `//!` comment at the top of `source`, Markdown as written.
+fn doc_comment(source: &str) -> String {
     let mut out = String::new();
     for line in source.lines().map_while(|l| l.strip_prefix("//!")) {
         out.push_str(line.strip_prefix(' ').unwrap_or(line));
         out.push('\n');
     }
-    let names: Vec<String> = known.iter().map(|k| format!("--{k} VALUE")).collect();
-    out.push_str(&format!(
-        "\nOptions: {} (--help: this text)\n",
-        names.join(", ")
-    ));
-    out
-}
-
-fn fail(program: &str, why: &str) -> ! {
-    let name = Path::new(program)
-        .file_name()
-        .map_or_else(|| program.into(), |n| n.to_string_lossy());
-    eprintln!("{name}: {why}");
-    std::process::exit(2)
-}
-
-fn fail_here(why: &str) -> ! {
-    fail(&std::env::args().next().unwrap_or_default(), why)
+    out.trim_end().to_string()
 }
 
 /// The `q`-quantile (0..=1) of sorted samples, nearest rank.
@@ -325,56 +212,94 @@ mod tests {
     #[test]
     fn modes_parse_and_print_round_trip() {
         for m in [Mode::Memory, Mode::Buffered, Mode::Immediate] {
-            assert_eq!(m.to_string().parse::<Mode>(), Ok(m));
+            assert_eq!(Mode::from_str(&m.to_string(), false), Ok(m));
         }
-        assert!("disk".parse::<Mode>().is_err());
+        assert!(Mode::from_str("disk", false).is_err());
     }
 
     const SOURCE: &str = "//! Does a thing with `--n` things.\n//!\n//! `cargo run`\n\nuse x;\n";
 
-    fn args(v: &[&str]) -> Result<Args, Refused> {
-        Args::from_args(SOURCE, &["n", "mode"], v.iter().map(|s| s.to_string()))
+    #[derive(Debug, Parser)]
+    struct Options {
+        #[arg(long, default_value_t = 1)]
+        n: u32,
+        #[arg(long, value_enum, default_value_t = Mode::Memory)]
+        mode: Mode,
+        #[arg(long, value_delimiter = ',', value_parser = ["a", "b"], default_values = ["a"])]
+        pick: Vec<String>,
+    }
+
+    fn args(v: &[&str]) -> Result<Options, Refused> {
+        try_parse_args(SOURCE, std::iter::once("prog").chain(v.iter().copied()))
     }
 
     #[test]
     fn help_is_the_doc_comment_and_the_options() {
-        let Err(Refused::Help(u)) = args(&["--n", "3", "--help"]) else {
-            panic!("no usage")
-        };
-        assert!(
-            u.starts_with("Does a thing with `--n` things.\n\n`cargo run`\n"),
-            "{u}"
-        );
-        assert!(u.contains("--n VALUE, --mode VALUE"), "{u}");
-        assert!(!u.contains("use x"), "{u}");
-        assert!(matches!(args(&["-h"]), Err(Refused::Help(_))));
+        for help in ["--help", "-h"] {
+            let Err(Refused::Help(u)) = args(&["--n", "3", help]) else {
+                panic!("no usage")
+            };
+            assert!(
+                u.starts_with("Does a thing with `--n` things.\n\n`cargo run`\n"),
+                "{u}"
+            );
+            assert!(u.contains("--n <N>") && u.contains("--mode <MODE>"), "{u}");
+            assert!(!u.contains("use x"), "{u}");
+        }
     }
 
     #[test]
     fn mistakes_are_one_line_errors() {
-        for bad in [&["--bogus", "1"][..], &["n"], &["--n"]] {
+        for bad in [
+            &["--bogus", "1"][..],
+            &["n"],
+            &["--n"],
+            &["--n", "x"],
+            &["--mode", "disk"],
+            &["--pick", "a,c"],
+        ] {
             match args(bad) {
                 Err(Refused::Bad(m)) => assert!(!m.contains('\n') && !m.is_empty(), "{m}"),
                 other => panic!("{bad:?}: {other:?}"),
             }
         }
-        let a = args(&["--n", "x", "--mode", "disk"]).unwrap();
-        let e = a.try_get::<u32>("n", 1).unwrap_err();
-        assert!(e.starts_with("--n \"x\": ") && !e.contains('\n'), "{e}");
-        assert!(a
-            .try_get::<Mode>("mode", Mode::Memory)
-            .unwrap_err()
-            .contains("unknown mode"));
-        assert!(a.try_list::<u32>("n", &[1]).is_err());
-        let c = args(&["--mode", "a,c"]).unwrap();
-        assert!(c
-            .try_choices("mode", &["a"], &["a", "b"])
-            .unwrap_err()
-            .contains("\"c\": not one of a | b"));
-        assert_eq!(
-            c.try_choices("n", &["a"], &["a"]),
-            Ok(vec!["a".to_string()])
+        let Err(Refused::Bad(m)) = args(&["--bogus", "1"]) else {
+            panic!("accepted")
+        };
+        assert!(
+            m.contains("--bogus") && m.contains("--n --mode --pick"),
+            "{m}"
         );
-        assert_eq!(args(&[]).unwrap().try_get("n", 7u32), Ok(7));
+        let Err(Refused::Bad(m)) = args(&["--pick", "a,c"]) else {
+            panic!("accepted")
+        };
+        assert!(
+            m.contains("'c'") && m.contains("[possible values: a, b]"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn defaults_lists_and_the_last_of_a_repeated_option() {
+        let a = args(&[]).unwrap();
+        assert_eq!(
+            (a.n, a.mode, a.pick),
+            (1, Mode::Memory, vec!["a".to_string()])
+        );
+        let a = args(&[
+            "--n",
+            "2",
+            "--n",
+            "7",
+            "--pick",
+            "b,a",
+            "--mode",
+            "immediate",
+        ])
+        .unwrap();
+        assert_eq!(
+            (a.n, a.mode, a.pick),
+            (7, Mode::Immediate, vec!["b".to_string(), "a".to_string()])
+        );
     }
 }

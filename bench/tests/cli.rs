@@ -21,7 +21,9 @@ fn help_prints_the_usage_and_exits_0() {
         let (code, out, err) = run(&[help]);
         assert_eq!(code, 0, "{err}");
         assert!(out.starts_with("Memory per lease"), "{out}");
-        assert!(out.contains("--leases VALUE, --keys VALUE"), "{out}");
+        assert!(out.contains("--leases <LEASES>"), "{out}");
+        assert!(out.contains("--keys <KEYS>"), "{out}");
+        assert!(out.contains("[default: 1000000]"), "{out}");
         assert!(err.is_empty(), "{err}");
     }
 }
@@ -33,6 +35,7 @@ fn an_unknown_option_or_a_bad_value_is_one_line_and_exit_2() {
         &["--leases", "many"],
         &["--leases"],
         &["leases"],
+        &["--keys", "2"],
     ] {
         let (code, out, err) = run(bad);
         assert_eq!(code, 2, "{bad:?}: {err}");

@@ -8,7 +8,8 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
-use tenure::{Tenure, WatchOptions, WatchStart, Watcher};
+use tenure::etcd::WatchStart;
+use tenure::{Tenure, WatchOptions, Watcher};
 
 fn measuring() -> bool {
     std::env::args().any(|a| a == "--bench")

@@ -27,14 +27,13 @@ mod batch;
 mod clock;
 mod engine;
 mod error;
+pub mod etcd;
 mod keepalive;
 mod kv;
 mod lease;
 pub mod limits;
 mod locks;
 mod record;
-#[cfg(feature = "remote")]
-mod remote;
 mod state;
 mod store;
 pub mod sync;
@@ -44,18 +43,13 @@ mod wait;
 pub use crate::clock::{Clock, ManualClock, SystemClock, Waker};
 pub use crate::engine::{Builder, Tenure};
 pub use crate::error::{Error, ErrorCode, Result};
-pub use crate::limits::{MAX_DURATION, MAX_WATCH_EVENTS};
 #[cfg(feature = "remote")]
-pub use crate::remote::Credentials;
+pub use crate::etcd::client::Credentials;
+pub use crate::limits::{MAX_DURATION, MAX_WATCH_EVENTS};
 // Shared with the bindings so that every language words durations and TTL errors alike.
 #[doc(hidden)]
 pub use crate::error::{human as format_duration, ttl_refused};
 pub use crate::keepalive::KeepAlive;
-pub use crate::kv::range::{RangeRequest, RangeResponse, SortOrder, SortTarget};
-pub use crate::kv::request::{
-    DeleteRangeRequest, Outcome, PutRequest, RangeCompare, Refusal, RequestOp, ResponseOp,
-    TxnRequest, WatchStart,
-};
 pub use crate::kv::txn::{Compare, CompareOp, CompareTarget, Op, OpResponse, Txn, TxnResponse};
 pub use crate::kv::watch::{WatchOptions, Watcher};
 #[doc(hidden)]

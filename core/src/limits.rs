@@ -36,6 +36,39 @@ pub fn instant_after(d: Duration) -> Instant {
     now.checked_add(d).unwrap_or_else(|| now + FAR_FUTURE)
 }
 
+/// The one wording of an empty key, embedded or over connect (K1); `tenure serve` answers it
+/// with etcd's own text.
+pub const EMPTY_KEY: &str = "key must not be empty";
+
+/// A key that is written, deleted or read by name (K1): not empty.
+#[inline]
+pub fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::invalid(EMPTY_KEY));
+    }
+    Ok(())
+}
+
+/// A lease ID the caller chose (L1), embedded or over connect: positive.
+pub fn check_lease_id(id: i64) -> Result<i64> {
+    if id <= 0 {
+        return Err(Error::invalid(format!(
+            "lease ID must be positive, got {id}"
+        )));
+    }
+    Ok(id)
+}
+
+/// A watch's start revision, embedded or over connect: positive.
+pub fn check_start_revision(revision: i64) -> Result<i64> {
+    if revision <= 0 {
+        return Err(Error::invalid(format!(
+            "start revision must be positive, got {revision}"
+        )));
+    }
+    Ok(revision)
+}
+
 /// A lease TTL (SPEC L2): zero is `InvalidArgument`, above [`MAX_TTL`] `LeaseTtlTooLarge`.
 #[inline]
 pub fn check_ttl(ttl: Duration) -> Result<Duration> {
@@ -139,6 +172,25 @@ mod tests {
                 assert_eq!(check_ttl(d).err().map(|e| e.code()), code, "{secs} s");
             }
         }
+    }
+
+    #[test]
+    fn k1_keys_lease_ids_and_start_revisions_have_one_wording() {
+        assert!(check_key(b"k").is_ok());
+        let e = check_key(b"").unwrap_err();
+        assert_eq!(e.to_string(), format!("invalid argument: {EMPTY_KEY}"));
+        assert_eq!(check_lease_id(1).unwrap(), 1);
+        let e = check_lease_id(0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid argument: lease ID must be positive, got 0"
+        );
+        assert_eq!(check_start_revision(3).unwrap(), 3);
+        let e = check_start_revision(-2).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid argument: start revision must be positive, got -2"
+        );
     }
 
     #[test]

@@ -532,11 +532,13 @@ fn concurrent_key(tag: &str, thread: usize, i: u64) -> String {
     format!("c/{tag}/{thread}/{i:08}")
 }
 
-/// The child's entry point: runs the workload when re-executed by the crash test, and returns at
-/// once in a normal test run.
+/// The child's entry point: runs the workload when re-executed by the crash test (`--ignored`);
+/// not a test of its own.
 #[test]
+#[ignore = "child process of the crash tests; run by them"]
 fn child_process_entry() {
     let Some(path) = std::env::var_os(CHILD_ENV) else {
+        // Not started by a parent test (e.g. `--include-ignored`): there is nothing to check.
         return;
     };
     let seed: u64 = std::env::var(CHILD_SEED_ENV)
@@ -747,6 +749,7 @@ fn run_child(
     }
     let mut child = command
         .args([
+            "--ignored",
             "--exact",
             "child_process_entry",
             "--nocapture",

@@ -1,12 +1,20 @@
-//! One or more tests per SPEC line L1–L15, named after it. Time is driven by `ManualClock`.
+//! One or more tests per SPEC line L1–L15, named after it, including where leases meet keys
+//! (L4, L6, L11). Time is driven by `ManualClock`.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 mod support;
 
-use support::{manual, manual_with, mem, secs, WAIT};
-use tenure::{Builder, Durability, Error, ExpiredLease, LeaseId, ManualClock, Recovery, Tenure};
+use support::{
+    assert_idle, assert_next, bytes, delete_event, keys_of, kv, manual, manual_with, mem, next,
+    open_file, open_file_with_clock, secs, watch, TTL, WAIT,
+};
+use tenure::{
+    Builder, Durability, Error, EventKind, ExpiredLease, LeaseId, ManualClock, Op, Recovery,
+    Tenure, Txn,
+};
 
 fn file_builder(dir: &tempfile::TempDir, clock: &Arc<ManualClock>) -> Builder {
     Tenure::builder()
@@ -123,6 +131,47 @@ fn l6_attach_racing_a_delete_and_put_of_its_key_is_attached_or_unsupported() {
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
+}
+
+// ---- L4 / L6 / L11 with keys ----------------------------------------------------------------
+
+#[test]
+fn l6_put_with_a_lease_attaches_put_without_detaches_delete_detaches() {
+    let db = mem();
+    let l = db.grant(TTL).unwrap();
+    db.put("k", "1", Some(l)).unwrap();
+    assert_eq!(db.lease_of("k").unwrap(), Some(l));
+    assert_eq!(db.get("k").unwrap().unwrap().lease, Some(l));
+    assert_eq!(db.time_to_live(l).unwrap().keys, bytes(&["k"]));
+
+    db.put("k", "2", None).unwrap();
+    assert_eq!(db.lease_of("k").unwrap(), None);
+    assert_eq!(db.get("k").unwrap().unwrap().lease, None);
+    assert!(db.time_to_live(l).unwrap().keys.is_empty());
+
+    db.put("k", "3", Some(l)).unwrap();
+    assert!(db.delete("k").unwrap());
+    assert_eq!(db.lease_of("k").unwrap(), None);
+    assert!(db.time_to_live(l).unwrap().keys.is_empty());
+
+    // A key re-created without the lease is not deleted by its revoke.
+    db.put("k", "4", None).unwrap();
+    db.put("j", "x", Some(l)).unwrap();
+    db.txn(Txn::new().then([Op::delete("j")])).unwrap();
+    assert!(
+        db.time_to_live(l).unwrap().keys.is_empty(),
+        "a txn delete detaches too"
+    );
+    db.put("p/1", "x", Some(l)).unwrap();
+    db.put("p/2", "x", Some(l)).unwrap();
+    assert_eq!(db.delete_prefix("p/").unwrap(), 2);
+    assert!(
+        db.time_to_live(l).unwrap().keys.is_empty(),
+        "delete_prefix detaches too"
+    );
+    assert_eq!(db.lease_of("p/1").unwrap(), None);
+    db.revoke(l).unwrap();
+    assert_eq!(db.get("k").unwrap().unwrap().value, b"4");
 }
 
 /// Tests of the embedded engine itself (a `ManualClock`, files, checkpoints, promote,
@@ -700,5 +749,274 @@ mod embedded_only {
         assert_eq!(batch[0].id, l);
         db.close().unwrap();
         assert!(matches!(db.next_expired(None), Err(Error::Closed(_))));
+    }
+
+    // ---- L4 / L6 / L11 with keys ------------------------------------------------------------
+
+    #[test]
+    fn l4_revoke_deletes_every_attached_key_and_the_lease_at_one_revision() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("revoke.tenure");
+        let db = open_file(&path);
+        let l = db.grant(TTL).unwrap();
+        let keep = db.grant(TTL).unwrap();
+        for k in ["s/c", "s/a", "s/b"] {
+            db.put(k, format!("{k}!"), Some(l)).unwrap(); // 1..=3
+        }
+        db.put("s/free", "v", None).unwrap(); // 4
+        db.put("s/kept", "v", Some(keep)).unwrap(); // 5
+        db.attach(l, &["s/bare"]).unwrap(); // attached name without a value: no event
+        let mut w = watch(&db, "s/", true, true);
+
+        db.revoke(l).unwrap();
+        assert_eq!(db.revision().unwrap(), 6);
+        for (k, create) in [("s/a", 2), ("s/b", 3), ("s/c", 1)] {
+            let ev = next(&mut w);
+            assert_eq!(
+                ev.kv,
+                delete_event(k.as_bytes(), 6).kv,
+                "one DELETE per key, in key order"
+            );
+            assert_eq!(
+                ev.prev_kv,
+                Some(kv(
+                    k.as_bytes(),
+                    format!("{k}!").as_bytes(),
+                    create,
+                    create,
+                    1,
+                    Some(l)
+                ))
+            );
+        }
+        assert_idle(&mut w);
+        assert!(matches!(db.time_to_live(l), Err(Error::LeaseNotFound(id)) if id == l));
+        assert_eq!(
+            keys_of(&db.range("s/", None).unwrap()),
+            bytes(&["s/free", "s/kept"])
+        );
+        assert_eq!(db.lease_of("s/bare").unwrap(), None);
+        assert_eq!(db.lease_of("s/kept").unwrap(), Some(keep));
+        assert_eq!(db.stats().revoked, 1);
+
+        assert!(matches!(db.revoke(l), Err(Error::LeaseNotFound(id)) if id == l));
+        assert!(matches!(db.revoke(9999i64), Err(Error::LeaseNotFound(_))));
+        assert_eq!(
+            db.revision().unwrap(),
+            6,
+            "a failed revoke takes no revision"
+        );
+        assert_idle(&mut w);
+
+        db.close().unwrap();
+        let db = open_file(&path);
+        assert_eq!(db.revision().unwrap(), 6);
+        assert!(matches!(db.time_to_live(l), Err(Error::LeaseNotFound(_))));
+        assert_eq!(
+            keys_of(&db.range("s/", None).unwrap()),
+            bytes(&["s/free", "s/kept"])
+        );
+        assert_eq!(db.time_to_live(keep).unwrap().keys, bytes(&["s/kept"]));
+    }
+
+    #[test]
+    fn l6_attaching_a_key_attached_elsewhere_moves_it() {
+        let db = mem();
+        let l1 = db.grant(TTL).unwrap();
+        let l2 = db.grant(TTL).unwrap();
+        db.put("k", "v", Some(l1)).unwrap();
+        db.put("m", "v", Some(l1)).unwrap();
+        let rev = db.revision().unwrap();
+
+        db.attach(l2, &["k"]).unwrap();
+        assert_eq!(db.lease_of("k").unwrap(), Some(l2));
+        assert_eq!(
+            db.get("k").unwrap(),
+            Some(kv(b"k", b"v", 1, 1, 1, Some(l2)))
+        );
+        assert_eq!(db.time_to_live(l1).unwrap().keys, bytes(&["m"]));
+        assert_eq!(db.time_to_live(l2).unwrap().keys, bytes(&["k"]));
+        assert_eq!(
+            db.revision().unwrap(),
+            rev,
+            "attach does not change the value or revisions"
+        );
+
+        // A put with the other lease moves it back.
+        db.put("k", "w", Some(l1)).unwrap();
+        assert_eq!(db.time_to_live(l1).unwrap().keys, bytes(&["k", "m"]));
+        assert!(db.time_to_live(l2).unwrap().keys.is_empty());
+
+        // Attach to an unknown lease: LeaseNotFound, nothing changes.
+        assert!(
+            matches!(db.attach(777i64, &["k", "new"]), Err(Error::LeaseNotFound(id)) if id.get() == 777)
+        );
+        assert_eq!(db.lease_of("k").unwrap(), Some(l1));
+        assert_eq!(db.lease_of("new").unwrap(), None);
+        // Detach from an unknown lease: LeaseNotFound, never fatal.
+        assert!(matches!(
+            db.detach(777i64, &["k"]),
+            Err(Error::LeaseNotFound(_))
+        ));
+        assert_eq!(db.lease_of("k").unwrap(), Some(l1));
+        // Detaching from the wrong lease leaves the key where it is.
+        db.detach(l2, &["k"]).unwrap();
+        assert_eq!(db.lease_of("k").unwrap(), Some(l1));
+
+        // Revoking the lease a key moved away from leaves it alone.
+        db.attach(l2, &["k"]).unwrap();
+        db.revoke(l1).unwrap();
+        assert!(db.get("k").unwrap().is_some());
+        assert!(db.get("m").unwrap().is_none());
+        db.detach(l2, &["k"]).unwrap();
+        assert_eq!(db.lease_of("k").unwrap(), None);
+        db.revoke(l2).unwrap();
+        assert!(
+            db.get("k").unwrap().is_some(),
+            "a detached key outlives the lease"
+        );
+    }
+
+    #[test]
+    fn l11_expiry_deletes_attached_keys_in_one_write_with_delete_events() {
+        let clock = ManualClock::new();
+        let db = Tenure::builder().clock(clock.clone()).open().unwrap();
+        let short1 = db.grant(Duration::from_secs(5)).unwrap();
+        let short2 = db.grant(Duration::from_secs(5)).unwrap();
+        let long = db.grant(Duration::from_secs(100)).unwrap();
+        db.put("e/1b", "v", Some(short1)).unwrap(); // 1
+        db.put("e/1a", "v", Some(short1)).unwrap(); // 2
+        db.put("e/2a", "v", Some(short2)).unwrap(); // 3
+        db.put("e/long", "v", Some(long)).unwrap(); // 4
+        db.put("e/free", "v", None).unwrap(); // 5
+        let expired = db.expired();
+        let mut w = watch(&db, "e/", true, false);
+
+        clock.advance(Duration::from_secs(4));
+        db.put("e/sync", "v", None).unwrap(); // 6: nothing has expired before its deadline
+        assert_eq!(next(&mut w).kv.key, b"e/sync");
+        assert!(expired.try_recv().is_err());
+
+        clock.advance(Duration::from_secs(2));
+        let mut batch = expired.recv_timeout(WAIT).expect("expired batch");
+        batch.sort_by_key(|e| e.id);
+        assert_eq!(batch.len(), 2, "{batch:?}");
+        assert_eq!(
+            (batch[0].id, batch[0].ttl, &batch[0].keys),
+            (short1, Duration::from_secs(5), &bytes(&["e/1a", "e/1b"]))
+        );
+        assert_eq!((batch[1].id, &batch[1].keys), (short2, &bytes(&["e/2a"])));
+
+        assert_eq!(
+            db.revision().unwrap(),
+            7,
+            "both leases and their keys went in one write"
+        );
+        let mut deleted = BTreeSet::new();
+        for _ in 0..3 {
+            let ev = next(&mut w);
+            assert_eq!(ev.kind, EventKind::Delete);
+            assert_eq!(ev.kv.mod_revision, 7);
+            deleted.insert(ev.kv.key);
+        }
+        assert_eq!(
+            deleted,
+            bytes(&["e/1a", "e/1b", "e/2a"]).into_iter().collect()
+        );
+        assert_idle(&mut w);
+        assert_eq!(
+            keys_of(&db.range("e/", None).unwrap()),
+            bytes(&["e/free", "e/long", "e/sync"])
+        );
+        assert!(matches!(
+            db.time_to_live(short1),
+            Err(Error::LeaseNotFound(_))
+        ));
+        assert_eq!(db.time_to_live(long).unwrap().keys, bytes(&["e/long"]));
+        assert_eq!(db.stats().expired, 2);
+    }
+
+    #[test]
+    fn l11_expiry_of_one_lease_sends_its_key_deletes_in_key_order() {
+        let clock = ManualClock::new();
+        let db = Tenure::builder().clock(clock.clone()).open().unwrap();
+        let l = db.grant(Duration::from_secs(1)).unwrap();
+        for k in ["z", "b", "m", "a"] {
+            db.put(k, "v", Some(l)).unwrap();
+        }
+        let mut w = watch(&db, "", true, true);
+        let expired = db.expired();
+        clock.advance(Duration::from_secs(1));
+        let batch = expired.recv_timeout(WAIT).unwrap();
+        assert_eq!(batch[0].keys, bytes(&["a", "b", "m", "z"]));
+        for k in ["a", "b", "m", "z"] {
+            let ev = next(&mut w);
+            assert_eq!(ev.kv, delete_event(k.as_bytes(), 5).kv);
+            assert_eq!(ev.prev_kv.unwrap().lease, Some(l));
+        }
+        assert_idle(&mut w);
+    }
+
+    #[test]
+    fn l6_lease_key_index_is_rebuilt_on_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.tenure");
+        let clock = ManualClock::new();
+        let (l1, l2) = {
+            let db = open_file_with_clock(&path, &clock);
+            let l1 = db.grant(Duration::from_secs(100)).unwrap();
+            let l2 = db.grant(Duration::from_secs(50)).unwrap();
+            db.put("a", "1", Some(l1)).unwrap();
+            db.put("b", "2", Some(l1)).unwrap();
+            db.put("c", "3", Some(l2)).unwrap();
+            db.put("d", "4", Some(l2)).unwrap();
+            db.put("free", "5", None).unwrap();
+            db.attach(l2, &["x-bare"]).unwrap(); // a name with no value
+            db.attach(l2, &["b"]).unwrap(); // moved from l1
+            db.put("d", "4'", None).unwrap(); // detached by a put
+            db.close().unwrap();
+            (l1, l2)
+        };
+        let clock = ManualClock::new();
+        let db = open_file_with_clock(&path, &clock);
+        assert_eq!(db.time_to_live(l1).unwrap().keys, bytes(&["a"]));
+        assert_eq!(
+            db.time_to_live(l2).unwrap().keys,
+            bytes(&["b", "c", "x-bare"])
+        );
+        assert_eq!(db.lease_of("a").unwrap(), Some(l1));
+        assert_eq!(db.lease_of("b").unwrap(), Some(l2));
+        assert_eq!(db.lease_of("c").unwrap(), Some(l2));
+        assert_eq!(db.lease_of("d").unwrap(), None);
+        assert_eq!(db.lease_of("x-bare").unwrap(), Some(l2));
+        assert_eq!(db.lease_of("free").unwrap(), None);
+        assert_eq!(db.get("b").unwrap().unwrap().lease, Some(l2));
+        assert_eq!(db.get("x-bare").unwrap(), None);
+
+        // The rebuilt index drives expiry: l2's keys go, l1's stay.
+        let mut w = watch(&db, "", true, false);
+        let expired = db.expired();
+        clock.advance(Duration::from_secs(51));
+        let batch = expired.recv_timeout(WAIT).expect("l2 expires after reopen");
+        assert_eq!(batch.len(), 1);
+        assert_eq!(
+            (batch[0].id, &batch[0].keys),
+            (l2, &bytes(&["b", "c", "x-bare"]))
+        );
+        let rev = db.revision().unwrap();
+        assert_next(&mut w, [delete_event(b"b", rev), delete_event(b"c", rev)]);
+        assert_idle(&mut w);
+        assert_eq!(
+            keys_of(&db.range("", None).unwrap()),
+            bytes(&["a", "d", "free"])
+        );
+        assert_eq!(db.lease_of("x-bare").unwrap(), None);
+        db.close().unwrap();
+
+        let db = open_file_with_clock(&path, &clock);
+        assert_eq!(db.time_to_live(l1).unwrap().keys, bytes(&["a"]));
+        assert!(matches!(db.time_to_live(l2), Err(Error::LeaseNotFound(_))));
+        db.revoke(l1).unwrap();
+        assert_eq!(keys_of(&db.range("", None).unwrap()), bytes(&["d", "free"]));
     }
 }

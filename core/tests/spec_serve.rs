@@ -1,9 +1,7 @@
 //! The engine side of SPEC E2, E4 and E8: etcd-shaped requests through the public API.
 
-use tenure::{
-    Durability, Error, Outcome, PutRequest, RangeRequest, Refusal, RequestOp, ResponseOp,
-    StorageFaults, Tenure, WatchOptions, WatchStart,
-};
+use tenure::etcd::{Outcome, PutRequest, RangeRequest, Refusal, RequestOp, ResponseOp, WatchStart};
+use tenure::{Durability, Error, StorageFaults, Tenure, WatchOptions};
 
 fn put(key: &str, value: &str) -> RequestOp {
     RequestOp::Put(PutRequest {

@@ -66,6 +66,28 @@ mod embedded_only {
     }
 
     #[test]
+    fn s1_an_attached_session_never_renews_its_lease_and_done_fires_when_it_expires() {
+        let (clock, db) = manual();
+        let renewing = session_ttl(&db, secs(9));
+        let id = db.grant(secs(9)).unwrap();
+        let attached = Session::attach(&db, id).unwrap();
+        let done = attached.done();
+        for _ in 0..2 {
+            let renewed = db.stats().renewed;
+            clock.advance(secs(3));
+            eventually("the other session renews", || db.stats().renewed > renewed);
+            assert!(!attached.is_done());
+        }
+        clock.advance(secs(3));
+        assert!(
+            done.recv_timeout(WAIT).is_err(),
+            "no one renewed the attached lease: it expired after its TTL"
+        );
+        assert!(matches!(db.time_to_live(id), Err(Error::LeaseNotFound(_))));
+        assert!(!renewing.is_done());
+    }
+
+    #[test]
     fn s1_done_fires_when_the_engine_closes_or_the_lease_expires() {
         let (clock, db) = manual();
         let s = session(&db);

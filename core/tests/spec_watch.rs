@@ -7,7 +7,8 @@ mod support;
 use std::time::Duration;
 
 use support::*;
-use tenure::{Durability, Error, ErrorCode, EventKind, Refusal, Tenure, WatchOptions};
+use tenure::etcd::Refusal;
+use tenure::{Durability, Error, ErrorCode, EventKind, Tenure, WatchOptions};
 
 // ---- K6 Watch -------------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@
 use std::thread;
 use std::time::Duration;
 
-use tenure::{Error, Tenure, WatchOptions, WatchStart, Watcher};
+use tenure::etcd::WatchStart;
+use tenure::{Error, Tenure, WatchOptions, Watcher};
 
 const WAIT: Duration = Duration::from_secs(30);
 

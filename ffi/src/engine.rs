@@ -3,14 +3,16 @@
 use std::ffi::{c_char, CStr};
 use std::sync::Arc;
 
-use tenure_core::{
-    Builder, Clock, Credentials, Durability, Error, ManualClock, Recovery, Stats, Tenure,
-};
+#[cfg(feature = "remote")]
+use tenure_core::Credentials;
+use tenure_core::{Builder, Clock, Durability, Error, ManualClock, Recovery, Stats, Tenure};
 
 use crate::error::{
     c_name_of, guard, invalid, last_error_ptr, set_last_error, shield, tenure_result, Res,
 };
-use crate::util::{arg, boxed, free, ms, text, to_ms, Out};
+#[cfg(feature = "remote")]
+use crate::util::text;
+use crate::util::{arg, boxed, free, ms, to_ms, Out};
 
 /// An engine handle. Thread-safe: any number of threads may call functions on one handle at
 /// once. Each handle (from `tenure_open` or `tenure_clone`) is released exactly once, with
@@ -238,6 +240,7 @@ impl Default for tenure_connect_options {
 ///
 /// # Safety
 /// A non-NULL `ptr` must point to a NUL-terminated string.
+#[cfg(feature = "remote")]
 unsafe fn option(ptr: *const c_char, name: &str) -> Res<Option<String>> {
     if ptr.is_null() {
         return Ok(None);
@@ -251,6 +254,7 @@ unsafe fn option(ptr: *const c_char, name: &str) -> Res<Option<String>> {
 ///
 /// # Safety
 /// Each non-NULL string field of `o` must point to a NUL-terminated string.
+#[cfg(feature = "remote")]
 unsafe fn credentials(o: &tenure_connect_options) -> Res<Credentials> {
     // SAFETY (every `option` below): the caller's promise about `o`'s strings.
     unsafe {
@@ -292,14 +296,41 @@ pub unsafe extern "C" fn tenure_connect(
             .map_err(|e| invalid(format!("url is not valid UTF-8: {e}")))?;
         // SAFETY: the caller promises NULL or a live options struct.
         let opts = unsafe { opts.as_ref() }.copied().unwrap_or_default();
-        let mut b = Builder::default().endpoints([url]);
-        if opts.request_timeout_ms != 0 {
-            b = b.request_timeout(ms(opts.request_timeout_ms, "request_timeout_ms")?);
-        }
         // SAFETY: the caller promises NUL-terminated strings in the options' string fields.
-        let db = b.credentials(unsafe { credentials(&opts) }?).connect()?;
+        let db = unsafe { connect(url, &opts) }?;
         out.set(boxed(tenure { db }));
         Ok(())
+    })
+}
+
+/// The network client of `tenure_connect` (cargo feature `remote`, on by default).
+///
+/// # Safety
+/// Each non-NULL string field of `opts` must point to a NUL-terminated string.
+#[cfg(feature = "remote")]
+unsafe fn connect(url: &str, opts: &tenure_connect_options) -> Res<Tenure> {
+    let mut b = Builder::default().endpoints([url]);
+    if opts.request_timeout_ms != 0 {
+        b = b.request_timeout(ms(opts.request_timeout_ms, "request_timeout_ms")?);
+    }
+    // SAFETY: the caller's promise about `opts`' strings.
+    Ok(b.credentials(unsafe { credentials(opts) }?).connect()?)
+}
+
+/// A lean libtenure (`make install REMOTE=0`, `--no-default-features`) has no network client:
+/// `tenure_connect` keeps its symbol and signature, so the ABI and the header do not depend on
+/// the build, and answers `TENURE_ERR_UNSUPPORTED`.
+///
+/// # Safety
+/// Nothing is dereferenced; `unsafe` only to match the remote build's signature.
+#[cfg(not(feature = "remote"))]
+unsafe fn connect(url: &str, _opts: &tenure_connect_options) -> Res<Tenure> {
+    Err(crate::error::Failure {
+        code: crate::error::TENURE_ERR_UNSUPPORTED,
+        message: format!(
+            "cannot connect to {url}: this libtenure was built without the network client \
+             (REMOTE=0, cargo feature `remote` off); use a full build for tenure_connect"
+        ),
     })
 }
 

@@ -13,6 +13,8 @@
 #![allow(rustdoc::private_intra_doc_links)]
 
 mod aio;
+#[cfg(feature = "cli")]
+mod cli;
 mod clock;
 mod convert;
 mod db;
@@ -42,6 +44,9 @@ mod _tenure {
         _campaign_async, _expired_recv_async, _lock_async, _observe_recv_async,
         _session_done_async, _watch_recv_async, PyPending,
     };
+    #[cfg(feature = "cli")]
+    #[pymodule_export]
+    use super::cli::_cli_main;
     #[pymodule_export]
     use super::clock::PyManualClock;
     #[pymodule_export]

@@ -19,6 +19,7 @@ __all__ = [
     "Tenure",
     "_after_fork_in_child",
     "_close_all",
+    "_cli_main",
     "ExpiredIterator",
     "Watcher",
     "KeepAlive",
@@ -321,6 +322,7 @@ class ManualClock:
 
 def _close_all() -> None: ...
 def _after_fork_in_child() -> None: ...
+def _cli_main(argv: list[str]) -> int: ...
 
 # ---- coordination (SPEC S1-S6) -----------------------------------------------------------------
 

@@ -1,17 +1,21 @@
-//! Between etcd's protobuf messages and tenure's requests, and tenure's errors to etcd's gRPC
-//! statuses (codes and message texts as etcd's `rpctypes`, since Go clients match on the text).
+//! Between etcd's protobuf messages and tenure's requests (`tenure::etcd`). Errors are mapped by
+//! `errors` (the core's one table).
 
 use etcd_client::proto::{
     PbCompare, PbDeleteRequest, PbDeleteResponse, PbKeyValue, PbPutRequest, PbPutResponse,
     PbRangeRequest, PbRangeResponse, PbResponseHeader, PbResponseOp, PbTargetUnion, PbTxnOpRequest,
     PbTxnOpResponse, PbTxnRequest, PbTxnResponse,
 };
-use tenure::{
-    Compare, CompareOp, CompareTarget, DeleteRangeRequest, Error, KeyValue, PutRequest,
-    RangeCompare, RangeRequest, RangeResponse, Refusal, RequestOp, ResponseOp, SortOrder,
-    SortTarget, TxnRequest,
+use tenure::etcd::errors::EtcdError;
+use tenure::etcd::{
+    DeleteRangeRequest, PutRequest, RangeCompare, RangeRequest, RangeResponse, RequestOp,
+    ResponseOp, SortOrder, SortTarget, TxnRequest,
 };
+use tenure::limits::check_key;
+use tenure::{Compare, CompareOp, CompareTarget, KeyValue};
 use tonic::Status;
+
+use crate::errors::{self, etcd};
 
 /// etcd's default `--max-txn-ops`.
 pub(crate) const MAX_TXN_OPS: usize = 128;
@@ -49,54 +53,6 @@ impl Ids {
     }
 }
 
-pub(crate) mod msg {
-    pub(crate) const EMPTY_KEY: &str = "etcdserver: key is not provided";
-    pub(crate) const KEY_NOT_FOUND: &str = "etcdserver: key not found";
-    pub(crate) const VALUE_PROVIDED: &str = "etcdserver: value is provided";
-    pub(crate) const LEASE_PROVIDED: &str = "etcdserver: lease is provided";
-    pub(crate) const TTL_ZERO: &str = "etcdserver: ttl is 0";
-    pub(crate) const TOO_MANY_OPS: &str = "etcdserver: too many operations in txn request";
-    pub(crate) const DUPLICATE_KEY: &str = "etcdserver: duplicate key given in txn request";
-    pub(crate) const COMPACTED: &str = "etcdserver: mvcc: required revision has been compacted";
-    pub(crate) const FUTURE_REV: &str = "etcdserver: mvcc: required revision is a future revision";
-    pub(crate) const LEASE_NOT_FOUND: &str = "etcdserver: requested lease not found";
-    pub(crate) const LEASE_EXIST: &str = "etcdserver: lease already exists";
-    pub(crate) const LEASE_TTL_TOO_LARGE: &str = "etcdserver: too large lease TTL";
-    pub(crate) const REQUEST_TOO_LARGE: &str = "etcdserver: request is too large";
-    pub(crate) const NO_LEADER: &str = "etcdserver: no leader";
-    pub(crate) const STOPPED: &str = "etcdserver: server stopped";
-    pub(crate) const TIMEOUT: &str = "etcdserver: request timed out";
-    pub(crate) const INVALID_SORT: &str = "etcdserver: invalid sort option";
-}
-
-/// tenure's error as etcd would report the same condition.
-pub(crate) fn status(e: Error) -> Status {
-    match e {
-        Error::LeaseNotFound(_) | Error::LeaseExpired(_) => Status::not_found(msg::LEASE_NOT_FOUND),
-        Error::LeaseExists(_) => Status::failed_precondition(msg::LEASE_EXIST),
-        Error::LeaseTtlTooLarge(_) => Status::out_of_range(msg::LEASE_TTL_TOO_LARGE),
-        Error::Compacted { .. } => Status::out_of_range(msg::COMPACTED),
-        Error::NotPrimary => Status::unavailable(msg::NO_LEADER),
-        Error::Closed(_) => Status::unavailable(msg::STOPPED),
-        Error::Timeout { .. } => Status::unavailable(msg::TIMEOUT),
-        Error::InvalidArgument(m) if m.contains("key must not be empty") => {
-            Status::invalid_argument(msg::EMPTY_KEY)
-        }
-        Error::InvalidArgument(m) => Status::invalid_argument(format!("etcdserver: {m}")),
-        // A failed commit (D6): never acknowledged; the server keeps answering reads' errors.
-        other => Status::internal(format!("etcdserver: {other}")),
-    }
-}
-
-pub(crate) fn refusal(r: Refusal) -> Status {
-    match r {
-        Refusal::KeyNotFound => Status::invalid_argument(msg::KEY_NOT_FOUND),
-        Refusal::FutureRevision => Status::out_of_range(msg::FUTURE_REV),
-        Refusal::Compacted => Status::out_of_range(msg::COMPACTED),
-        Refusal::DuplicateKey => Status::invalid_argument(msg::DUPLICATE_KEY),
-    }
-}
-
 pub(crate) fn kv(kv: KeyValue) -> PbKeyValue {
     PbKeyValue {
         key: kv.key,
@@ -109,14 +65,12 @@ pub(crate) fn kv(kv: KeyValue) -> PbKeyValue {
 }
 
 pub(crate) fn range_request(r: PbRangeRequest) -> Result<RangeRequest, Status> {
-    if r.key.is_empty() {
-        return Err(Status::invalid_argument(msg::EMPTY_KEY));
-    }
+    check_key(&r.key).map_err(errors::status)?;
     let sort_order = match r.sort_order {
         0 => SortOrder::None,
         1 => SortOrder::Ascend,
         2 => SortOrder::Descend,
-        _ => return Err(Status::invalid_argument(msg::INVALID_SORT)),
+        _ => return Err(etcd(EtcdError::InvalidSortOption)),
     };
     let sort_target = match r.sort_target {
         0 => SortTarget::Key,
@@ -124,7 +78,7 @@ pub(crate) fn range_request(r: PbRangeRequest) -> Result<RangeRequest, Status> {
         2 => SortTarget::Create,
         3 => SortTarget::Mod,
         4 => SortTarget::Value,
-        _ => return Err(Status::invalid_argument(msg::INVALID_SORT)),
+        _ => return Err(etcd(EtcdError::InvalidSortOption)),
     };
     Ok(RangeRequest {
         key: r.key,
@@ -143,14 +97,12 @@ pub(crate) fn range_request(r: PbRangeRequest) -> Result<RangeRequest, Status> {
 }
 
 pub(crate) fn put_request(p: PbPutRequest) -> Result<PutRequest, Status> {
-    if p.key.is_empty() {
-        return Err(Status::invalid_argument(msg::EMPTY_KEY));
-    }
+    check_key(&p.key).map_err(errors::status)?;
     if p.ignore_value && !p.value.is_empty() {
-        return Err(Status::invalid_argument(msg::VALUE_PROVIDED));
+        return Err(etcd(EtcdError::ValueProvided));
     }
     if p.ignore_lease && p.lease != 0 {
-        return Err(Status::invalid_argument(msg::LEASE_PROVIDED));
+        return Err(etcd(EtcdError::LeaseProvided));
     }
     Ok(PutRequest {
         key: p.key,
@@ -163,9 +115,7 @@ pub(crate) fn put_request(p: PbPutRequest) -> Result<PutRequest, Status> {
 }
 
 pub(crate) fn delete_request(d: PbDeleteRequest) -> Result<DeleteRangeRequest, Status> {
-    if d.key.is_empty() {
-        return Err(Status::invalid_argument(msg::EMPTY_KEY));
-    }
+    check_key(&d.key).map_err(errors::status)?;
     Ok(DeleteRangeRequest {
         key: d.key,
         range_end: d.range_end,
@@ -174,9 +124,7 @@ pub(crate) fn delete_request(d: PbDeleteRequest) -> Result<DeleteRangeRequest, S
 }
 
 fn compare(c: PbCompare) -> Result<RangeCompare, Status> {
-    if c.key.is_empty() {
-        return Err(Status::invalid_argument(msg::EMPTY_KEY));
-    }
+    check_key(&c.key).map_err(errors::status)?;
     let op = match c.result {
         0 => CompareOp::Equal,
         1 => CompareOp::Greater,
@@ -234,7 +182,7 @@ pub(crate) fn txn_request(t: PbTxnRequest) -> Result<TxnRequest, Status> {
         || t.success.len() > MAX_TXN_OPS
         || t.failure.len() > MAX_TXN_OPS
     {
-        return Err(Status::invalid_argument(msg::TOO_MANY_OPS));
+        return Err(etcd(EtcdError::TooManyOps));
     }
     let ops = |ops: Vec<etcd_client::proto::PbTxnRequestOp>| -> Result<Vec<RequestOp>, Status> {
         ops.into_iter()

@@ -2,20 +2,24 @@
 //! layouts (`name/<lease hex>`, ordered by create revision) as etcdctl and Go's `concurrency`
 //! package, so all of them exclude each other and agree on the leader.
 //!
-//! The caller's lease is the session's: the server never renews it (the client does). A wait is
-//! cancelled when the client goes away (its call future is dropped): the contender's key is then
-//! removed, so no one waits behind a caller that left.
+//! The caller's lease is the session's, attached without a keep-alive: the client renews it.
+//! Lock and Campaign waits are served by the server's one `WaitPool` and answered through a
+//! oneshot, so a pending wait holds no thread. A wait is cancelled when the client goes away
+//! (its call future is dropped): the contender's key is then removed, so no one waits behind a
+//! caller that left. Observe follows the core's `Observer` in the same pool.
 
 use std::sync::Arc;
 
-use tenure::sync::{Election, Mutex, Session, SessionOptions};
-use tenure::{Compare, CompareOp, KeyValue, Op, Stop, Txn, Wait};
-use tokio::sync::mpsc;
+use crossbeam_channel::Receiver;
+use tenure::etcd::errors::EtcdError;
+use tenure::sync::{Election, Leadership, Mutex, Observer, Session};
+use tenure::{Interest, KeyValue, Pollable, Source, Stop, Wait};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
 
-use crate::convert;
 use crate::service::{blocking, BoxStream, Ctx};
+use crate::{convert, errors};
 
 // Generated code: its items are `pub` by construction.
 #[allow(unreachable_pub, missing_debug_implementations)]
@@ -32,28 +36,26 @@ const NO_LEADER: &str = "election: no leader";
 
 fn name_of(name: &[u8]) -> Result<String, Status> {
     if name.is_empty() {
-        return Err(Status::invalid_argument(convert::msg::EMPTY_KEY));
+        return Err(errors::etcd(EtcdError::KeyNotProvided));
     }
     String::from_utf8(name.to_vec()).map_err(|_| {
         Status::invalid_argument("tenure serve: lock and election names must be UTF-8")
     })
 }
 
-/// A session on the caller's lease that does not renew it.
+/// A session on the caller's lease that does not renew it (the client does): no thread.
 fn session(ctx: &Ctx, lease: i64) -> Result<Session, Status> {
     if lease <= 0 {
-        return Err(Status::not_found(convert::msg::LEASE_NOT_FOUND));
+        return Err(errors::etcd(EtcdError::LeaseNotFound));
     }
-    let s = Session::resume(&ctx.db, lease, SessionOptions::default()).map_err(convert::status)?;
-    s.orphan();
-    Ok(s)
+    Session::attach(&ctx.db, lease).map_err(errors::status)
 }
 
 fn wait_error(e: tenure::Error) -> Status {
     match e {
-        tenure::Error::SessionExpired(_) => Status::not_found(convert::msg::LEASE_NOT_FOUND),
+        tenure::Error::SessionExpired(_) => errors::etcd(EtcdError::LeaseNotFound),
         tenure::Error::Timeout { .. } => Status::cancelled("the caller went away"),
-        other => convert::status(other),
+        other => errors::status(other),
     }
 }
 
@@ -87,12 +89,54 @@ fn election_kv(kv: KeyValue) -> electionpb::KeyValue {
     }
 }
 
-/// Raises its token when dropped (with the future of a cancelled call).
+/// Raises its token when dropped (with the future of a cancelled call, or an observer's task).
 struct StopOnDrop(Stop);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
         self.0.stop();
+    }
+}
+
+/// Runs `wait` in the server's wait pool and answers with its end. `cancel` is the token of the
+/// wait, raised when this future is dropped (the client went away): the pool then ends the
+/// wait, which withdraws its key; so is it at shutdown (`Unavailable`). A result that finds no
+/// one to take it goes to `undelivered` (on the pool's thread), so what it acquired is given
+/// back.
+async fn pooled<P>(
+    ctx: &Ctx,
+    wait: P,
+    cancel: StopOnDrop,
+    undelivered: impl FnOnce(P::Output) + Send + 'static,
+) -> Result<P::Output, Status>
+where
+    P: Pollable + 'static,
+    P::Output: Send + 'static,
+{
+    let (tx, rx) = oneshot::channel();
+    ctx.pool.submit(wait, move |out| {
+        if let Err(Ok(Ok(v))) = tx.send(out) {
+            undelivered(v);
+        }
+    });
+    let mut shutdown = ctx.shutdown.clone();
+    let out = tokio::select! {
+        out = rx => out.ok(),
+        // Dropping `cancel` ends the wait; the server does not wait for it to stop.
+        _ = shutdown.wait_for(|s| *s) => None,
+    };
+    drop(cancel);
+    match out {
+        Some(Ok(Ok(v))) => Ok(v),
+        Some(Ok(Err(e))) => Err(wait_error(e)),
+        Some(Err(_)) => {
+            tracing::error!("a lock or campaign wait panicked");
+            Err(Status::internal(
+                "etcdserver: internal error in tenure serve",
+            ))
+        }
+        // The server is stopping (or dropped the wait without an end).
+        None => Err(errors::etcd(EtcdError::Stopped)),
     }
 }
 
@@ -107,19 +151,15 @@ impl lockpb::lock_server::Lock for Lock {
     ) -> Result<Response<lockpb::LockResponse>, Status> {
         let req = req.into_inner();
         let name = name_of(&req.name)?;
-        let ctx = self.0.clone();
-        // Dropped with this call's future: the waiting thread then gives up.
+        let ctx = &self.0;
+        let s = session(ctx, req.lease)?;
         let cancel = StopOnDrop(Stop::new());
-        let wait = Wait::from(&cancel.0);
-        let c = ctx.clone();
-        let (key, rev) = blocking(move || {
-            let s = session(&c, req.lease)?;
-            let guard = Mutex::new(&s, &name).lock(wait).map_err(wait_error)?;
-            Ok(guard.keep())
-        })
-        .await?;
+        let wait = Mutex::new(&s, &name).lock_wait(Wait::from(&cancel.0));
+        // An undelivered guard is dropped: it unlocks.
+        let guard = pooled(ctx, wait, cancel, drop).await?;
+        let (key, rev) = guard.keep();
         Ok(Response::new(lockpb::LockResponse {
-            header: lock_header(&ctx, rev.max(ctx.db.revision().unwrap_or_default())),
+            header: lock_header(ctx, rev.max(ctx.db.revision().unwrap_or_default())),
             key,
         }))
     }
@@ -130,12 +170,12 @@ impl lockpb::lock_server::Lock for Lock {
     ) -> Result<Response<lockpb::UnlockResponse>, Status> {
         let key = req.into_inner().key;
         if key.is_empty() {
-            return Err(Status::invalid_argument(convert::msg::EMPTY_KEY));
+            return Err(errors::etcd(EtcdError::KeyNotProvided));
         }
         let db = self.0.db.clone();
         let rev = blocking(move || {
-            db.delete(&key).map_err(convert::status)?;
-            db.revision().map_err(convert::status)
+            db.delete(&key).map_err(errors::status)?;
+            db.revision().map_err(errors::status)
         })
         .await?;
         Ok(Response::new(lockpb::UnlockResponse {
@@ -147,25 +187,59 @@ impl lockpb::lock_server::Lock for Lock {
 #[derive(Clone)]
 pub(crate) struct Elections(pub Arc<Ctx>);
 
-/// Runs `then` if `leader` still holds its leadership (its key has the same create revision);
-/// `false` otherwise.
-fn if_leader(
-    db: &tenure::Tenure,
-    leader: &electionpb::LeaderKey,
-    then: Op,
-) -> Result<bool, Status> {
-    let r = db
-        .txn(
-            Txn::new()
-                .when([Compare::create_revision(
-                    &leader.key,
-                    CompareOp::Equal,
-                    leader.rev,
-                )])
-                .then([then]),
-        )
-        .map_err(convert::status)?;
-    Ok(r.succeeded)
+/// The leadership a client names (etcd's `LeaderKey`), for Proclaim and Resign.
+fn leadership(ctx: &Ctx, leader: Option<electionpb::LeaderKey>) -> Result<Leadership, Status> {
+    let leader =
+        leader.ok_or_else(|| Status::invalid_argument("\"leader\" field must be provided"))?;
+    Ok(Leadership::resume(
+        &ctx.db,
+        &leader.key,
+        leader.rev,
+        leader.lease,
+    ))
+}
+
+/// What an observer's feed hands to its stream: the latest leader, or the error that ended it.
+type Latest = Option<Result<KeyValue, Status>>;
+
+/// An election's leaders, read by the core's `Observer` in the wait pool and published as the
+/// latest state (a slow client skips to the newest leader, never to a stale one). Ends when its
+/// token is raised (the stream was dropped or the server is stopping) or the observer fails.
+struct Feed {
+    observer: Observer,
+    wait: Wait,
+    stopped: Option<Receiver<()>>,
+    latest: watch::Sender<Latest>,
+}
+
+impl Pollable for Feed {
+    type Output = ();
+
+    fn poll(&mut self) -> tenure::Result<Option<()>> {
+        loop {
+            match self.observer.try_recv() {
+                Ok(Some(Some(kv))) => {
+                    self.latest.send_replace(Some(Ok(kv)));
+                }
+                // No leader: etcd's Observe reports leaders only.
+                Ok(Some(None)) => {}
+                Ok(None) => break,
+                Err(e) => {
+                    self.latest.send_replace(Some(Err(errors::status(e))));
+                    return Ok(Some(()));
+                }
+            }
+        }
+        if self.wait.is_over() || self.latest.is_closed() {
+            return Ok(Some(()));
+        }
+        Ok(None)
+    }
+
+    fn register<'a>(&'a self, interest: &mut Interest<'a>) {
+        interest.recv(self.observer.signal());
+        interest.wait(&self.wait, &self.stopped);
+    }
 }
 
 #[tonic::async_trait]
@@ -176,26 +250,21 @@ impl electionpb::election_server::Election for Elections {
     ) -> Result<Response<electionpb::CampaignResponse>, Status> {
         let req = req.into_inner();
         let name = name_of(&req.name)?;
-        let ctx = self.0.clone();
+        let ctx = &self.0;
+        let s = session(ctx, req.lease)?;
         let cancel = StopOnDrop(Stop::new());
-        let wait = Wait::from(&cancel.0);
-        let c = ctx.clone();
-        let lease = req.lease;
-        let (key, rev) = blocking(move || {
-            let s = session(&c, lease)?;
-            let l = Election::new(&s, &name)
-                .campaign(&req.value, wait)
-                .map_err(wait_error)?;
-            Ok((l.key().to_vec(), l.fencing_token()))
-        })
-        .await?;
+        let wait = Election::new(&s, &name).campaign_wait(&req.value, Wait::from(&cancel.0));
+        let resign = |l: Leadership| {
+            let _ = l.resign();
+        };
+        let won = pooled(ctx, wait, cancel, resign).await?;
         Ok(Response::new(electionpb::CampaignResponse {
-            header: election_header(&ctx, ctx.db.revision().unwrap_or_default()),
+            header: election_header(ctx, ctx.db.revision().unwrap_or_default()),
             leader: Some(electionpb::LeaderKey {
                 name: req.name,
-                key,
-                rev,
-                lease,
+                key: won.key().to_vec(),
+                rev: won.fencing_token(),
+                lease: req.lease,
             }),
         }))
     }
@@ -205,20 +274,17 @@ impl electionpb::election_server::Election for Elections {
         req: Request<electionpb::ProclaimRequest>,
     ) -> Result<Response<electionpb::ProclaimResponse>, Status> {
         let req = req.into_inner();
-        let leader = req
-            .leader
-            .ok_or_else(|| Status::invalid_argument("\"leader\" field must be provided"))?;
+        let leadership = leadership(&self.0, req.leader)?;
         let db = self.0.db.clone();
         let rev = blocking(move || {
-            let put = Op::put(
-                &leader.key,
-                &req.value,
-                (leader.lease > 0).then(|| leader.lease.into()),
-            );
-            if !if_leader(&db, &leader, put)? {
-                return Err(Status::new(Code::Unknown, NOT_LEADER));
+            match leadership.proclaim(&req.value) {
+                Ok(()) => {}
+                Err(tenure::Error::NotLeader) => {
+                    return Err(Status::new(Code::Unknown, NOT_LEADER));
+                }
+                Err(e) => return Err(errors::status(e)),
             }
-            db.revision().map_err(convert::status)
+            db.revision().map_err(errors::status)
         })
         .await?;
         Ok(Response::new(electionpb::ProclaimResponse {
@@ -233,8 +299,8 @@ impl electionpb::election_server::Election for Elections {
         let name = name_of(&req.into_inner().name)?;
         let db = self.0.db.clone();
         let (kv, rev) = blocking(move || {
-            let kv = Election::leader(&db, &name).map_err(convert::status)?;
-            Ok((kv, db.revision().map_err(convert::status)?))
+            let kv = Election::leader(&db, &name).map_err(errors::status)?;
+            Ok((kv, db.revision().map_err(errors::status)?))
         })
         .await?;
         let kv = kv.ok_or_else(|| Status::new(Code::Unknown, NO_LEADER))?;
@@ -246,42 +312,53 @@ impl electionpb::election_server::Election for Elections {
 
     type ObserveStream = BoxStream<electionpb::LeaderResponse>;
 
-    /// One thread per observer, waiting on the recipe's observer; it ends when the client goes
-    /// away (the next send fails) or the server shuts down.
+    /// A `Feed` in the wait pool and a task forwarding its latest state to the stream: no
+    /// thread per observer. The task ends when the client drops the stream or the server
+    /// shuts down; its end raises the feed's token, which ends the feed.
     async fn observe(
         &self,
         req: Request<electionpb::LeaderRequest>,
     ) -> Result<Response<Self::ObserveStream>, Status> {
         let name = name_of(&req.into_inner().name)?;
         let ctx = self.0.clone();
-        let mut observer =
-            tenure::sync::Election::observe(&ctx.db, &name).map_err(convert::status)?;
+        let observer = Election::observe(&ctx.db, &name).map_err(errors::status)?;
+        let cancel = StopOnDrop(Stop::new());
+        let wait = Wait::from(&cancel.0);
+        let (latest_tx, mut latest) = watch::channel(None);
+        ctx.pool.submit(
+            Feed {
+                observer,
+                stopped: wait.stop_channel(),
+                wait,
+                latest: latest_tx,
+            },
+            drop,
+        );
         let (tx, rx) = mpsc::channel(16);
-        let shutdown = ctx.shutdown.clone();
-        std::thread::Builder::new()
-            .name("tenure-observe".into())
-            .spawn(move || loop {
-                if *shutdown.borrow() || tx.is_closed() {
+        let mut shutdown = ctx.shutdown.clone();
+        tokio::spawn(async move {
+            let _cancel = cancel;
+            loop {
+                tokio::select! {
+                    changed = latest.changed() => if changed.is_err() {
+                        return; // the feed ended and everything it published was sent
+                    },
+                    _ = tx.closed() => return,
+                    _ = shutdown.wait_for(|s| *s) => return,
+                }
+                let resp = match latest.borrow_and_update().clone() {
+                    Some(Ok(kv)) => Ok(electionpb::LeaderResponse {
+                        header: election_header(&ctx, ctx.db.revision().unwrap_or_default()),
+                        kv: Some(election_kv(kv)),
+                    }),
+                    Some(Err(status)) => Err(status),
+                    None => continue,
+                };
+                if tx.send(resp).await.is_err() {
                     return;
                 }
-                match observer.recv_timeout(Some(std::time::Duration::from_millis(500))) {
-                    Ok(Some(kv)) => {
-                        let resp = electionpb::LeaderResponse {
-                            header: election_header(&ctx, ctx.db.revision().unwrap_or_default()),
-                            kv: Some(election_kv(kv)),
-                        };
-                        if tx.blocking_send(Ok(resp)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) | Err(tenure::Error::Timeout { .. }) => {}
-                    Err(e) => {
-                        let _ = tx.blocking_send(Err(convert::status(e)));
-                        return;
-                    }
-                }
-            })
-            .map_err(|e| Status::unavailable(format!("cannot start an observer: {e}")))?;
+            }
+        });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
@@ -289,15 +366,11 @@ impl electionpb::election_server::Election for Elections {
         &self,
         req: Request<electionpb::ResignRequest>,
     ) -> Result<Response<electionpb::ResignResponse>, Status> {
-        let leader = req
-            .into_inner()
-            .leader
-            .ok_or_else(|| Status::invalid_argument("\"leader\" field must be provided"))?;
+        let leadership = leadership(&self.0, req.into_inner().leader)?;
         let db = self.0.db.clone();
         let rev = blocking(move || {
-            let key = leader.key.clone();
-            if_leader(&db, &leader, Op::delete(key))?;
-            db.revision().map_err(convert::status)
+            leadership.resign().map_err(errors::status)?;
+            db.revision().map_err(errors::status)
         })
         .await?;
         Ok(Response::new(electionpb::ResignResponse {

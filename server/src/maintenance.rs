@@ -11,11 +11,12 @@ use std::sync::Arc;
 
 use etcd_client::proto::*;
 use sha2::{Digest, Sha256};
+use tenure::etcd::errors::EtcdError;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use crate::convert::{self, msg};
+use crate::errors;
 use crate::service::{blocking, BoxStream, Ctx};
 
 /// Bytes per snapshot message, as etcd.
@@ -33,7 +34,7 @@ impl Maintenance {
         // Built under the engine's temporary name beside the database (same filesystem, so
         // the space check is the database's) and unlinked once open: a kill leaves a
         // temporary the next snapshot removes.
-        let (mut file, info) = ctx.db.snapshot_unlinked().map_err(convert::status)?;
+        let (mut file, info) = ctx.db.snapshot_unlinked().map_err(errors::status)?;
         let total = info.bytes;
         if total % 512 != 0 {
             return Err(Status::internal(format!(
@@ -94,7 +95,7 @@ impl PbMaintenanceService for Maintenance {
         _req: Request<PbStatusRequest>,
     ) -> Result<Response<PbStatusResponse>, Status> {
         let ctx = self.0.clone();
-        let size = blocking(move || ctx.db.storage_size().map_err(convert::status)).await?;
+        let size = blocking(move || ctx.db.storage_size().map_err(errors::status)).await?;
         let rev = self.0.db.revision().unwrap_or_default();
         Ok(Response::new(PbStatusResponse {
             header: self.0.ids.header(rev),
@@ -118,7 +119,7 @@ impl PbMaintenanceService for Maintenance {
         _req: Request<PbDefragmentRequest>,
     ) -> Result<Response<PbDefragmentResponse>, Status> {
         let ctx = self.0.clone();
-        let size = blocking(move || ctx.db.defragment().map_err(convert::status)).await?;
+        let size = blocking(move || ctx.db.defragment().map_err(errors::status)).await?;
         tracing::info!(bytes = size.file_bytes, "defragmented");
         Ok(Response::new(PbDefragmentResponse {
             header: self.0.ids.header(self.0.db.revision().unwrap_or_default()),
@@ -128,7 +129,7 @@ impl PbMaintenanceService for Maintenance {
     /// SPEC D9's `all` checksum at the durable revision.
     async fn hash(&self, _req: Request<PbHashRequest>) -> Result<Response<PbHashResponse>, Status> {
         let ctx = self.0.clone();
-        let h = blocking(move || ctx.db.content_hash().map_err(convert::status)).await?;
+        let h = blocking(move || ctx.db.content_hash().map_err(errors::status)).await?;
         Ok(Response::new(PbHashResponse {
             header: self.0.ids.header(h.revision.max(1)),
             hash: h.all,
@@ -143,14 +144,14 @@ impl PbMaintenanceService for Maintenance {
     ) -> Result<Response<PbHashKvResponse>, Status> {
         let want = req.into_inner().revision;
         let ctx = self.0.clone();
-        let h = blocking(move || ctx.db.content_hash().map_err(convert::status)).await?;
+        let h = blocking(move || ctx.db.content_hash().map_err(errors::status)).await?;
         // The server starts at revision 1 (DESIGN); an empty file still says 0.
         let rev = h.revision.max(1);
         if want > rev {
-            return Err(Status::out_of_range(msg::FUTURE_REV));
+            return Err(errors::etcd(EtcdError::FutureRevision));
         }
         if want != 0 && want < rev {
-            return Err(Status::out_of_range(msg::COMPACTED));
+            return Err(errors::etcd(EtcdError::Compacted));
         }
         Ok(Response::new(PbHashKvResponse {
             header: self.0.ids.header(rev),

@@ -4,7 +4,8 @@
 //! the certificates.
 //!
 //! Threads: a multi-threaded tokio runtime for gRPC; engine calls that may wait for a commit run
-//! on its blocking pool; watch streams are tasks (see `watch`); the engine's own committer
+//! on its blocking pool; one wait-pool thread for every pending Lock and Campaign and every
+//! election observer; watch streams are tasks (see `watch`); the engine's own committer
 //! and expiry threads.
 
 use std::os::unix::fs::PermissionsExt;
@@ -16,7 +17,7 @@ use std::time::Duration;
 use etcd_client::proto::{
     PbClusterServer, PbKvServer, PbLeaseServer, PbMaintenanceServer, PbWatchServer,
 };
-use tenure::{Durability, Tenure};
+use tenure::{Durability, Tenure, WaitPool};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tonic::transport::Server;
@@ -201,11 +202,13 @@ async fn bind(addr: &str, mode: u32) -> Result<Listener, String> {
 }
 
 pub(crate) fn run(args: Args) -> ExitCode {
-    tracing_subscriber::fmt()
+    let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(args.log_level)
         .with_ansi(false)
-        .init();
+        // A host that runs the command twice in one process (the Python wheel) keeps the
+        // first subscriber instead of panicking.
+        .try_init();
     let fail = |msg: String| {
         eprintln!("tenure serve: {msg}");
         ExitCode::from(1)
@@ -282,6 +285,7 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
         })
         .collect::<Vec<_>>();
     let (stop_tx, stop_rx) = watch::channel(false);
+    let pool = WaitPool::new("tenure-wait").map_err(|e| format!("cannot start a thread: {e}"))?;
     let ctx = Arc::new(Ctx {
         ids: Ids::for_path(&args.file),
         db,
@@ -289,6 +293,7 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
         max_request_bytes: args.max_request_bytes,
         max_watches: args.max_watches_per_stream,
         shutdown: stop_rx.clone(),
+        pool,
     });
     let limit = args.max_request_bytes.saturating_add(GRPC_OVERHEAD);
     let router = Server::builder()

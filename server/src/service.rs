@@ -10,12 +10,15 @@ use std::time::Duration;
 
 use etcd_client::proto::*;
 use prost::Message;
-use tenure::{Outcome, RequestOp, ResponseOp, Tenure};
+use tenure::etcd::errors::EtcdError;
+use tenure::etcd::{Outcome, RequestOp, ResponseOp};
+use tenure::{Tenure, WaitPool};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::{wrappers::ReceiverStream, Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::convert::{self, msg, Ids};
+use crate::convert::{self, Ids};
+use crate::errors;
 
 pub(crate) type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -30,9 +33,13 @@ pub(crate) struct Ctx {
     pub max_watches: usize,
     /// Flips to true on shutdown: long-lived streams end.
     pub shutdown: watch::Receiver<bool>,
+    /// Serves every pending Lock and Campaign wait and every election observer from one
+    /// thread (`coordination.rs`).
+    pub pool: WaitPool,
 }
 
-/// Runs an engine call on the blocking pool.
+/// Runs an engine call on the blocking pool: one that ends on its own (a commit, a read), never
+/// a wait for another client (those go to `Ctx::pool`), so every write finds a thread.
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {
@@ -57,7 +64,7 @@ pub(crate) struct Kv(pub Arc<Ctx>);
 impl Kv {
     fn check_size(&self, len: usize) -> Result<(), Status> {
         if len > self.0.max_request_bytes {
-            return Err(Status::invalid_argument(msg::REQUEST_TOO_LARGE));
+            return Err(errors::etcd(EtcdError::RequestTooLarge));
         }
         Ok(())
     }
@@ -65,8 +72,8 @@ impl Kv {
     async fn run(&self, op: RequestOp) -> Result<(i64, ResponseOp), Status> {
         let done = |r: tenure::Result<Outcome>| match r {
             Ok(Outcome::Done { revision, response }) => Ok((revision, response)),
-            Ok(Outcome::Refused(r)) => Err(convert::refusal(r)),
-            Err(e) => Err(convert::status(e)),
+            Ok(Outcome::Refused(r)) => Err(errors::refusal(r)),
+            Err(e) => Err(errors::status(e)),
         };
         // A read of durable state needs no thread hand-off: answer it here.
         match self.0.db.try_execute_read(&op) {
@@ -163,8 +170,8 @@ impl PbKvService for Kv {
         let db = self.0.db.clone();
         let current = blocking(move || match db.compact(rev) {
             Ok(Ok(current)) => Ok(current),
-            Ok(Err(r)) => Err(convert::refusal(r)),
-            Err(e) => Err(convert::status(e)),
+            Ok(Err(r)) => Err(errors::refusal(r)),
+            Err(e) => Err(errors::status(e)),
         })
         .await?;
         Ok(Response::new(PbCompactionResponse {
@@ -188,7 +195,7 @@ impl PbLeaseService for Lease {
     ) -> Result<Response<PbLeaseGrantResponse>, Status> {
         let req = req.into_inner();
         if req.ttl <= 0 {
-            return Err(Status::invalid_argument(msg::TTL_ZERO));
+            return Err(errors::etcd(EtcdError::TtlZero));
         }
         if req.id < 0 {
             return Err(Status::invalid_argument(
@@ -203,8 +210,8 @@ impl PbLeaseService for Lease {
             } else {
                 db.grant_with_id(req.id, ttl)
             }
-            .map_err(convert::status)?;
-            Ok((id.get(), db.revision().map_err(convert::status)?))
+            .map_err(errors::status)?;
+            Ok((id.get(), db.revision().map_err(errors::status)?))
         })
         .await?;
         Ok(Response::new(PbLeaseGrantResponse {
@@ -222,8 +229,8 @@ impl PbLeaseService for Lease {
         let id = req.into_inner().id;
         let db = self.0.db.clone();
         let rev = blocking(move || {
-            db.revoke(id).map_err(convert::status)?;
-            db.revision().map_err(convert::status)
+            db.revoke(id).map_err(errors::status)?;
+            db.revision().map_err(errors::status)
         })
         .await?;
         Ok(Response::new(PbLeaseRevokeResponse {
@@ -256,7 +263,7 @@ impl PbLeaseService for Lease {
                 let ttl = match ctx.db.renew(req.id) {
                     Ok(ttl) => secs(ttl),
                     Err(tenure::Error::NotPrimary) => {
-                        let _ = tx.send(Err(Status::unavailable(msg::NO_LEADER))).await;
+                        let _ = tx.send(Err(errors::etcd(EtcdError::NoLeader))).await;
                         break;
                     }
                     Err(_) => 0,
@@ -284,9 +291,9 @@ impl PbLeaseService for Lease {
             let info = match db.time_to_live(req.id) {
                 Ok(info) => Some(info),
                 Err(tenure::Error::LeaseNotFound(_)) => None,
-                Err(e) => return Err(convert::status(e)),
+                Err(e) => return Err(errors::status(e)),
             };
-            Ok((info, db.revision().map_err(convert::status)?))
+            Ok((info, db.revision().map_err(errors::status)?))
         })
         .await?;
         // An unknown lease is TTL -1, not an error (etcd; etcdctl prints "already expired").
@@ -317,11 +324,11 @@ impl PbLeaseService for Lease {
         let (mut ids, rev) = blocking(move || {
             let ids: Vec<i64> = db
                 .leases()
-                .map_err(convert::status)?
+                .map_err(errors::status)?
                 .into_iter()
                 .map(|l| l.id.get())
                 .collect();
-            Ok((ids, db.revision().map_err(convert::status)?))
+            Ok((ids, db.revision().map_err(errors::status)?))
         })
         .await?;
         ids.sort_unstable();

@@ -15,12 +15,15 @@ use std::sync::Arc;
 
 use etcd_client::proto::{PbEvent, PbWatchRequest, PbWatchRequestUnion, PbWatchResponse};
 use prost::Message;
-use tenure::{Error, Event, EventKind, WatchOptions, WatchStart, Watcher};
+use tenure::etcd::errors::EtcdError;
+use tenure::etcd::WatchStart;
+use tenure::{Error, Event, EventKind, WatchOptions, Watcher};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_stream::{wrappers::ReceiverStream, StreamExt};
 use tonic::{Response, Status, Streaming};
 
-use crate::convert::{self, msg};
+use crate::convert;
+use crate::errors;
 use crate::service::{BoxStream, Ctx};
 
 /// Default of `--max-watches-per-stream`; more → the create is answered canceled.
@@ -220,14 +223,12 @@ impl Stream {
             return self.send(refuse("etcdserver: duplicate watch ID")).await;
         }
         if self.watchers.len() >= ctx.max_watches {
-            let reason = format!(
-                "tenure serve: too many watches on one stream (max {})",
-                ctx.max_watches
-            );
-            return self.send(refuse(&reason)).await;
+            // A row of the one table (the client reads it back exactly); the bound is
+            // `--max-watches-per-stream`.
+            return self.send(refuse(EtcdError::TooManyWatches.text())).await;
         }
         if c.key.is_empty() {
-            return self.send(refuse(msg::EMPTY_KEY)).await;
+            return self.send(refuse(EtcdError::KeyNotProvided.text())).await;
         }
         // Inline: registering costs a hash insert and the events it replays.
         match ctx.db.watch_range(&c.key, &c.range_end, c.opts) {
@@ -267,14 +268,14 @@ impl Stream {
                     watch_id: id,
                     canceled: true,
                     compact_revision: floor,
-                    cancel_reason: msg::COMPACTED.into(),
+                    cancel_reason: EtcdError::Compacted.text().into(),
                     ..PbWatchResponse::default()
                 };
                 self.send(created).await?;
                 self.send(canceled).await
             }
             Err(e) => {
-                let st = convert::status(e);
+                let st = errors::status(e);
                 self.send(refuse(st.message())).await
             }
         }
@@ -333,7 +334,7 @@ impl Stream {
                 Error::Compacted { revision, reason } => {
                     (revision, format!("tenure serve: {reason}"))
                 }
-                _ => (0, msg::STOPPED.to_string()),
+                _ => (0, EtcdError::Stopped.text().to_string()),
             };
             let resp = PbWatchResponse {
                 header: self.ctx.ids.header(db.durable_revision()),

@@ -4,20 +4,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use common::{temp_db, Server};
+use common::{temp_db, tenure_cli, text, Server};
 use tenure::Tenure;
-
-fn tenure_cli(args: &[&str]) -> Output {
-    Command::new(common::bin()).args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("{e}: {s}"))

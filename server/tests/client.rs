@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{temp_db, Server};
+use common::{next_lines, spawn_lines, temp_db, Server, WAIT};
 use etcd_client::proto::{
     PbLeaseKeepAliveRequest, PbLeaseKeepAliveResponse, PbRangeRequest, PbRangeResponse,
 };
@@ -25,7 +25,31 @@ fn message(e: etcd_client::Error) -> String {
     }
 }
 
-const WAIT: Duration = Duration::from_secs(20);
+/// How long a waiter that must not get through is watched, once it is queued.
+const NOT_YET: Duration = Duration::from_millis(500);
+
+/// Waits (`WAIT` at most) until `prefix` holds `n` keys: a waiter has queued its key.
+async fn wait_for_keys(c: &mut Client, prefix: &str, n: i64) {
+    let until = tokio::time::Instant::now() + WAIT;
+    loop {
+        let got = c
+            .get(
+                prefix,
+                Some(GetOptions::new().with_prefix().with_count_only()),
+            )
+            .await
+            .unwrap()
+            .count();
+        if got >= n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "{prefix}: {got} keys, not {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn e2_kv_put_options_sorted_ranges_nested_txn_and_compact() {
@@ -382,21 +406,21 @@ async fn e7_many_concurrent_clients_each_see_their_writes() {
 async fn e7_a_client_killed_mid_stream_leaves_the_server_serving() {
     let (_dir, db) = temp_db();
     let s = Server::start(&db, &[]);
+    // The first write (revision 2) is replayed to the watch: its first lines show the stream is
+    // open. The keep-alive prints a line per renewal, the first at once.
+    s.ok(&["put", "k", "before"]);
     let lease = s.ok(&["lease", "grant", "60"]);
     let id = lease.split_whitespace().nth(1).unwrap().to_string();
-    for args in [
-        vec!["watch", "k", "--prefix"],
-        vec!["lease", "keep-alive", id.as_str()],
+    for (args, first) in [
+        (vec!["watch", "k", "--prefix", "--rev", "2"], "PUT"),
+        (
+            vec!["lease", "keep-alive", id.as_str()],
+            "keepalived with TTL(60)",
+        ),
     ] {
-        let mut child = std::process::Command::new("etcdctl")
-            .env("ETCDCTL_API", "3")
-            .arg(format!("--endpoints={}", s.addr))
-            .args(&args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (mut child, rx) = spawn_lines(&s.addr, &args);
+        let line = next_lines(&rx, 1).remove(0);
+        assert!(line.contains(first), "{args:?}: {line}");
         common::signal(&child, "KILL");
         let _ = child.wait();
     }
@@ -484,7 +508,7 @@ async fn e5_lock_service_excludes_the_next_holder_and_etcdctl_until_unlock() {
         "etcd's key layout"
     );
     let mut c2 = client(&s).await;
-    let second = tokio::spawn(async move {
+    let mut second = tokio::spawn(async move {
         c2.lock("job", Some(etcd_client::LockOptions::new().with_lease(l2)))
             .await
             .unwrap()
@@ -492,28 +516,12 @@ async fn e5_lock_service_excludes_the_next_holder_and_etcdctl_until_unlock() {
             .to_vec()
     });
     // etcdctl (Go's concurrency.Mutex over plain KV) waits behind the lock service too.
-    let (mut ctl, ctl_rx) = {
-        let mut child = std::process::Command::new("etcdctl")
-            .env("ETCDCTL_API", "3")
-            .arg(format!("--endpoints={}", s.addr))
-            .args(["lock", "job"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        (child, rx)
-    };
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let (mut ctl, ctl_rx) = spawn_lines(&s.addr, &["lock", "job"]);
+    // Both waiters queued their keys behind the holder's.
+    wait_for_keys(&mut c, "job/", 3).await;
+    // Neither gets the lock while the first holds it (a bounded wait for what must not happen).
     assert!(
-        !second.is_finished(),
+        tokio::time::timeout(NOT_YET, &mut second).await.is_err(),
         "a second holder got the lock while the first held it"
     );
     assert!(
@@ -569,9 +577,13 @@ async fn e5_election_campaign_proclaim_observe_leader_resign() {
         .unwrap();
     assert_eq!(next.kv().unwrap().value(), b"two");
     let mut c2 = client(&s).await;
-    let second = tokio::spawn(async move { c2.campaign("chief", "three", l2).await.unwrap() });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!second.is_finished(), "two leaders at once");
+    let mut second = tokio::spawn(async move { c2.campaign("chief", "three", l2).await.unwrap() });
+    // The second candidate's key is queued behind the leader's.
+    wait_for_keys(&mut c, "chief/", 2).await;
+    assert!(
+        tokio::time::timeout(NOT_YET, &mut second).await.is_err(),
+        "two leaders at once"
+    );
     // etcdctl agrees on the leader.
     let ctl = s.ok(&[
         "get",

@@ -6,12 +6,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{next_lines, signal, spawn_lines, temp_db, wait_for, Etcd, Server};
-use tenure::sync::{Election, Mutex, Session, SessionOptions};
+use common::{next_lines, session, signal, spawn_lines, temp_db, wait_for, Etcd, Server, WAIT};
+use tenure::sync::{Election, Mutex};
 use tenure::{Compare, CompareOp, Error, EventKind, Op, OpResponse, Tenure, Txn, WatchOptions};
 use tenure::{Next, WaitPool};
-
-const WAIT: Duration = Duration::from_secs(20);
 
 /// A server that speaks etcd v3.
 enum Place {
@@ -89,17 +87,6 @@ impl Dead {
 fn both(body: impl Fn(Place)) {
     body(Place::serve());
     body(Place::etcd());
-}
-
-fn session(db: &Tenure, ttl: u64) -> Session {
-    Session::new(
-        db,
-        SessionOptions {
-            ttl: Duration::from_secs(ttl),
-            keepalive_interval: None,
-        },
-    )
-    .unwrap()
 }
 
 #[test]

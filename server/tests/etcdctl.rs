@@ -483,8 +483,9 @@ fn e9_sigterm_exits_0_and_the_file_holds_every_write() {
     let (_dir, db) = temp_db();
     let s = Server::start(&db, &[]);
     s.ok(&["put", "kept", "yes"]);
-    let (_w, _rx) = spawn_lines(&s.addr, &["watch", "kept"]); // an open stream must not block exit
-    std::thread::sleep(Duration::from_millis(300));
+    // An open stream must not block exit: the watch replays the put (revision 2) once it is.
+    let (_w, rx) = spawn_lines(&s.addr, &["watch", "kept", "--rev", "2"]);
+    assert_eq!(next_lines(&rx, 3), ["PUT", "kept", "yes"]);
     assert_eq!(s.terminate().code(), Some(0));
     let out = Command::new(common::bin())
         .args(["get"])

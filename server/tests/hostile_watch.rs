@@ -209,7 +209,7 @@ async fn e15_a_hundred_watchers_that_never_read_cost_bounded_memory() {
 /// flight: h2 cuts a connection with more than about 2 270 small frames unread whatever the
 /// server does if its process is descheduled long enough, so a deeper pipeline would test
 /// this machine's load. (With 32 per stream, 3 200 in flight, the old server was cut every
-/// time and this one passes on an idle machine: BENCHMARKS.md section 7.)
+/// time and this one passes on an idle machine: BENCHMARKS.md section 9.)
 #[tokio::test(flavor = "multi_thread")]
 async fn e15_fifty_thousand_watch_creates_on_one_connection_are_all_answered() {
     let _heavy = HEAVY.lock().await;

@@ -3,16 +3,12 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-use common::{temp_db, Server};
-
-fn tenure(args: &[&str]) -> Output {
-    Command::new(common::bin()).args(args).output().unwrap()
-}
+use common::{temp_db, tenure_cli, text, Server};
 
 fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).unwrap()
+    text(&o.stdout)
 }
 
 #[test]
@@ -27,16 +23,16 @@ fn e10_offline_leases_get_dump_stats_read_a_closed_file_without_changing_it() {
     s.ok(&["put", "other", "x"]);
     assert_eq!(s.terminate().code(), Some(0));
     let f = db.to_str().unwrap();
-    let before = stdout(&tenure(&["dump", f]));
+    let before = stdout(&tenure_cli(&["dump", f]));
 
-    let o = tenure(&["leases", f]);
+    let o = tenure_cli(&["leases", f]);
     assert!(o.status.success());
     let text = stdout(&o);
     assert!(
         text.contains(&id.to_string()) && text.contains("svc/a") && text.contains("1 leases"),
         "{text}"
     );
-    let o = tenure(&["leases", f, "--json"]);
+    let o = tenure_cli(&["leases", f, "--json"]);
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(
         (v["id"].as_i64(), v["ttl_ms"].as_u64()),
@@ -44,24 +40,27 @@ fn e10_offline_leases_get_dump_stats_read_a_closed_file_without_changing_it() {
     );
     assert_eq!(v["keys"][0], "svc/a");
 
-    assert_eq!(stdout(&tenure(&["get", f, "svc/b"])), "svc/b\n10.0.0.2\n");
     assert_eq!(
-        stdout(&tenure(&["get", f, "svc/", "--prefix"])),
+        stdout(&tenure_cli(&["get", f, "svc/b"])),
+        "svc/b\n10.0.0.2\n"
+    );
+    assert_eq!(
+        stdout(&tenure_cli(&["get", f, "svc/", "--prefix"])),
         "svc/a\n10.0.0.1\nsvc/b\n10.0.0.2\n"
     );
-    let o = tenure(&["get", f, "svc/a", "--json"]);
+    let o = tenure_cli(&["get", f, "svc/a", "--json"]);
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(
         (v["lease"].as_i64(), v["version"].as_i64()),
         (Some(id), Some(1))
     );
-    let missing = tenure(&["get", f, "nope"]);
+    let missing = tenure_cli(&["get", f, "nope"]);
     assert_eq!(
         (missing.status.code(), stdout(&missing)),
         (Some(3), String::new())
     );
 
-    let dump = stdout(&tenure(&["dump", f]));
+    let dump = stdout(&tenure_cli(&["dump", f]));
     let records: Vec<serde_json::Value> = dump
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -70,7 +69,7 @@ fn e10_offline_leases_get_dump_stats_read_a_closed_file_without_changing_it() {
     assert_eq!(records[0]["type"], "lease");
     assert!(records[1..].iter().all(|r| r["type"] == "key"));
 
-    let o = tenure(&["stats", f, "--json"]);
+    let o = tenure_cli(&["stats", f, "--json"]);
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(
         (
@@ -80,12 +79,12 @@ fn e10_offline_leases_get_dump_stats_read_a_closed_file_without_changing_it() {
         ),
         (Some(3), Some(1), Some(4))
     );
-    assert!(stdout(&tenure(&["stats", f])).contains("revision: 4"));
+    assert!(stdout(&tenure_cli(&["stats", f])).contains("revision: 4"));
 
     // Opened as a standby: nothing expires and tenure writes nothing (redb may still rewrite
     // its own allocator pages on close, so compare the contents, not the bytes).
     assert!(
-        stdout(&tenure(&["dump", f])) == before,
+        stdout(&tenure_cli(&["dump", f])) == before,
         "inspection changed the database"
     );
 }
@@ -94,7 +93,7 @@ fn e10_offline_leases_get_dump_stats_read_a_closed_file_without_changing_it() {
 fn e10_offline_errors_name_the_file_and_the_cause() {
     let (dir, db) = temp_db();
     let f = db.to_str().unwrap();
-    let o = tenure(&["stats", f]);
+    let o = tenure_cli(&["stats", f]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(err.contains(f) && err.contains("no such file"), "{err}");
@@ -102,7 +101,7 @@ fn e10_offline_errors_name_the_file_and_the_cause() {
 
     let junk = dir.path().join("junk");
     std::fs::write(&junk, b"not a database at all, certainly not redb").unwrap();
-    let o = tenure(&["dump", junk.to_str().unwrap()]);
+    let o = tenure_cli(&["dump", junk.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(
@@ -115,7 +114,7 @@ fn e10_offline_errors_name_the_file_and_the_cause() {
     );
 
     let s = Server::start(&db, &[]);
-    let o = tenure(&["leases", f]);
+    let o = tenure_cli(&["leases", f]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("is already open"));
     drop(s);
@@ -124,16 +123,16 @@ fn e10_offline_errors_name_the_file_and_the_cause() {
 #[test]
 fn e10_every_subcommand_has_help_and_bad_usage_exits_2() {
     for sub in ["serve", "leases", "get", "dump", "stats"] {
-        let o = tenure(&[sub, "--help"]);
+        let o = tenure_cli(&[sub, "--help"]);
         assert!(o.status.success(), "{sub} --help");
         assert!(stdout(&o).contains("Usage: tenure"), "{sub}");
     }
-    let top = stdout(&tenure(&["--help"]));
+    let top = stdout(&tenure_cli(&["--help"]));
     assert!(top.contains("Exit codes"), "{top}");
-    assert_eq!(tenure(&["serve"]).status.code(), Some(2));
-    assert_eq!(tenure(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(tenure_cli(&["serve"]).status.code(), Some(2));
+    assert_eq!(tenure_cli(&["frobnicate"]).status.code(), Some(2));
     let (_dir, db) = temp_db();
-    let o = tenure(&["serve", db.to_str().unwrap(), "--durability", "sometimes"]);
+    let o = tenure_cli(&["serve", db.to_str().unwrap(), "--durability", "sometimes"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("invalid --durability"));
     assert!(
@@ -165,14 +164,14 @@ fn inspect_all(f: &str) -> String {
         &["stats", f],
         &["stats", f, "--json"],
     ] {
-        let o = tenure(args);
+        let o = tenure_cli(args);
         assert!(
             o.status.success(),
             "{args:?}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
     }
-    let o = tenure(&["dump", f]);
+    let o = tenure_cli(&["dump", f]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     stdout(&o)
 }
@@ -207,7 +206,7 @@ fn e10_e12_offline_inspection_and_snapshot_never_write_the_file_its_log_or_its_d
     // `tenure snapshot FILE OUT` reads FILE the same way (E12).
     let elsewhere = tempfile::tempdir().unwrap();
     let copy = elsewhere.path().join("copy.tenure");
-    let o = tenure(&["snapshot", f, copy.to_str().unwrap()]);
+    let o = tenure_cli(&["snapshot", f, copy.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let after = snapshot_dir(dir.path());
     set_mode(dir.path(), 0o755);
@@ -227,14 +226,14 @@ fn e10_e12_offline_inspection_and_snapshot_never_write_the_file_its_log_or_its_d
     assert_eq!(records[0]["keys"].as_array().map(Vec::len), Some(20));
     assert_eq!(records[20]["key"], "k/9");
     assert_eq!(records[20]["value"], "v9");
-    let o = tenure(&["stats", f, "--json"]);
+    let o = tenure_cli(&["stats", f, "--json"]);
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(
         (v["keys"].as_u64(), v["revision"].as_i64()),
         (Some(20), Some(21))
     );
     assert_eq!(
-        stdout(&tenure(&["dump", copy.to_str().unwrap()])),
+        stdout(&tenure_cli(&["dump", copy.to_str().unwrap()])),
         dumped,
         "the copy holds what the log held"
     );

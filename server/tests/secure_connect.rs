@@ -7,23 +7,13 @@ mod common;
 use std::time::Duration;
 
 use common::certs::Certs;
-use common::{Etcd, EtcdTls};
-use tenure::sync::{Election, Mutex, Session, SessionOptions};
+use common::{session, Etcd, EtcdTls, WAIT};
+use tenure::sync::{Election, Mutex};
 use tenure::{Builder, Error, Tenure};
-
-const WAIT: Duration = Duration::from_secs(20);
-
-fn session(db: &Tenure) -> Session {
-    let opts = SessionOptions {
-        ttl: Duration::from_secs(10),
-        keepalive_interval: None,
-    };
-    Session::new(db, opts).unwrap()
-}
 
 /// A lock and an election (the S-line recipes) over `a` and `b`, two connections.
 fn recipes_work(a: &Tenure, b: &Tenure, prefix: &str) {
-    let (sa, sb) = (session(a), session(b));
+    let (sa, sb) = (session(a, 10), session(b, 10));
     let lock = format!("{prefix}lock");
     let guard = Mutex::new(&sa, &lock).lock(WAIT).unwrap();
     assert!(matches!(

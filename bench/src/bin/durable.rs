@@ -28,10 +28,38 @@ use std::time::{Duration, Instant};
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use clap::Parser;
 use tenure::{Durability, Tenure};
-use tenure_bench::{summary_us, Args, Scratch};
+use tenure_bench::{parse_args, summary_us, Scratch};
+
+#[derive(Parser)]
+struct Args {
+    /// Thread counts, one run each (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 8, 64])]
+    threads: Vec<usize>,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 3.0)]
+    secs: f64,
+    /// Where the files go [default: a temporary directory].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Commit paths, each run per thread count (comma-separated).
+    #[arg(long, value_delimiter = ',', value_parser = ["log", "redb"], default_values = ["log", "redb"])]
+    paths: Vec<String>,
+    /// Disk probe modes (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = PROBES,
+        default_values = PROBES,
+    )]
+    probe: Vec<String>,
+}
+
+/// The ways `--probe` makes an append durable.
+const PROBES: [&str; 4] = ["fdatasync", "rwf_dsync", "o_dsync", "o_direct"];
 
 /// Bytes appended per probe write: about one group commit of a few small writes.
 const APPEND: usize = 256;
@@ -180,17 +208,9 @@ fn probe_disk(dir: &Path, modes: &[String], when: &str) {
 }
 
 fn main() {
-    let args = Args::parse(
-        include_str!("durable.rs"),
-        &["threads", "secs", "dir", "paths", "probe"],
-    );
-    let threads: Vec<usize> = args.list("threads", &[1, 8, 64]);
-    let paths = args.choices("paths", &["log", "redb"], &["log", "redb"]);
-    let secs: f64 = args.get("secs", 3.0);
-    let dir: String = args.get("dir", String::new());
-    let probes = ["fdatasync", "rwf_dsync", "o_dsync", "o_direct"];
-    let modes = args.choices("probe", &probes, &probes);
-    let scratch = Scratch::new((!dir.is_empty()).then(|| dir.into()));
+    let args: Args = parse_args(include_str!("durable.rs"));
+    let (threads, paths, secs, modes) = (args.threads, args.paths, args.secs, args.probe);
+    let scratch = Scratch::new(args.dir);
 
     probe_disk(&scratch.dir, &modes, "before");
     for (&t, commit_path) in threads

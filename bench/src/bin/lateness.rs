@@ -13,26 +13,42 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tenure_bench::{open, summary_us, Args, Mode, Scratch};
+use clap::Parser;
+use tenure_bench::{open, parse_args, summary_us, Mode, Scratch};
+
+#[derive(Parser)]
+struct Args {
+    #[arg(long, value_enum, default_value_t = Mode::Memory)]
+    mode: Mode,
+    /// Leases granted.
+    #[arg(long, default_value_t = 100_000)]
+    leases: usize,
+    /// The deadlines are spread evenly over this many ms.
+    #[arg(long, default_value_t = 1000)]
+    spread_ms: u64,
+    /// Time between the start and the first deadline, ms [default: 30000 immediate, else 2000].
+    #[arg(long)]
+    lead_ms: Option<u64>,
+    /// Threads granting the leases [default: 64 immediate, else 1].
+    #[arg(long)]
+    grant_threads: Option<usize>,
+}
 
 fn main() {
-    let args = Args::parse(
-        include_str!("lateness.rs"),
-        &["mode", "leases", "spread-ms", "lead-ms", "grant-threads"],
-    );
-    let mode: Mode = args.get("mode", Mode::Memory);
-    let n: usize = args.get("leases", 100_000);
-    let spread = Duration::from_millis(args.get("spread-ms", 1000));
+    let args: Args = parse_args(include_str!("lateness.rs"));
+    let mode = args.mode;
+    let n = args.leases;
+    let spread = Duration::from_millis(args.spread_ms);
     // Immediate grants wait for an fsync each: grant from many threads (group commit) and
     // leave them more time before the first deadline.
     let default_threads = if mode == Mode::Immediate { 64 } else { 1 };
-    let threads: usize = args.get("grant-threads", default_threads);
+    let threads = args.grant_threads.unwrap_or(default_threads);
     let default_lead = if mode == Mode::Immediate {
         30_000
     } else {
         2_000
     };
-    let lead = Duration::from_millis(args.get("lead-ms", default_lead));
+    let lead = Duration::from_millis(args.lead_ms.unwrap_or(default_lead));
 
     let scratch = Scratch::new(None);
     let db = open(mode, &scratch.dir.join("lateness.tenure"), None);

@@ -19,8 +19,24 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use tenure::{Clock, ManualClock, Tenure, WatchOptions};
-use tenure_bench::{open, summary_us, Args, Mode, Scratch};
+use tenure_bench::{open, parse_args, summary_us, Mode, Scratch};
+
+#[derive(Parser)]
+struct Args {
+    #[arg(long, value_enum, default_value_t = Mode::Buffered)]
+    mode: Mode,
+    /// Leases (one key each) expiring at one instant.
+    #[arg(long, default_value_t = 100_000)]
+    leases: usize,
+    /// Long leases kept renewed meanwhile.
+    #[arg(long, default_value_t = 1_000)]
+    others: usize,
+    /// One renew of the others due every this many µs.
+    #[arg(long, default_value_t = 1000)]
+    renew_every_us: u64,
+}
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -47,13 +63,8 @@ fn settle(db: &Tenure) {
 }
 
 fn main() {
-    let args = Args::parse(
-        include_str!("mass_expiry.rs"),
-        &["mode", "leases", "others", "renew-every-us"],
-    );
-    let mode: Mode = args.get("mode", Mode::Buffered);
-    let n: usize = args.get("leases", 100_000);
-    let others: usize = args.get("others", 1_000);
+    let args: Args = parse_args(include_str!("mass_expiry.rs"));
+    let (mode, n, others) = (args.mode, args.leases, args.others);
 
     let scratch = Scratch::new(None);
     let path = scratch.dir.join("mass.tenure");
@@ -81,7 +92,7 @@ fn main() {
     // latency is measured from when it was due, not from when the call began: a renewer held
     // up for 80 ms then owes 80 ms worth of renews, each counted as late as it was
     // (no coordinated omission). `service` is the time inside the call alone.
-    let every = Duration::from_micros(args.get("renew-every-us", 1000));
+    let every = Duration::from_micros(args.renew_every_us);
     let renewer = {
         let (db, stop, measuring) = (db.clone(), stop.clone(), measuring.clone());
         thread::spawn(move || {

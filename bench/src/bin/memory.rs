@@ -8,14 +8,23 @@
 
 use std::time::Duration;
 
+use clap::Parser;
 use tenure::Tenure;
-use tenure_bench::{rss_bytes, Args};
+use tenure_bench::{parse_args, rss_bytes};
+
+#[derive(Parser)]
+struct Args {
+    /// Leases granted.
+    #[arg(long, default_value_t = 1_000_000)]
+    leases: u64,
+    /// Keys per lease: 0 or 1.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1))]
+    keys: u32,
+}
 
 fn main() {
-    let args = Args::parse(include_str!("memory.rs"), &["leases", "keys"]);
-    let n: u64 = args.get("leases", 1_000_000);
-    let keys: u32 = args.get("keys", 0);
-    assert!(keys <= 1, "--keys is 0 or 1");
+    let args: Args = parse_args(include_str!("memory.rs"));
+    let (n, keys) = (args.leases, args.keys);
 
     let db = Tenure::in_memory().expect("open");
     // Warm up the engine's buffers so the baseline includes the fixed cost.

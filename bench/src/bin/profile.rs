@@ -10,13 +10,40 @@
 //! kept at `--file`). Prints the wall time of the measured part (meaningless under valgrind,
 //! useful under perf).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tenure::{Clock, ManualClock, Tenure, WatchOptions};
-use tenure_bench::{open, Args, Mode, Scratch};
+use tenure_bench::{open, parse_args, Mode, Scratch};
+
+#[derive(Parser)]
+struct Args {
+    /// What is measured.
+    #[arg(long, default_value = "renew",
+          value_parser = ["grant", "renew", "revoke", "find_expired", "open"])]
+    workload: String,
+    /// Leases in the fixture.
+    #[arg(long, default_value_t = 100_000)]
+    size: u64,
+    /// Passes of the measured part (`renew`, `open`).
+    #[arg(long, default_value_t = 1)]
+    passes: u64,
+    #[arg(long, value_enum, default_value_t = Mode::Buffered)]
+    mode: Mode,
+    /// The file `open` reopens (built on first use).
+    #[arg(long, default_value = "target/bench/profile-open.tenure")]
+    file: PathBuf,
+    /// `spin`: wait for the fixture's commit by polling instead of blocking.
+    #[arg(long, default_value = "block", value_parser = ["block", "spin"])]
+    settle: String,
+    /// `off`: commits go to redb directly (`write_ahead_log(false)`).
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    wal: String,
+}
 
 fn settle(db: &Tenure, spin: bool) {
     if spin {
@@ -89,25 +116,11 @@ fn profiled_find_expired(db: &Tenure, clock: &ManualClock, due: usize) {
 }
 
 fn main() {
-    let args = Args::parse(
-        include_str!("profile.rs"),
-        &[
-            "workload", "size", "passes", "mode", "file", "settle", "wal",
-        ],
-    );
-    let workload = args.choice(
-        "workload",
-        "renew",
-        &["grant", "renew", "revoke", "find_expired", "open"],
-    );
-    let n: u64 = args.get("size", 100_000);
-    let passes: u64 = args.get("passes", 1);
-    let mode: Mode = args.get("mode", Mode::Buffered);
-    // `--settle spin`: wait for the fixture's commit by polling instead of blocking.
-    let spin = args.choice("settle", "block", &["block", "spin"]) == "spin";
+    let args: Args = parse_args(include_str!("profile.rs"));
+    let (workload, n, passes, mode) = (args.workload, args.size, args.passes, args.mode);
+    let spin = args.settle == "spin";
     if workload == "open" {
-        let file: String = args.get("file", "target/bench/profile-open.tenure".to_string());
-        let path = std::path::PathBuf::from(file);
+        let path = args.file;
         if !path.exists() {
             std::fs::create_dir_all(path.parent().expect("a parent dir")).expect("mkdir");
             let db = open(Mode::Buffered, &path, None);
@@ -134,8 +147,7 @@ fn main() {
     let clock = ManualClock::new();
     // The criterion benches run grant/renew/revoke on the real clock, find_expired on a manual one.
     let manual = (workload == "find_expired").then(|| clock.clone() as Arc<dyn Clock>);
-    // `--wal off`: commits go to redb directly (`write_ahead_log(false)`).
-    let db = if args.choice("wal", "on", &["on", "off"]) == "off" {
+    let db = if args.wal == "off" {
         let mut b = Tenure::builder().path(&path).write_ahead_log(false);
         b = match mode {
             Mode::Memory => b.in_memory(),

@@ -15,22 +15,36 @@
 //!
 //! `cargo run --profile profiling -p tenure-bench --bin recovery`
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use tenure::{Durability, Tenure};
-use tenure_bench::{open, Args, Mode, Scratch};
+use tenure_bench::{open, parse_args, Mode, Scratch};
+
+#[derive(Parser)]
+struct Args {
+    /// Leases (one key each) in the file.
+    #[arg(long, default_value_t = 1_000_000)]
+    leases: i64,
+    /// Opens timed (the median is printed).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// 1: drop the kernel's caches before each open (where this process may).
+    #[arg(long, default_value_t = 0)]
+    drop_caches: u32,
+    /// Where the files go [default: a temporary directory].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Grant+put pairs in the log replayed after a crash.
+    #[arg(long, default_value_t = 9_900)]
+    log_pairs: i64,
+}
 
 fn main() {
-    let args = Args::parse(
-        include_str!("recovery.rs"),
-        &["leases", "runs", "drop-caches", "dir", "log-pairs"],
-    );
-    let pairs: i64 = args.get("log-pairs", 9_900);
-    let n: i64 = args.get("leases", 1_000_000);
-    let runs: usize = args.get("runs", 3);
-    let drop_caches: u32 = args.get("drop-caches", 0);
-    let dir: String = args.get("dir", String::new());
-    let scratch = Scratch::new((!dir.is_empty()).then(|| dir.into()));
+    let args: Args = parse_args(include_str!("recovery.rs"));
+    let (pairs, n, runs, drop_caches) = (args.log_pairs, args.leases, args.runs, args.drop_caches);
+    let scratch = Scratch::new(args.dir);
     let path = scratch.dir.join("recovery.tenure");
     let _ = std::fs::remove_file(&path);
 

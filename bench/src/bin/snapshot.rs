@@ -7,22 +7,34 @@
 //!
 //! `cargo run --profile profiling -p tenure-bench --bin snapshot -- --keys 1000000 --threads 8`
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tenure_bench::{open, Args, Mode, Scratch};
+use clap::Parser;
+use tenure_bench::{open, parse_args, Mode, Scratch};
+
+#[derive(Parser)]
+struct Args {
+    /// Keys in the database.
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: u64,
+    /// Writer threads.
+    #[arg(long, default_value_t = 8)]
+    threads: usize,
+    /// Seconds of writes measured before the snapshot.
+    #[arg(long, default_value_t = 3.0)]
+    secs: f64,
+    /// Where the files go [default: a temporary directory].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
 
 fn main() {
-    let args = Args::parse(
-        include_str!("snapshot.rs"),
-        &["keys", "threads", "secs", "dir"],
-    );
-    let keys: u64 = args.get("keys", 1_000_000);
-    let threads: usize = args.get("threads", 8);
-    let secs: f64 = args.get("secs", 3.0);
-    let dir: String = args.get("dir", String::new());
-    let scratch = Scratch::new((!dir.is_empty()).then(|| dir.into()));
+    let args: Args = parse_args(include_str!("snapshot.rs"));
+    let (keys, threads, secs) = (args.keys, args.threads, args.secs);
+    let scratch = Scratch::new(args.dir);
     let path = scratch.dir.join("snapshot-src.tenure");
     let dest = scratch.dir.join("snapshot-copy.tenure");
     let _ = std::fs::remove_file(&path);

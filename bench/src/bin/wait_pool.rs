@@ -15,9 +15,23 @@
 
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use crossbeam_channel::{unbounded, Receiver, Select, Sender};
 use tenure::{Error, Interest, Next, Pollable, WaitPool};
-use tenure_bench::{quantile, Args};
+use tenure_bench::{parse_args, quantile};
+
+#[derive(Parser)]
+struct Args {
+    /// Pending waits beside the echo, one run per count (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [0, 100, 1000, 10_000])]
+    pending: Vec<usize>,
+    /// Round trips timed per count.
+    #[arg(long, default_value_t = 1000)]
+    rounds: usize,
+    /// How long after the waiter began a receiver is made ready, µs.
+    #[arg(long, default_value_t = 3000)]
+    delay_us: u64,
+}
 
 /// Answers every message on `rx` on `tx`; never ends.
 struct Echo {
@@ -153,13 +167,9 @@ fn build_only(pending: usize, rounds: usize) -> f64 {
 }
 
 fn main() {
-    let args = Args::parse(
-        include_str!("wait_pool.rs"),
-        &["pending", "rounds", "delay-us"],
-    );
-    let pendings: Vec<usize> = args.list("pending", &[0, 100, 1000, 10_000]);
-    let rounds: usize = args.get("rounds", 1000);
-    let delay = Duration::from_micros(args.get("delay-us", 3000));
+    let args: Args = parse_args(include_str!("wait_pool.rs"));
+    let (pendings, rounds) = (args.pending, args.rounds);
+    let delay = Duration::from_micros(args.delay_us);
     for &n in &pendings {
         let (trip, trip_cpu) = pool_round_trip(n, rounds);
         println!(

@@ -48,7 +48,7 @@ pub struct Builder {
     #[cfg(feature = "remote")]
     request_timeout: Duration,
     #[cfg(feature = "remote")]
-    credentials: crate::remote::Credentials,
+    credentials: crate::etcd::client::Credentials,
 }
 
 impl std::fmt::Debug for Builder {
@@ -104,7 +104,7 @@ impl Default for Builder {
             #[cfg(feature = "remote")]
             endpoints: Vec::new(),
             #[cfg(feature = "remote")]
-            request_timeout: crate::remote::DEFAULT_TIMEOUT,
+            request_timeout: crate::etcd::client::DEFAULT_TIMEOUT,
             #[cfg(feature = "remote")]
             credentials: Default::default(),
         }
@@ -295,7 +295,7 @@ impl Builder {
     /// passes through); [`connect`](Builder::connect) refuses a pair given by half. Feature
     /// `remote` (SPEC R4, R5).
     #[cfg(feature = "remote")]
-    pub fn credentials(mut self, credentials: crate::remote::Credentials) -> Builder {
+    pub fn credentials(mut self, credentials: crate::etcd::client::Credentials) -> Builder {
         self.credentials = credentials;
         self
     }
@@ -310,9 +310,12 @@ impl Builder {
     pub fn connect(self) -> Result<Tenure> {
         self.credentials.check()?;
         let endpoints =
-            crate::remote::parse_endpoints(&self.endpoints, self.credentials.has_tls())?;
-        let remote =
-            crate::remote::Remote::connect(endpoints, self.request_timeout, &self.credentials)?;
+            crate::etcd::client::parse_endpoints(&self.endpoints, self.credentials.has_tls())?;
+        let remote = crate::etcd::client::Remote::connect(
+            endpoints,
+            self.request_timeout,
+            &self.credentials,
+        )?;
         Ok(Tenure {
             h: Arc::new(Handle::Remote(Box::new(remote))),
         })

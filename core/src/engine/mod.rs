@@ -10,6 +10,7 @@ mod backup;
 mod builder;
 mod commit;
 mod expiry;
+mod requests;
 mod signals;
 
 use std::collections::HashMap;
@@ -159,7 +160,7 @@ pub(crate) enum Handle {
         threads: Mutex<Vec<JoinHandle<()>>>,
     },
     #[cfg(feature = "remote")]
-    Remote(Box<crate::remote::Remote>),
+    Remote(Box<crate::etcd::client::Remote>),
 }
 
 impl Drop for Handle {
@@ -252,7 +253,7 @@ impl Tenure {
 
     /// The etcd connection, when this handle was made by `connect`.
     #[cfg(feature = "remote")]
-    pub(crate) fn remote(&self) -> Option<&crate::remote::Remote> {
+    pub(crate) fn remote(&self) -> Option<&crate::etcd::client::Remote> {
         match &*self.h {
             Handle::Remote(r) => Some(r),
             Handle::Local { .. } => None,
@@ -625,7 +626,7 @@ impl Tenure {
     /// Runs a compare-and-swap transaction (SPEC K5).
     pub fn txn(&self, txn: Txn) -> Result<TxnResponse> {
         remote!(self, |r| r.txn(&txn));
-        self.write(|m, b, _| m.txn(&txn, b))
+        self.write(|m, b, _| m.txn(txn, b))
     }
 
     /// Watches a key or prefix (SPEC K6).

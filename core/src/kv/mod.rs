@@ -2,6 +2,5 @@
 
 pub(crate) mod index;
 pub(crate) mod range;
-pub(crate) mod request;
 pub(crate) mod txn;
 pub(crate) mod watch;

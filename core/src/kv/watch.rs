@@ -335,12 +335,7 @@ impl WatchHub {
     ) -> Result<Watcher> {
         let start = match opts.start_revision {
             None => revision + 1,
-            Some(r) if r <= 0 => {
-                return Err(Error::invalid(format!(
-                    "start revision must be positive, got {r}"
-                )))
-            }
-            Some(r) => r,
+            Some(r) => crate::limits::check_start_revision(r)?,
         };
         let compacted = self.floor(revision) - 1;
         if start <= compacted {

@@ -151,9 +151,7 @@ impl Lessor {
     /// Picks the ID for a grant (L1) without changing anything.
     pub(crate) fn check_new_id(&self, id: Option<i64>) -> Result<i64> {
         match id {
-            Some(id) if id <= 0 => Err(Error::invalid(format!(
-                "lease ID must be positive, got {id}"
-            ))),
+            Some(id) if id <= 0 => crate::limits::check_lease_id(id),
             Some(id) if self.slot_of(id).is_some() => Err(Error::LeaseExists(LeaseId::new(id))),
             Some(id) => Ok(id),
             None if self.next_id == i64::MAX => Err(Error::invalid(

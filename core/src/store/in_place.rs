@@ -19,9 +19,10 @@ use redb::DatabaseError;
 
 use redb::ReadableDatabase;
 
+use super::files::{inspect, Found};
 use super::{
-    corrupt_at, guarded, inspect, load, log_meta, open_error, open_read_only_held, replay, wal,
-    Found, Loaded, LogMeta, View,
+    corrupt_at, guarded, load, log_meta, open_error, open_read_only_held, replay, wal, Loaded,
+    LogMeta, View,
 };
 use crate::error::{Error, Result};
 use crate::types::{SnapshotInfo, SnapshotProgress};

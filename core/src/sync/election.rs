@@ -209,6 +209,25 @@ fn leader_of(db: &dyn Backend, prefix: &[u8]) -> Result<Option<KeyValue>> {
 }
 
 impl Leadership {
+    /// The leadership of the leader key `key` created at revision `rev` with lease `lease`
+    /// (etcd's `LeaderKey`), rebuilt from what a campaign returned, e.g. by another process
+    /// (`tenure serve` answers Proclaim and Resign with it). Nothing is read here: `proclaim`
+    /// answers `NotLeader` and `resign` does nothing once `key` is no longer that leadership.
+    /// A `lease` of 0 or less puts proclaimed values without a lease.
+    pub fn resume<B: Backend + Clone>(
+        db: &B,
+        key: impl AsRef<[u8]>,
+        rev: i64,
+        lease: impl Into<LeaseId>,
+    ) -> Leadership {
+        Leadership {
+            db: Arc::new(db.clone()),
+            key: key.as_ref().to_vec(),
+            rev,
+            lease: lease.into(),
+        }
+    }
+
     /// The fencing token: the leader key's create revision, strictly increasing per election.
     pub fn fencing_token(&self) -> i64 {
         self.rev
@@ -233,7 +252,11 @@ impl Leadership {
                     CompareOp::Equal,
                     self.rev,
                 )])
-                .then([Op::put(&self.key, value.as_ref(), Some(self.lease))]),
+                .then([Op::put(
+                    &self.key,
+                    value.as_ref(),
+                    Some(self.lease).filter(|l| l.get() > 0),
+                )]),
         )?;
         if r.succeeded {
             Ok(())

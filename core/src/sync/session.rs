@@ -126,17 +126,37 @@ impl Session {
         Session::start(Arc::new(db.clone()), id, &opts)
     }
 
+    /// A session on an existing lease that someone else renews (SPEC S1): no keep-alive and no
+    /// thread. For a server that takes locks and candidacies on its clients' leases, which the
+    /// clients keep alive (`tenure serve`'s Lock and Campaign). `done()` fires when the lease
+    /// is lost, as for any session (at once with the backend's lease-loss fast path; otherwise
+    /// the recipes' waits notice their own key's delete). Dropping it leaves the lease alone;
+    /// [`close`](Session::close) revokes it. `LeaseNotFound` if the lease is gone.
+    pub fn attach<B: Backend + Clone>(db: &B, id: impl Into<LeaseId>) -> Result<Session> {
+        let id = id.into();
+        db.time_to_live(id)?;
+        Session::with(Arc::new(db.clone()), id, None)
+    }
+
     fn start(db: Arc<dyn Backend>, id: LeaseId, opts: &SessionOptions) -> Result<Session> {
+        Session::with(db, id, Some(opts))
+    }
+
+    /// The session of lease `id`, renewed per `renew` (`None`: by someone else).
+    fn with(db: Arc<dyn Backend>, id: LeaseId, renew: Option<&SessionOptions>) -> Result<Session> {
         let lost = Stop::new();
         if let Some(r) = db.lease_lost(id, &lost) {
             r?;
         }
-        let keepalive = db.keep_alive(id, opts.keepalive_interval, &lost)?;
+        let keepalive = match renew {
+            Some(opts) => Some(db.keep_alive(id, opts.keepalive_interval, &lost)?),
+            None => None,
+        };
         Ok(Session {
             inner: Arc::new(Inner {
                 db,
                 id,
-                keepalive: PlMutex::new(Some(keepalive)),
+                keepalive: PlMutex::new(keepalive),
                 lost,
                 claims: Claims::default(),
                 next_claim: std::sync::atomic::AtomicU64::new(0),

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tenure::sync::{Election, FenceGate, Mutex, Session};
+use tenure::sync::{Election, FenceGate, Leadership, Mutex, Session};
 use tenure::{Error, Stop, Tenure, Wait, WaitPool};
 
 use crate::{backend, eventually, mem, session, WAIT};
@@ -405,4 +405,60 @@ fn s2_s4_one_wait_pool_serves_many_lock_and_campaign_waits_and_withdraws_what_it
     drop(pool);
     assert_eq!(db.range("last/", None).unwrap().len(), 1);
     assert!(lrx.try_recv().is_err());
+}
+
+#[test]
+fn s1_s2_an_attached_session_locks_on_a_lease_it_does_not_own_and_leaves_the_lease() {
+    let db = mem();
+    let owner = session(&db);
+    let id = owner.lease_id();
+    let attached = Session::attach(&backend(&db), id).unwrap();
+    assert_eq!(attached.lease_id(), id);
+    let g = Mutex::new(&attached, "m").lock(Some(WAIT)).unwrap();
+    let (key, token) = g.keep();
+    drop(attached);
+    assert!(db.time_to_live(id).is_ok(), "dropping it leaves the lease");
+    assert_eq!(db.get(&key).unwrap().unwrap().create_revision, token);
+    owner.close().unwrap();
+    assert!(
+        db.get(&key).unwrap().is_none(),
+        "the key went with the lease"
+    );
+    assert!(matches!(
+        Session::attach(&backend(&db), id),
+        Err(Error::LeaseNotFound(_))
+    ));
+}
+
+#[test]
+fn s4_a_resumed_leadership_proclaims_and_resigns_only_while_it_leads() {
+    let db = mem();
+    let (a, b) = (session(&db), session(&db));
+    let won = Election::new(&a, "svc").campaign("one", None).unwrap();
+    let (key, rev) = (won.key().to_vec(), won.fencing_token());
+    let resumed = Leadership::resume(&backend(&db), &key, rev, a.lease_id());
+    resumed.proclaim("two").unwrap();
+    let leader = Election::leader(&backend(&db), "svc").unwrap().unwrap();
+    assert_eq!(
+        (leader.value, leader.lease),
+        (b"two".to_vec(), Some(a.lease_id()))
+    );
+    let stale = Leadership::resume(&backend(&db), &key, rev - 1, a.lease_id());
+    assert!(matches!(stale.proclaim("stale"), Err(Error::NotLeader)));
+    stale.resign().unwrap();
+    assert_eq!(
+        Election::leader(&backend(&db), "svc")
+            .unwrap()
+            .unwrap()
+            .value,
+        b"two",
+        "a stale leadership's resign removes nothing"
+    );
+    resumed.resign().unwrap();
+    assert!(Election::leader(&backend(&db), "svc").unwrap().is_none());
+    let next = Election::new(&b, "svc")
+        .campaign("three", Some(WAIT))
+        .unwrap();
+    assert!(next.fencing_token() > rev);
+    assert!(matches!(resumed.proclaim("late"), Err(Error::NotLeader)));
 }

@@ -9,6 +9,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// How long a test waits for what another process or thread does.
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
+
 pub(crate) struct Server {
     pub child: Child,
     /// `127.0.0.1:PORT` of the first TCP listener.
@@ -187,6 +190,25 @@ pub(crate) fn etcdctl(endpoint: &str, args: &[&str], stdin: Option<&str>) -> Out
             .unwrap();
     }
     child.wait_with_output().unwrap()
+}
+
+/// The `tenure` binary with `args`, run to completion.
+pub(crate) fn tenure_cli(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().unwrap()
+}
+
+/// A process's output as text (invalid UTF-8 shown as U+FFFD).
+pub(crate) fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A session on `db` with a `ttl_secs` lease, renewed every third of it.
+pub(crate) fn session(db: &tenure::Tenure, ttl_secs: u64) -> tenure::sync::Session {
+    let opts = tenure::sync::SessionOptions {
+        ttl: Duration::from_secs(ttl_secs),
+        keepalive_interval: None,
+    };
+    tenure::sync::Session::new(db, opts).unwrap()
 }
 
 pub(crate) fn temp_db() -> (tempfile::TempDir, PathBuf) {

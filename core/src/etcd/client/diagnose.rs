@@ -1,17 +1,20 @@
 //! Why a TLS connection failed. Under TLS 1.3 a server refuses a client certificate (missing,
 //! expired, from another CA) only after the handshake, so gRPC just sees the connection close;
 //! when connect's first call fails over `https://`, one handshake is made here by hand, with
-//! the same CA, certificate and name, to report the server's own reason.
+//! the same CA, certificate and name, to report the server's own reason. The words of TLS
+//! libraries' errors are read here too (not etcd's: those go through the one table).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
+use super::errors::at_endpoints;
 use super::Credentials;
+use crate::error::Error;
 
 /// How long the server gets to refuse us once the handshake is done.
 const REFUSAL_WINDOW: Duration = Duration::from_secs(1);
@@ -122,4 +125,66 @@ pub(super) async fn speaks_tls(endpoint: &str) -> bool {
             .and_then(|i| i.downcast_ref::<tokio_rustls::rustls::Error>())
             .is_some_and(|e| matches!(e, tokio_rustls::rustls::Error::InvalidCertificate(_))),
     }
+}
+
+/// A connection failure `e` as `Unauthenticated` when an `https://` endpoint's TLS refuses us
+/// (or we it), or an `http://` endpoint is a TLS port, with the reason; else `e`.
+pub(super) fn refusal(
+    rt: &tokio::runtime::Runtime,
+    e: Error,
+    endpoints: &[String],
+    creds: &Credentials,
+    limit: Duration,
+) -> Error {
+    if !matches!(e, Error::Unavailable(_)) || limit.is_zero() {
+        return e;
+    }
+    let until = Instant::now() + limit;
+    for ep in endpoints {
+        let left = until.saturating_duration_since(Instant::now());
+        let why = rt.block_on(async {
+            tokio::time::timeout(left, async {
+                if ep.starts_with("https://") {
+                    tls_refusal(ep, creds).await
+                } else if speaks_tls(ep).await {
+                    Some("the server speaks TLS there; use https://".to_string())
+                } else {
+                    None
+                }
+            })
+            .await
+        });
+        if let Ok(Some(why)) = why {
+            let e =
+                tls_refused(&why).unwrap_or_else(|| Error::Unauthenticated(format!("TLS: {why}")));
+            return at_endpoints(e, ep);
+        }
+    }
+    e
+}
+
+/// Why TLS refused a connection, in the user's terms (`None`: not a TLS refusal; retrying
+/// cannot fix one, only the right CA, certificate or name).
+fn tls_hint(m: &str) -> Option<&'static str> {
+    Some(if m.contains("UnknownIssuer") || m.contains("UnknownCA") {
+        "the server's certificate is not signed by the CA given, nor by the system's roots if none is"
+    } else if m.contains("NotValidForName") || m.contains("not valid for name") {
+        "the server's certificate is not for this name; see the server name option"
+    } else if m.contains("invalid peer certificate") {
+        "the server's certificate is not acceptable"
+    } else if m.contains("alert") || m.contains("after the TLS handshake") {
+        "the server refused the client certificate: missing, expired, or not from a CA it trusts"
+    } else if m.contains("InvalidContentType") || m.contains("corrupt message") {
+        "the server does not speak TLS there; use http://"
+    } else if m.contains("frame with invalid size") {
+        // A TLS record read as an HTTP/2 frame.
+        "the server speaks TLS there; use https://"
+    } else {
+        return None;
+    })
+}
+
+/// `m` as an `Unauthenticated` TLS refusal, if it is one.
+pub(super) fn tls_refused(m: &str) -> Option<Error> {
+    tls_hint(m).map(|h| Error::Unauthenticated(format!("TLS: {m}; {h}")))
 }

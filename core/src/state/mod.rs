@@ -8,11 +8,18 @@ use std::time::Duration;
 
 use crate::batch::Batch;
 use crate::error::{Error, Result};
+use crate::etcd::lower::raise;
+use crate::etcd::{Outcome, RequestOp, ResponseOp};
 use crate::kv::index::KvIndex;
-use crate::kv::txn::{Op, OpResponse, Txn, TxnResponse};
+use crate::kv::txn::{Txn, TxnResponse};
 use crate::lease::lessor::{ns, Due, Lessor, NO_TIME};
+use crate::limits::check_key;
 use crate::record::{Loaded, StoreOp};
 use crate::types::{ExpiredLease, LeaseId, Recovery};
+
+mod apply;
+
+use self::apply::Rules;
 
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Counters {
@@ -30,14 +37,6 @@ pub(crate) struct Machine {
     auto_revoke: bool,
     /// Manual revoke: redelivery interval, ns.
     retry: u64,
-}
-
-fn check_key(key: &[u8]) -> Result<()> {
-    if key.is_empty() {
-        Err(Error::invalid("key must not be empty"))
-    } else {
-        Ok(())
-    }
 }
 
 impl Machine {
@@ -345,56 +344,28 @@ impl Machine {
         n
     }
 
-    /// K5: validated in full before anything is applied; one revision if anything was written.
-    pub(crate) fn txn(&mut self, txn: &Txn, b: &mut Batch) -> Result<TxnResponse> {
-        let succeeded = txn.compares.iter().all(|c| self.kv.compare(c));
-        let ops = if succeeded {
-            &txn.success
-        } else {
-            &txn.failure
-        };
-        for op in ops {
-            match op {
-                Op::Put { key, lease, .. } => {
-                    check_key(key)?;
-                    self.check_lease(lease.map_or(0, LeaseId::get))?;
-                }
-                Op::Get { key } | Op::Delete { key } => check_key(key)?,
-                Op::DeletePrefix { .. } | Op::Range { .. } => {}
-            }
+    /// K5: lowered to etcd's request and applied by the one algorithm, with the embedded rules;
+    /// validated in full before anything is applied, one revision if anything was written.
+    pub(crate) fn txn(&mut self, txn: Txn, b: &mut Batch) -> Result<TxnResponse> {
+        let op = RequestOp::Txn(txn.lower());
+        match (&op, self.apply(&op, Rules::Embedded, b)?) {
+            (
+                RequestOp::Txn(req),
+                Outcome::Done {
+                    revision,
+                    response:
+                        ResponseOp::Txn {
+                            succeeded,
+                            responses,
+                        },
+                },
+            ) => Ok(raise(req, succeeded, revision, responses)),
+            // The embedded rules refuse nothing a lowered txn can hold (no ignore flags, no
+            // past revision, a key may be written twice): said rather than assumed.
+            (_, other) => Err(Error::storage(format!(
+                "internal: a lowered txn was answered {other:?}"
+            ))),
         }
-        let rev = self.kv.revision + 1;
-        let mut wrote = false;
-        let mut responses = Vec::with_capacity(ops.len());
-        for op in ops {
-            responses.push(match op {
-                Op::Put { key, value, lease } => {
-                    self.put_at(key, value, lease.map_or(0, LeaseId::get), rev, b);
-                    wrote = true;
-                    OpResponse::Put { revision: rev }
-                }
-                Op::Get { key } => OpResponse::Get(self.kv.get(key)),
-                Op::Delete { key } => {
-                    let existed = self.delete_at(key, rev, b);
-                    wrote |= existed;
-                    OpResponse::Delete(existed)
-                }
-                Op::DeletePrefix { prefix } => {
-                    let n = self.delete_prefix_at(prefix, rev, b);
-                    wrote |= n > 0;
-                    OpResponse::DeletePrefix(n)
-                }
-                Op::Range { prefix, limit } => OpResponse::Range(self.kv.range(prefix, *limit)),
-            });
-        }
-        if wrote {
-            self.kv.revision = rev;
-        }
-        Ok(TxnResponse {
-            succeeded,
-            revision: self.kv.revision,
-            responses,
-        })
     }
 }
 

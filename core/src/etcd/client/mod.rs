@@ -1,0 +1,224 @@
+//! `Tenure::connect` (feature `remote`): the same handle over etcd's v3 gRPC API, to
+//! `tenure serve` or an etcd cluster, through the `etcd-client` crate.
+//!
+//! Every call blocks the caller on a runtime this handle owns (one worker thread), under a
+//! deadline (`request_timeout`, default 5 s). Calls that are safe to repeat (reads, renew,
+//! revoke, time-to-live, watch creation) are retried with backoff while the server is
+//! unavailable, within that deadline; writes are not, since a lost reply may hide an applied
+//! write. The recipes need nothing more: the `Backend` seam runs over these calls.
+//!
+//! Files: `endpoints` (parsing), `credentials` (TLS and user), `errors` (etcd-client's errors
+//! through the one table), `convert` (etcd-client's types and tenure's), `calls` (deadlines,
+//! retries), `keys`, `leases`, `watch`, `diagnose` (why TLS refused a connection); this file:
+//! the connection.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use etcd_client as etcd;
+
+mod calls;
+mod convert;
+mod credentials;
+mod diagnose;
+mod endpoints;
+mod errors;
+mod keys;
+mod leases;
+mod watch;
+
+pub use self::credentials::Credentials;
+pub(crate) use self::endpoints::parse_endpoints;
+
+use self::diagnose::refusal;
+use self::endpoints::unix_path;
+use self::errors::{at_endpoints, map_err, unavailable};
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::types::Stats;
+
+/// The default deadline of one call.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An etcd v3 connection and the runtime that drives it.
+pub(crate) struct Remote {
+    /// `None` once closed. Calls hold the read lock while they run, so close waits for them
+    /// (each is bounded by its deadline) before the runtime shuts down.
+    rt: RwLock<Option<tokio::runtime::Runtime>>,
+    client: etcd::Client,
+    endpoints: Vec<String>,
+    timeout: Duration,
+    closed: AtomicBool,
+    /// The highest store revision any response reported (what `revision()` returns when the
+    /// server cannot be asked).
+    revision: AtomicI64,
+    /// Whether the server keeps past revisions (etcd, not tenure serve; from its status): then
+    /// a read at a watch's start revision tells whether that start is compacted.
+    keeps_history: AtomicBool,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote")
+            .field("endpoints", &self.endpoints)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A client over the Unix socket at `path`: a tonic channel whose connector dials the socket
+/// (reconnecting lazily, as the TCP channels do), handed to etcd-client as a raw channel.
+async fn unix_client(
+    path: &str,
+    timeout: Duration,
+    opts: etcd::ConnectOptions,
+) -> std::result::Result<etcd::Client, etcd::Error> {
+    let path = std::path::PathBuf::from(path);
+    // The URI is never dialled (the connector is); it names the HTTP/2 authority only.
+    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+        .connect_timeout(timeout)
+        .timeout(timeout)
+        .http2_keep_alive_interval(Duration::from_secs(1))
+        .keep_alive_timeout(timeout)
+        .keep_alive_while_idle(true)
+        .connect_with_connector_lazy(tower::service_fn(move |_: tonic::transport::Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }));
+    etcd::Client::from_channel(etcd::Channel::Tonic(channel), Some(opts)).await
+}
+
+impl Remote {
+    /// Connects to `endpoints` (already parsed), each call bounded by `timeout`.
+    pub(crate) fn connect(
+        endpoints: Vec<String>,
+        timeout: Duration,
+        creds: &Credentials,
+    ) -> Result<Remote> {
+        if timeout.is_zero() {
+            return Err(Error::invalid("request timeout must be positive"));
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("tenure-connect")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::storage(format!("cannot start the connect runtime: {e}")))?;
+        let opts = etcd::ConnectOptions::new()
+            .with_connect_timeout(timeout)
+            .with_timeout(timeout)
+            .with_keep_alive(Duration::from_secs(1), timeout);
+        let opts = creds.apply(&endpoints, opts)?;
+        // A diagnosis of a refused connection gets what is left of the deadline (none when the
+        // deadline itself was the failure).
+        let started = Instant::now();
+        let left = || timeout.saturating_sub(started.elapsed());
+        let names = endpoints.join(",");
+        let named = |e: Error| at_endpoints(e, &names);
+        let connected = rt
+            .block_on(async {
+                let connect = async {
+                    match unix_path(&endpoints[0]) {
+                        Some(path) => unix_client(path, timeout, opts).await,
+                        None => etcd::Client::connect(&endpoints, Some(opts)).await,
+                    }
+                };
+                tokio::time::timeout(timeout, connect).await
+            })
+            .map_err(|_| unavailable(format!("connecting to {names}")))
+            .and_then(|c| c.map_err(|e| named(map_err(e, None))));
+        let client = match connected {
+            Ok(c) => c,
+            Err(e) => return Err(refusal(&rt, e, &endpoints, creds, left())),
+        };
+        let r = Remote {
+            rt: RwLock::new(Some(rt)),
+            client,
+            endpoints,
+            timeout,
+            closed: AtomicBool::new(false),
+            revision: AtomicI64::new(0),
+            keeps_history: AtomicBool::new(false),
+            clock: Arc::new(SystemClock::new()),
+        };
+        // Fail early on an unreachable server (or one that refuses us), as `open` fails on an
+        // unusable file.
+        if let Err(e) = r.fetch_revision() {
+            let e = named(e);
+            let guard = r.rt.read().unwrap_or_else(|p| p.into_inner());
+            return Err(match guard.as_ref() {
+                Some(rt) => refusal(rt, e, &r.endpoints, creds, left()),
+                None => e,
+            });
+        }
+        Ok(r)
+    }
+
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Stops the runtime (ending keep-alive and watch tasks: watchers end with `Closed`).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let rt = self.rt.write().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(rt) = rt {
+            rt.shutdown_background();
+        }
+    }
+
+    pub(super) fn seen(&self, h: Option<&etcd::ResponseHeader>) -> i64 {
+        let rev = h.map_or(0, etcd::ResponseHeader::revision);
+        self.revision.fetch_max(rev, Ordering::Relaxed);
+        rev
+    }
+
+    pub(super) fn fetch_revision(&self) -> Result<i64> {
+        // Status, not a read of some key: a user whose roles allow only a prefix may ask it.
+        let s = self.call(true, None, None, |mut c| async move { c.status().await })?;
+        let rev = self.seen(s.header());
+        // tenure serve has no raft: it answers term 1 and raft index = revision, which no etcd
+        // member does (its first election makes the term 2). Only etcd keeps past revisions.
+        let serve = s.raft_term() <= 1 && s.raft_index() == u64::try_from(rev).unwrap_or(0);
+        self.keeps_history.store(!serve, Ordering::Relaxed);
+        Ok(rev)
+    }
+
+    pub(crate) fn revision(&self) -> Result<i64> {
+        self.fetch_revision()
+    }
+
+    /// The server's revision, else the last one seen (unreachable or closed): for figures
+    /// that never fail.
+    pub(crate) fn revision_or_last(&self) -> i64 {
+        self.fetch_revision()
+            .unwrap_or_else(|_| self.revision.load(Ordering::Relaxed))
+    }
+
+    /// What the server can tell: the revision and the live keys and leases. The engine's
+    /// counters (grants, commits, watchers...) stay 0.
+    pub(crate) fn stats(&self) -> Stats {
+        let keys = self.call(true, None, None, |mut c| async move {
+            let all = etcd::GetOptions::new().with_all_keys().with_count_only();
+            c.get(vec![0], Some(all)).await
+        });
+        let leases = self.call(true, None, None, |mut c| async move { c.leases().await });
+        Stats {
+            revision: keys
+                .as_ref()
+                .map_or_else(|_| self.revision_or_last(), |r| self.seen(r.header())),
+            keys: keys.map_or(0, |r| r.count().max(0) as u64),
+            leases: leases.map_or(0, |r| r.leases().len() as u64),
+            ..Stats::default()
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! tenure's errors as etcd's gRPC statuses, through the core's one table
+//! (`tenure::etcd::errors`), which the etcd client reads the other way.
+
+use tenure::etcd::errors::{self as table, Code, EtcdError};
+use tenure::etcd::Refusal;
+use tenure::Error;
+use tonic::Status;
+
+/// etcd's status for one of its errors (its code and exact text).
+pub(crate) fn etcd(e: EtcdError) -> Status {
+    Status::new(grpc(e.code()), e.text())
+}
+
+/// tenure's error as etcd would report the same condition.
+pub(crate) fn status(e: Error) -> Status {
+    let (code, text) = table::status(&e);
+    Status::new(grpc(code), text)
+}
+
+/// A refused request, as etcd refuses it.
+pub(crate) fn refusal(r: Refusal) -> Status {
+    etcd(EtcdError::of_refusal(r))
+}
+
+fn grpc(code: Code) -> tonic::Code {
+    tonic::Code::from_i32(code as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_keeps_its_grpc_number_and_text() {
+        for row in EtcdError::all() {
+            let s = etcd(row);
+            assert_eq!(s.code() as i32, row.code() as i32, "{row:?}");
+            assert_eq!(s.message(), row.text());
+        }
+        let s = status(Error::InvalidArgument("key must not be empty".into()));
+        assert_eq!(s.code(), tonic::Code::InvalidArgument);
+        assert_eq!(s.message(), "etcdserver: key is not provided");
+    }
+}
