@@ -5,7 +5,7 @@
 //!
 //! Threads: a multi-threaded tokio runtime for gRPC; engine calls that may wait for a commit run
 //! on its blocking pool; one wait-pool thread for every pending Lock and Campaign and every
-//! election observer; one thread per watch stream (see `watch`); the engine's own committer
+//! election observer; watch streams are tasks (see `watch`); the engine's own committer
 //! and expiry threads.
 
 use std::os::unix::fs::PermissionsExt;
@@ -79,6 +79,13 @@ pub(crate) struct Args {
     /// Most watches one watch stream may hold (more are answered canceled)
     #[arg(long, default_value_t = crate::watch::MAX_WATCHES_PER_STREAM)]
     max_watches_per_stream: usize,
+    /// Bytes of undelivered events one watcher may have before it is canceled (it can resume
+    /// from the revision it is told)
+    #[arg(long, value_name = "BYTES", default_value_t = tenure::Builder::DEFAULT_WATCH_QUEUE_BYTES)]
+    watch_queue_bytes: usize,
+    /// Bytes of recent events kept for watches that start from a past revision
+    #[arg(long, value_name = "BYTES", default_value_t = tenure::Builder::DEFAULT_WATCH_HISTORY_BYTES)]
+    watch_history_bytes: usize,
     /// error, warn, info, debug or trace
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
@@ -236,6 +243,8 @@ pub(crate) fn run(args: Args) -> ExitCode {
         .path(&args.file)
         .durability(durability)
         .base_revision(1)
+        .watch_queue_bytes(args.watch_queue_bytes)
+        .watch_history_bytes(args.watch_history_bytes)
         .open()
     {
         Ok(db) => db,
