@@ -1,7 +1,7 @@
 //! The effects of in-memory writes, waiting for their commit: storage operations, watch events
 //! and expired-lease notices, all in apply (= revision) order.
 
-use crate::record::StoreOp;
+use crate::rows::StoreOp;
 use crate::types::{Event, ExpiredLease};
 
 /// Effects accumulated under the state lock and handed to the committer as a whole.

@@ -34,7 +34,7 @@ mod kv;
 mod lease;
 pub mod limits;
 mod locks;
-mod record;
+mod rows;
 mod state;
 mod store;
 pub mod sync;
@@ -62,7 +62,7 @@ pub use crate::types::{
     LeaseInfo, Recovery, SnapshotInfo, SnapshotProgress, Stats, StorageSize,
 };
 pub use crate::wait::{
-    block_on, Interest, Next, Pollable, Source, Stop, StopCallback, Wait, WaitOutcome, WaitPool,
+    block_on, Interest, Next, Pollable, Source, Stop, StopCallback, Wait, WaitPool, WaitResult,
 };
 
 /// The README's Rust examples, compiled (and run where they can) as doctests.

@@ -295,7 +295,9 @@ impl COp {
                 "ver" => Compare::version(&c.key, c.op, c.arg),
                 "cre" => Compare::create_revision(&c.key, c.op, c.arg),
                 "mod" => Compare::mod_revision(&c.key, c.op, c.arg),
-                "lease" => Compare::lease(&c.key, c.op, c.arg),
+                "lease" => {
+                    Compare::lease(&c.key, c.op, (c.arg != 0).then_some(LeaseId::new(c.arg)))
+                }
                 other => panic!("bad compare kind {other:?}"),
             }))
             .then(ops(succ))

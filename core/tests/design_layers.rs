@@ -216,3 +216,205 @@ fn the_import_reader_sees_an_arrow_up() {
         "limits/mod.rs's super is the root: not a file of limits"
     );
 }
+
+/// The file lines of one block of DESIGN.md's layer table: the lines after `header` (a line of
+/// its own) that are indented, first word each.
+fn layer_block<'a>(design: &'a str, header: &str) -> Vec<&'a str> {
+    design
+        .lines()
+        .skip_while(|l| *l != header)
+        .skip(1)
+        .map_while(|l| l.strip_prefix("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect()
+}
+
+#[test]
+fn the_layer_table_lists_every_file_of_server_src() {
+    let core = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let design = std::fs::read_to_string(core.join("../docs/DESIGN.md")).unwrap();
+    let block = layer_block(&design, "server/src/");
+    assert!(
+        !block.is_empty(),
+        "DESIGN.md's layer table has no server/src/ block"
+    );
+    let server = core.join("../server/src");
+    let mut files = Vec::new();
+    sources(&server, &server, &mut files);
+    files.sort();
+    let missing: Vec<&String> = files
+        .iter()
+        .filter(|f| !block.contains(&f.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "add these files to the server/src/ block of DESIGN.md's layer table: {missing:?}"
+    );
+    let stale: Vec<&&str> = block
+        .iter()
+        .filter(|l| !files.iter().any(|f| f == *l))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "DESIGN.md lists server files that do not exist: {stale:?}"
+    );
+}
+
+/// Every `Mutex`, `RwLock` and `Condvar` (the crate's `locks::` ones and std's) held in a field
+/// of a struct in `core/src`, outside unit tests, as `(module, Type::field)`; a type alias of
+/// one counts under its own name. `module` is the file's stem (its folder for `mod.rs`).
+fn lock_fields(core_src: &Path) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    sources(core_src, core_src, &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        // The wrapper itself holds std's locks; that is what it is for.
+        if file == "locks.rs" {
+            continue;
+        }
+        let path = Path::new(&file);
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let module = if stem == "mod" {
+            let parent = path.parent().unwrap().file_name().unwrap();
+            parent.to_string_lossy().into_owned()
+        } else {
+            stem
+        };
+        let text = std::fs::read_to_string(core_src.join(&file)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut owner: Option<String> = None;
+        for (i, line) in lines.iter().enumerate() {
+            let t = line.trim();
+            if t == "#[cfg(test)]" && lines.get(i + 1).is_some_and(|n| n.trim() == "mod tests {") {
+                break;
+            }
+            if t.starts_with("//") {
+                continue;
+            }
+            let t = strip_visibility(t);
+            // A field belongs to the last struct (or enum, for a variant's fields) declared.
+            if let Some(rest) = t
+                .strip_prefix("struct ")
+                .or_else(|| t.strip_prefix("enum "))
+            {
+                owner = Some(ident(rest).to_string());
+                continue;
+            }
+            if let Some(rest) = t.strip_prefix("type ") {
+                let (name, ty) = rest.split_once('=').unwrap_or((rest, ""));
+                if holds_a_lock(ty) {
+                    found.push((module.clone(), ident(name).to_string()));
+                }
+                continue;
+            }
+            // A field: `name: Type,` (an initialiser `name: Mutex::new(..)` is not a type, nor
+            // is a borrowed parameter `name: &Mutex<..>`).
+            let Some((name, ty)) = t.split_once(": ") else {
+                continue;
+            };
+            let is_ident =
+                !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+            if is_ident
+                && ty.ends_with(',')
+                && !ty.starts_with('&')
+                && !ty.contains("::new")
+                && holds_a_lock(ty)
+            {
+                let owner = owner
+                    .clone()
+                    .unwrap_or_else(|| panic!("{file}: field {name} outside a struct"));
+                found.push((module.clone(), format!("{owner}::{name}")));
+            }
+        }
+    }
+    found
+}
+
+fn strip_visibility(t: &str) -> &str {
+    for p in ["pub(crate) ", "pub(super) ", "pub "] {
+        if let Some(rest) = t.strip_prefix(p) {
+            return rest;
+        }
+    }
+    t
+}
+
+fn ident(s: &str) -> &str {
+    let s = s.trim_start();
+    let end = s
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// Whether a type names a lock: `Mutex<..>` or `RwLock<..>` (bare, `locks::`, `std::sync::`,
+/// or inside `Arc<..>`), or a `Condvar`. The recipe `sync::Mutex` takes no type parameter.
+fn holds_a_lock(ty: &str) -> bool {
+    let starts_word = |at: usize| {
+        ty[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_'))
+    };
+    let ends_word = |at: usize| {
+        ty[at..]
+            .chars()
+            .next()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == ':'))
+    };
+    ["Mutex<", "RwLock<"]
+        .iter()
+        .any(|w| ty.match_indices(w).any(|(at, _)| starts_word(at)))
+        || ty
+            .match_indices("Condvar")
+            .any(|(at, _)| starts_word(at) && ends_word(at + "Condvar".len()))
+}
+
+#[test]
+fn the_lock_table_lists_every_lock_of_core_src() {
+    let core = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let design = std::fs::read_to_string(core.join("../docs/DESIGN.md")).unwrap();
+    let table: String = design
+        .lines()
+        .skip_while(|l| *l != "## Locking")
+        .skip(1)
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        table.contains("| lock |"),
+        "DESIGN.md's lock table not found"
+    );
+    let fields = lock_fields(&core.join("src"));
+    // The engine's state, the stop token's lock and the watcher's error at least: a parser
+    // that finds nothing would pass vacuously.
+    for known in [
+        "Shared::state",
+        "Inner::lock",
+        "WatchShared::error",
+        "Shared::done_cv",
+    ] {
+        assert!(
+            fields.iter().any(|(_, f)| f == known),
+            "{known} not found: {fields:?}"
+        );
+    }
+    let missing: Vec<String> = fields
+        .iter()
+        .filter_map(|(module, field)| {
+            let shared_name = fields.iter().filter(|(_, f)| f == field).count() > 1;
+            let name = if shared_name {
+                format!("{module}::{field}")
+            } else {
+                field.clone()
+            };
+            (!table.contains(&format!("`{name}`"))).then_some(name)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "add these locks to the lock table of docs/DESIGN.md (what they guard, who takes \
+         them): {missing:?}"
+    );
+}

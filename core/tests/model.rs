@@ -323,7 +323,10 @@ impl Harness {
                     TargetSpec::Version(n) => Compare::version(k, *op, *n),
                     TargetSpec::Create(off) => Compare::create_revision(k, *op, rev(*off)),
                     TargetSpec::Mod(off) => Compare::mod_revision(k, *op, rev(*off)),
-                    TargetSpec::Lease(l) => Compare::lease(k, *op, self.lease(l)),
+                    TargetSpec::Lease(l) => {
+                        let id = self.lease(l);
+                        Compare::lease(k, *op, (id != 0).then_some(LeaseId::new(id)))
+                    }
                 }
             }))
             .then(spec.success.iter().map(op))

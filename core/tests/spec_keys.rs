@@ -417,7 +417,11 @@ fn k5_txn_compares_every_target_with_every_operator() {
         ("version", |n| Compare::version("k", Equal, n), 2),
         ("create", |n| Compare::create_revision("k", Equal, n), r + 2),
         ("mod", |n| Compare::mod_revision("k", Equal, n), r + 4),
-        ("lease", |n| Compare::lease("k", Equal, n), l),
+        (
+            "lease",
+            |n| Compare::lease("k", Equal, Some(LeaseId::new(n))),
+            l,
+        ),
     ];
     for (name, make, cur) in numeric {
         for (probe, ord) in [
@@ -452,8 +456,8 @@ fn k5_txn_compares_every_target_with_every_operator() {
         }
     }
     // A key without a lease compares as lease 0.
-    assert!(holds(&db, Compare::lease("other", Equal, 0)));
-    assert!(holds(&db, Compare::lease("k", NotEqual, 0)));
+    assert!(holds(&db, Compare::lease("other", Equal, None)));
+    assert!(holds(&db, Compare::lease("k", NotEqual, None)));
 }
 
 #[test]
@@ -464,7 +468,7 @@ fn k5_txn_missing_key_compares_as_zero_and_fails_value_compares() {
     assert!(holds(&db, Compare::version("absent", Equal, 0)));
     assert!(holds(&db, Compare::create_revision("absent", Equal, 0)));
     assert!(holds(&db, Compare::mod_revision("absent", Equal, 0)));
-    assert!(holds(&db, Compare::lease("absent", Equal, 0)));
+    assert!(holds(&db, Compare::lease("absent", Equal, None)));
     assert!(holds(&db, Compare::version("absent", Less, 1)));
     assert!(!holds(&db, Compare::version("absent", Greater, 0)));
     for op in [Equal, NotEqual, Less, Greater] {

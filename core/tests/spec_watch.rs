@@ -154,7 +154,7 @@ fn k6_a_watcher_fed_by_another_backend_yields_its_events_then_ends() {
     let (tx, rx) = crossbeam_channel::unbounded();
     let mut w = tenure::Watcher::from_events(rx);
     let ev = put_event(b"k", b"v", 1, 1, 1, None);
-    tx.send(ev.clone()).unwrap();
+    tx.send(std::sync::Arc::new(ev.clone())).unwrap();
     assert_eq!(next(&mut w), ev);
     assert!(matches!(
         w.recv_timeout(Duration::from_millis(1)),

@@ -224,7 +224,13 @@ pub unsafe extern "C" fn tenure_txn_compare_lease(
             key,
             key_len,
             op,
-            |k, op| Ok(Compare::lease(k, op, lease)),
+            |k, op| {
+                Ok(Compare::lease(
+                    k,
+                    op,
+                    (lease != 0).then_some(LeaseId::new(lease)),
+                ))
+            },
         )
     }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, RecvTimeoutError};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use tenure::{Error, Pollable, WaitPool};
+use tenure::{Error, Pollable, WaitPool, WaitResult};
 
 use crate::errors::{blocking, closed, err, panic_to_py, to_py};
 
@@ -174,11 +174,8 @@ pub(crate) fn sliced<T: Send>(
     }
 }
 
-/// What a wait produced: its result, or the panic that ended it.
-pub(crate) type Outcome<T> = thread::Result<Result<T, Error>>;
-
-/// Converts what a wait produced into the Python result.
-pub(crate) fn outcome<T>(py: Python<'_>, r: Outcome<T>) -> PyResult<T> {
+/// Converts what a wait produced (its result, or the panic that ended it) into the Python result.
+pub(crate) fn wait_result_to_py<T>(py: Python<'_>, r: WaitResult<T>) -> PyResult<T> {
     match r {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(to_py(py, e)),
@@ -210,7 +207,7 @@ pub(crate) fn pool() -> PyResult<&'static WaitPool> {
 }
 
 /// Where a wait's end goes (called once, wherever the wait ends).
-pub(crate) type Deliver<T> = Box<dyn FnOnce(Outcome<T>) + Send>;
+pub(crate) type Deliver<T> = Box<dyn FnOnce(WaitResult<T>) + Send>;
 
 /// Starts a wait that hands its end to `deliver` and never fails to: on a helper thread of its
 /// own (a long run such as the elector's) or in the shared [`pool`].
@@ -253,7 +250,7 @@ pub(crate) fn interruptible<T: Send + 'static>(
     cancel: impl FnOnce(),
     discard: fn(T),
 ) -> PyResult<T> {
-    let (done_tx, done_rx) = bounded::<Outcome<T>>(1);
+    let (done_tx, done_rx) = bounded::<WaitResult<T>>(1);
     start(Box::new(move |r| {
         if let Err(crossbeam_channel::SendError(Ok(Ok(v)))) = done_tx.send(r) {
             discard(v);
@@ -265,7 +262,7 @@ pub(crate) fn interruptible<T: Send + 'static>(
         Err(RecvTimeoutError::Disconnected) => Ok(Some(None)),
     };
     let interrupt = match sliced(py, None, receive) {
-        Ok(Some(Some(r))) => return outcome(py, r),
+        Ok(Some(Some(r))) => return wait_result_to_py(py, r),
         Ok(_) => return Err(PyRuntimeError::new_err("tenure: a wait vanished")),
         Err(interrupt) => interrupt,
     };

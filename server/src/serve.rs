@@ -5,7 +5,7 @@
 //!
 //! Threads: a multi-threaded tokio runtime for gRPC; engine calls that may wait for a commit run
 //! on its blocking pool; one wait-pool thread for every pending Lock and Campaign and every
-//! election observer; one thread per watch stream (see `watch`); the engine's own committer
+//! election observer; watch streams are tasks (see `watch`); the engine's own committer
 //! and expiry threads.
 
 use std::os::unix::fs::PermissionsExt;
@@ -27,8 +27,8 @@ use crate::convert::Ids;
 use crate::coordination::electionpb::election_server::ElectionServer;
 use crate::coordination::lockpb::lock_server::LockServer;
 use crate::coordination::{Elections, Lock};
-use crate::limit;
 use crate::maintenance::Maintenance;
+use crate::max_connections;
 use crate::service::{Cluster, Ctx, Kv, Lease};
 use crate::tls::Tls;
 use crate::watch::Watch;
@@ -73,12 +73,19 @@ pub(crate) struct Args {
     max_request_bytes: usize,
     /// Most client connections held at once over all listeners, TLS handshakes in progress
     /// included; at the bound new connections wait to be accepted until one closes
-    #[arg(long, value_name = "N", default_value_t = crate::limit::DEFAULT_MAX_CONNECTIONS,
+    #[arg(long, value_name = "N", default_value_t = crate::max_connections::DEFAULT_MAX_CONNECTIONS,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
     /// Most watches one watch stream may hold (more are answered canceled)
     #[arg(long, default_value_t = crate::watch::MAX_WATCHES_PER_STREAM)]
     max_watches_per_stream: usize,
+    /// Bytes of undelivered events one watcher may have before it is canceled (it can resume
+    /// from the revision it is told)
+    #[arg(long, value_name = "BYTES", default_value_t = tenure::Builder::DEFAULT_WATCH_QUEUE_BYTES)]
+    watch_queue_bytes: usize,
+    /// Bytes of recent events kept for watches that start from a past revision
+    #[arg(long, value_name = "BYTES", default_value_t = tenure::Builder::DEFAULT_WATCH_HISTORY_BYTES)]
+    watch_history_bytes: usize,
     /// error, warn, info, debug or trace
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
@@ -236,6 +243,8 @@ pub(crate) fn run(args: Args) -> ExitCode {
         .path(&args.file)
         .durability(durability)
         .base_revision(1)
+        .watch_queue_bytes(args.watch_queue_bytes)
+        .watch_history_bytes(args.watch_history_bytes)
         .open()
     {
         Ok(db) => db,
@@ -300,7 +309,8 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
         .add_service(ElectionServer::new(Elections(ctx.clone())).max_decoding_message_size(limit));
     let mut tasks = tokio::task::JoinSet::new();
     let mut sockets = Vec::new();
-    let slots: limit::Slots = Arc::new(tokio::sync::Semaphore::new(args.max_connections as usize));
+    let slots: max_connections::Slots =
+        Arc::new(tokio::sync::Semaphore::new(args.max_connections as usize));
     for l in listeners {
         let router = router.clone();
         let mut stop = stop_rx.clone();
@@ -317,7 +327,7 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
                 }
                 None => {
                     let l = Arc::new(l);
-                    let incoming = limit::incoming(slots.clone(), move || {
+                    let incoming = max_connections::incoming(slots.clone(), move || {
                         let l = l.clone();
                         async move {
                             let (s, _) = l.accept().await?;
@@ -334,7 +344,7 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
                 sockets.push(path);
                 let l = Arc::new(l);
                 // Clients name the socket in `:authority`, which h2 refuses: rewritten below h2.
-                let incoming = limit::incoming(slots.clone(), move || {
+                let incoming = max_connections::incoming(slots.clone(), move || {
                     let l = l.clone();
                     async move { Ok(LocalAuthority::new(l.accept().await?.0)) }
                 });

@@ -15,7 +15,7 @@ use tokio_rustls::rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::limit::{slot, Limited, Slots};
+use crate::max_connections::{slot, Limited, Slots};
 
 /// How long a client gets to finish its handshake; a slow one never holds up the others (each
 /// handshake runs on its own task).

@@ -1,25 +1,28 @@
 //! etcd's Watch service (SPEC E4): many watches on one bidirectional stream.
 //!
-//! Each stream has one pump thread that waits on all of its watchers' channels at once
-//! (`crossbeam_channel::Select`) and on a control channel, and forwards events to the gRPC
-//! response stream through a bounded queue. A client that does not read fills that queue; the
-//! pump then blocks, the engine's per-watcher queues fill, and the engine cancels those watchers
-//! (the client gets `canceled` with the revision to resume from). Writers never wait on a
-//! watcher.
+//! Each stream is two tokio tasks, no thread: one reads the client's requests as they come
+//! (a bounded amount ahead), the other handles them and forwards the events of the watchers
+//! the engine reports ready (each watcher's `on_ready` callback
+//! queues its ID, so a stream of 10 000 watches looks only at those with something to say) to
+//! the gRPC response stream, through a small bounded queue of responses of bounded size. A
+//! client that does not read fills that queue; the task then waits, the engine's per-watcher
+//! queues fill (bounded in events and bytes) and the engine cancels those watchers (the client
+//! gets `canceled` with the revision to resume from). Writers never wait on a watcher. A client
+//! that closes its sending side keeps its watches until it closes the stream (as etcd).
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use crossbeam_channel::{unbounded, Receiver, Select};
 use etcd_client::proto::{PbEvent, PbWatchRequest, PbWatchRequestUnion, PbWatchResponse};
+use prost::Message;
 use tenure::etcd::errors::EtcdError;
 use tenure::etcd::WatchStart;
 use tenure::{Error, Event, EventKind, WatchOptions, Watcher};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_stream::{wrappers::ReceiverStream, StreamExt};
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Response, Status, Streaming};
 
-use crate::convert::{self, Ids};
+use crate::convert;
 use crate::errors;
 use crate::service::{BoxStream, Ctx};
 
@@ -27,19 +30,21 @@ use crate::service::{BoxStream, Ctx};
 pub(crate) const MAX_WATCHES_PER_STREAM: usize = 10_000;
 /// Most events in one response.
 const EVENTS_PER_RESPONSE: usize = 1000;
-/// Responses queued for a slow client before the pump blocks.
-const RESPONSE_QUEUE: usize = 16;
+/// A response is sent once its events' keys and values reach this many bytes (a single
+/// larger event goes alone), so what a stream holds for a slow client stays small.
+const RESPONSE_BYTES: usize = 16 * 1024;
+/// Responses queued for a slow client before the stream's task waits.
+const RESPONSE_QUEUE: usize = 2;
+/// Bytes of requests a stream reads ahead of handling them, each charged its encoded size plus
+/// [`REQUEST_OVERHEAD`] (what it takes in memory). h2 closes a connection whose
+/// peer leaves too many small DATA frames unread (GOAWAY `too_many_data_frames`), so a
+/// client that pipelines thousands of creates on many streams must find them read at once,
+/// however long handling them takes.
+const READ_AHEAD_BYTES: u32 = 64 * 1024;
+/// What a decoded request costs beyond its encoded bytes (the structs and their buffers).
+const REQUEST_OVERHEAD: usize = 128;
 
-enum Ctl {
-    Add {
-        id: i64,
-        watcher: Watcher,
-        no_put: bool,
-        no_delete: bool,
-    },
-    Cancel(i64),
-    Progress,
-}
+type Out = mpsc::Sender<Result<PbWatchResponse, Status>>;
 
 #[derive(Clone)]
 pub(crate) struct Watch(pub Arc<Ctx>);
@@ -50,129 +55,23 @@ impl etcd_client::proto::PbWatchService for Watch {
 
     async fn watch(
         &self,
-        req: Request<Streaming<PbWatchRequest>>,
+        req: tonic::Request<Streaming<PbWatchRequest>>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        let mut input = req.into_inner();
-        let ctx = self.0.clone();
-        let (out_tx, out_rx) = mpsc::channel::<Result<PbWatchResponse, Status>>(RESPONSE_QUEUE);
-        let (ctl_tx, ctl_rx) = unbounded::<Ctl>();
-        {
-            let (db, ids, out) = (ctx.db.clone(), ctx.ids, out_tx.clone());
-            std::thread::Builder::new()
-                .name("tenure-watch".into())
-                .spawn(move || pump(&db, ids, ctl_rx, out))
-                .map_err(|e| Status::unavailable(format!("cannot start a watch stream: {e}")))?;
-        }
-        let mut shutdown = ctx.shutdown.clone();
+        let (out, out_rx) = mpsc::channel(RESPONSE_QUEUE);
+        let (ready_tx, ready) = mpsc::unbounded_channel();
+        let stream = Stream {
+            ctx: self.0.clone(),
+            out,
+            watchers: HashMap::new(),
+            ready_tx,
+            ready,
+            next_id: 0,
+        };
+        let (requests_tx, requests) = mpsc::unbounded_channel();
+        let reader = tokio::spawn(read_ahead(req.into_inner(), requests_tx));
         tokio::spawn(async move {
-            let mut next_id: i64 = 0;
-            let mut ids_in_use = std::collections::BTreeSet::new();
-            loop {
-                let next = tokio::select! {
-                    n = input.next() => n,
-                    _ = shutdown.wait_for(|s| *s) => None,
-                };
-                let Some(Ok(req)) = next else { break };
-                match req.request_union {
-                    Some(PbWatchRequestUnion::CreateRequest(c)) => {
-                        let send = |r: PbWatchResponse| {
-                            let out = out_tx.clone();
-                            async move { out.send(Ok(r)).await.is_ok() }
-                        };
-                        let mut id = c.watch_id;
-                        if id <= 0 {
-                            while ids_in_use.contains(&next_id) {
-                                next_id += 1;
-                            }
-                            id = next_id;
-                            next_id += 1;
-                        }
-                        let rev = ctx.db.revision().unwrap_or_default();
-                        let refuse = |reason: &str| PbWatchResponse {
-                            header: ctx.ids.header(rev),
-                            watch_id: id,
-                            created: true,
-                            canceled: true,
-                            cancel_reason: reason.into(),
-                            ..PbWatchResponse::default()
-                        };
-                        if ids_in_use.contains(&id) {
-                            if !send(refuse("etcdserver: duplicate watch ID")).await {
-                                break;
-                            }
-                            continue;
-                        }
-                        if ids_in_use.len() >= ctx.max_watches {
-                            // A row of the one table (the client reads it back exactly); the
-                            // bound is `--max-watches-per-stream`.
-                            if !send(refuse(EtcdError::TooManyWatches.text())).await {
-                                break;
-                            }
-                            continue;
-                        }
-                        if c.key.is_empty() {
-                            if !send(refuse(EtcdError::KeyNotProvided.text())).await {
-                                break;
-                            }
-                            continue;
-                        }
-                        let opts = WatchOptions {
-                            prefix: false,
-                            start_revision: (c.start_revision > 0).then_some(c.start_revision),
-                            prev_kv: c.prev_kv,
-                        };
-                        let started = ctx.db.watch_range(&c.key, &c.range_end, opts);
-                        match started {
-                            Ok(WatchStart::Started(watcher)) => {
-                                ids_in_use.insert(id);
-                                // The pump sends `created` before any event of this watch.
-                                let _ = ctl_tx.send(Ctl::Add {
-                                    id,
-                                    watcher,
-                                    no_put: c.filters.contains(&0),
-                                    no_delete: c.filters.contains(&1),
-                                });
-                            }
-                            Ok(WatchStart::Compacted(floor)) => {
-                                let created = PbWatchResponse {
-                                    header: ctx.ids.header(rev),
-                                    watch_id: id,
-                                    created: true,
-                                    ..PbWatchResponse::default()
-                                };
-                                let canceled = PbWatchResponse {
-                                    header: ctx.ids.header(rev),
-                                    watch_id: id,
-                                    canceled: true,
-                                    compact_revision: floor,
-                                    cancel_reason: EtcdError::Compacted.text().into(),
-                                    ..PbWatchResponse::default()
-                                };
-                                if !send(created).await || !send(canceled).await {
-                                    break;
-                                }
-                            }
-                            Err(e) => {
-                                let st = errors::status(e);
-                                if !send(refuse(st.message())).await {
-                                    break;
-                                }
-                            }
-                        }
-                    }
-                    Some(PbWatchRequestUnion::CancelRequest(c))
-                        if ids_in_use.remove(&c.watch_id) =>
-                    {
-                        let _ = ctl_tx.send(Ctl::Cancel(c.watch_id));
-                    }
-                    Some(PbWatchRequestUnion::CancelRequest(_)) => {}
-                    Some(PbWatchRequestUnion::ProgressRequest(_)) => {
-                        let _ = ctl_tx.send(Ctl::Progress);
-                    }
-                    None => {}
-                }
-            }
-            // Dropping `ctl_tx` stops the pump, which drops every watcher.
+            stream.run(requests).await;
+            reader.abort();
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(out_rx))))
     }
@@ -184,6 +83,299 @@ struct Registered {
     no_delete: bool,
 }
 
+/// One watch stream's state, owned by its task.
+struct Stream {
+    ctx: Arc<Ctx>,
+    out: Out,
+    watchers: HashMap<i64, Registered>,
+    /// IDs of watchers with something to report, queued by their `on_ready` callbacks (at
+    /// most once per watcher until it is drained) and by a drain that stopped at a full
+    /// response.
+    ready_tx: mpsc::UnboundedSender<i64>,
+    ready: mpsc::UnboundedReceiver<i64>,
+    next_id: i64,
+}
+
+/// A create request, as read off the wire.
+struct Create {
+    id: i64,
+    key: Vec<u8>,
+    range_end: Vec<u8>,
+    opts: WatchOptions,
+    no_put: bool,
+    no_delete: bool,
+}
+
+/// A request read ahead, holding its share of [`READ_AHEAD_BYTES`] until it is handled.
+type Request = Result<(PbWatchRequest, OwnedSemaphorePermit), Status>;
+
+/// Reads the client's requests as they come, at most [`READ_AHEAD_BYTES`] ahead of the
+/// stream's task; ends when the client closes its side (or the stream's task is gone).
+async fn read_ahead(mut input: Streaming<PbWatchRequest>, to: mpsc::UnboundedSender<Request>) {
+    let budget = Arc::new(Semaphore::new(READ_AHEAD_BYTES as usize));
+    while let Some(next) = input.next().await {
+        let next = match next {
+            Ok(req) => {
+                let bytes = req.encoded_len().saturating_add(REQUEST_OVERHEAD);
+                let bytes =
+                    u32::try_from(bytes).map_or(READ_AHEAD_BYTES, |b| b.min(READ_AHEAD_BYTES));
+                match budget.clone().acquire_many_owned(bytes).await {
+                    Ok(permit) => Ok((req, permit)),
+                    Err(_) => return,
+                }
+            }
+            Err(st) => Err(st),
+        };
+        if to.send(next).is_err() {
+            return;
+        }
+    }
+}
+
+/// The client is gone: the stream ends.
+struct Gone;
+
+impl Stream {
+    async fn run(mut self, mut input: mpsc::UnboundedReceiver<Request>) {
+        let mut shutdown = self.ctx.shutdown.clone();
+        let mut reading = true;
+        loop {
+            let step = tokio::select! {
+                // (The guard `wait_for` returns is not `Send`: drop it inside.)
+                _ = async { drop(shutdown.wait_for(|s| *s).await) } => break,
+                _ = self.out.closed() => break,
+                Some(id) = self.ready.recv() => self.drain(id).await,
+                next = input.recv(), if reading => match next {
+                    Some(Ok((req, _read_ahead))) => self.request(req).await,
+                    // The client closed its side: its watches go on until it closes the stream.
+                    None => {
+                        reading = false;
+                        Ok(())
+                    }
+                    Some(Err(_)) => break,
+                },
+            };
+            if step.is_err() {
+                break;
+            }
+        }
+        // Dropping the watchers cancels them in the engine.
+    }
+
+    async fn send(&self, resp: PbWatchResponse) -> Result<(), Gone> {
+        self.out.send(Ok(resp)).await.map_err(|_| Gone)
+    }
+
+    async fn request(&mut self, req: PbWatchRequest) -> Result<(), Gone> {
+        match req.request_union {
+            Some(PbWatchRequestUnion::CreateRequest(c)) => {
+                let create = Create {
+                    id: c.watch_id,
+                    no_put: c.filters.contains(&0),
+                    no_delete: c.filters.contains(&1),
+                    opts: WatchOptions {
+                        prefix: false,
+                        start_revision: (c.start_revision > 0).then_some(c.start_revision),
+                        prev_kv: c.prev_kv,
+                    },
+                    key: c.key,
+                    range_end: c.range_end,
+                };
+                self.create(create).await
+            }
+            Some(PbWatchRequestUnion::CancelRequest(c)) => {
+                if self.watchers.remove(&c.watch_id).is_none() {
+                    return Ok(());
+                }
+                let resp = PbWatchResponse {
+                    header: self.ctx.ids.header(self.ctx.db.durable_revision()),
+                    watch_id: c.watch_id,
+                    canceled: true,
+                    ..PbWatchResponse::default()
+                };
+                self.send(resp).await
+            }
+            Some(PbWatchRequestUnion::ProgressRequest(_)) => self.progress().await,
+            None => Ok(()),
+        }
+    }
+
+    async fn create(&mut self, c: Create) -> Result<(), Gone> {
+        let mut id = c.id;
+        if id <= 0 {
+            while self.watchers.contains_key(&self.next_id) {
+                self.next_id += 1;
+            }
+            id = self.next_id;
+            self.next_id += 1;
+        }
+        let ctx = self.ctx.clone();
+        let rev = ctx.db.revision().unwrap_or_default();
+        let refuse = |reason: &str| PbWatchResponse {
+            header: ctx.ids.header(rev),
+            watch_id: id,
+            created: true,
+            canceled: true,
+            cancel_reason: reason.into(),
+            ..PbWatchResponse::default()
+        };
+        if self.watchers.contains_key(&id) {
+            return self.send(refuse("etcdserver: duplicate watch ID")).await;
+        }
+        if self.watchers.len() >= ctx.max_watches {
+            // A row of the one table (the client reads it back exactly); the bound is
+            // `--max-watches-per-stream`.
+            return self.send(refuse(EtcdError::TooManyWatches.text())).await;
+        }
+        if c.key.is_empty() {
+            return self.send(refuse(EtcdError::KeyNotProvided.text())).await;
+        }
+        // Inline: registering costs a hash insert and the events it replays.
+        match ctx.db.watch_range(&c.key, &c.range_end, c.opts) {
+            Ok(WatchStart::Started(watcher)) => {
+                let created = PbWatchResponse {
+                    header: ctx.ids.header(rev),
+                    watch_id: id,
+                    created: true,
+                    ..PbWatchResponse::default()
+                };
+                // `created` goes before any event of the watch: events are looked at only
+                // once its callback is set.
+                self.send(created).await?;
+                let ready = self.ready_tx.clone();
+                watcher.on_ready(move || {
+                    let _ = ready.send(id);
+                });
+                self.watchers.insert(
+                    id,
+                    Registered {
+                        watcher,
+                        no_put: c.no_put,
+                        no_delete: c.no_delete,
+                    },
+                );
+                Ok(())
+            }
+            Ok(WatchStart::Compacted(floor)) => {
+                let created = PbWatchResponse {
+                    header: ctx.ids.header(rev),
+                    watch_id: id,
+                    created: true,
+                    ..PbWatchResponse::default()
+                };
+                let canceled = PbWatchResponse {
+                    header: ctx.ids.header(rev),
+                    watch_id: id,
+                    canceled: true,
+                    compact_revision: floor,
+                    cancel_reason: EtcdError::Compacted.text().into(),
+                    ..PbWatchResponse::default()
+                };
+                self.send(created).await?;
+                self.send(canceled).await
+            }
+            Err(e) => {
+                let st = errors::status(e);
+                self.send(refuse(st.message())).await
+            }
+        }
+    }
+
+    /// Sends one response of watcher `id`'s ready events, or its cancel if it ended. A
+    /// watcher with more to send is queued again behind the others, so one busy watch cannot
+    /// hold the stream.
+    async fn drain(&mut self, id: i64) -> Result<(), Gone> {
+        let Some(w) = self.watchers.get_mut(&id) else {
+            return Ok(()); // canceled since it was queued
+        };
+        let mut events = Vec::new();
+        let mut bytes = 0;
+        let mut more = true;
+        let mut ended = None;
+        while events.len() < EVENTS_PER_RESPONSE && bytes < RESPONSE_BYTES {
+            match w.watcher.try_recv() {
+                Ok(Some(ev)) => {
+                    let skip = match ev.kind {
+                        EventKind::Put => w.no_put,
+                        EventKind::Delete => w.no_delete,
+                    };
+                    if !skip {
+                        bytes += event_bytes(&ev);
+                        events.push(event(ev));
+                    }
+                }
+                Ok(None) => {
+                    more = false;
+                    break;
+                }
+                Err(e) => {
+                    ended = Some(e);
+                    break;
+                }
+            }
+        }
+        let db = &self.ctx.db;
+        if !events.is_empty() {
+            let last = events
+                .last()
+                .and_then(|e| e.kv.as_ref())
+                .map_or(0, |kv| kv.mod_revision);
+            let resp = PbWatchResponse {
+                header: self.ctx.ids.header(db.durable_revision().max(last)),
+                watch_id: id,
+                events,
+                ..PbWatchResponse::default()
+            };
+            self.send(resp).await?;
+        }
+        if let Some(e) = ended {
+            self.watchers.remove(&id);
+            let (compact_revision, reason) = match e {
+                Error::Compacted { revision, reason } => {
+                    (revision, format!("tenure serve: {reason}"))
+                }
+                _ => (0, EtcdError::Stopped.text().to_string()),
+            };
+            let resp = PbWatchResponse {
+                header: self.ctx.ids.header(db.durable_revision()),
+                watch_id: id,
+                canceled: true,
+                compact_revision,
+                cancel_reason: reason,
+                ..PbWatchResponse::default()
+            };
+            return self.send(resp).await;
+        }
+        if more {
+            let _ = self.ready_tx.send(id);
+        }
+        Ok(())
+    }
+
+    /// A progress notification (watch ID -1) at a revision every event up to which has been
+    /// sent.
+    async fn progress(&mut self) -> Result<(), Gone> {
+        // Everything up to `rev` was handed to the watchers, and each of them queued its ID
+        // then, before `rev` was read: once the ready queue is empty, all of it is sent.
+        let rev = self.ctx.db.durable_revision();
+        while let Ok(id) = self.ready.try_recv() {
+            self.drain(id).await?;
+        }
+        let resp = PbWatchResponse {
+            header: self.ctx.ids.header(rev),
+            watch_id: -1,
+            ..PbWatchResponse::default()
+        };
+        self.send(resp).await
+    }
+}
+
+/// What an event adds to a response, roughly: its keys and values.
+fn event_bytes(ev: &Event) -> usize {
+    let kv = |kv: &tenure::KeyValue| kv.key.len() + kv.value.len();
+    kv(&ev.kv) + ev.prev_kv.as_ref().map_or(0, kv)
+}
+
 fn event(ev: Event) -> PbEvent {
     PbEvent {
         r#type: match ev.kind {
@@ -192,185 +384,5 @@ fn event(ev: Event) -> PbEvent {
         },
         kv: Some(convert::kv(ev.kv)),
         prev_kv: ev.prev_kv.map(convert::kv),
-    }
-}
-
-/// Forwards every ready event of one watcher; `false` once the watch ended (cancel sent) or the
-/// client is gone.
-fn drain(
-    db: &tenure::Tenure,
-    ids: Ids,
-    id: i64,
-    w: &mut Registered,
-    out: &mpsc::Sender<Result<PbWatchResponse, Status>>,
-    alive: &mut bool,
-) -> bool {
-    loop {
-        let mut events = Vec::new();
-        let mut ended = None;
-        while events.len() < EVENTS_PER_RESPONSE {
-            match w.watcher.try_recv() {
-                Ok(Some(ev)) => {
-                    let skip = match ev.kind {
-                        EventKind::Put => w.no_put,
-                        EventKind::Delete => w.no_delete,
-                    };
-                    if !skip {
-                        events.push(event(ev));
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    ended = Some(e);
-                    break;
-                }
-            }
-        }
-        if !events.is_empty() {
-            let last = events
-                .last()
-                .and_then(|e| e.kv.as_ref())
-                .map_or(0, |kv| kv.mod_revision);
-            let resp = PbWatchResponse {
-                header: ids.header(db.durable_revision().max(last)),
-                watch_id: id,
-                events,
-                ..PbWatchResponse::default()
-            };
-            if out.blocking_send(Ok(resp)).is_err() {
-                *alive = false;
-                return false;
-            }
-        }
-        if let Some(e) = ended {
-            let (compact_revision, reason) = match e {
-                Error::Compacted { revision, reason } => {
-                    (revision, format!("tenure serve: {reason}"))
-                }
-                _ => (0, EtcdError::Stopped.text().to_string()),
-            };
-            let resp = PbWatchResponse {
-                header: ids.header(db.durable_revision()),
-                watch_id: id,
-                canceled: true,
-                compact_revision,
-                cancel_reason: reason,
-                ..PbWatchResponse::default()
-            };
-            *alive = out.blocking_send(Ok(resp)).is_ok();
-            return false;
-        }
-        if events_pending(&w.watcher) {
-            continue;
-        }
-        return true;
-    }
-}
-
-fn events_pending(w: &Watcher) -> bool {
-    !w.channel().is_empty()
-}
-
-fn pump(
-    db: &tenure::Tenure,
-    ids: Ids,
-    ctl: Receiver<Ctl>,
-    out: mpsc::Sender<Result<PbWatchResponse, Status>>,
-) {
-    let mut watchers: BTreeMap<i64, Registered> = BTreeMap::new();
-    let mut alive = true;
-    while alive {
-        let order: Vec<i64> = watchers.keys().copied().collect();
-        let ready = {
-            let mut sel = Select::new();
-            sel.recv(&ctl);
-            for id in &order {
-                sel.recv(watchers[id].watcher.channel());
-            }
-            sel.ready()
-        };
-        if ready == 0 {
-            match ctl.try_recv() {
-                Ok(Ctl::Add {
-                    id,
-                    watcher,
-                    no_put,
-                    no_delete,
-                }) => {
-                    let created = PbWatchResponse {
-                        header: ids.header(db.revision().unwrap_or_default()),
-                        watch_id: id,
-                        created: true,
-                        ..PbWatchResponse::default()
-                    };
-                    if out.blocking_send(Ok(created)).is_err() {
-                        break;
-                    }
-                    watchers.insert(
-                        id,
-                        Registered {
-                            watcher,
-                            no_put,
-                            no_delete,
-                        },
-                    );
-                }
-                Ok(Ctl::Cancel(id)) => {
-                    if watchers.remove(&id).is_some() {
-                        let resp = PbWatchResponse {
-                            header: ids.header(db.durable_revision()),
-                            watch_id: id,
-                            canceled: true,
-                            ..PbWatchResponse::default()
-                        };
-                        if out.blocking_send(Ok(resp)).is_err() {
-                            break;
-                        }
-                    }
-                }
-                Ok(Ctl::Progress) => {
-                    // Everything up to `rev` was dispatched before it was read; once every
-                    // channel is seen empty after that, all of it has been sent.
-                    loop {
-                        let rev = db.durable_revision();
-                        let mut sent_any = false;
-                        let keys: Vec<i64> = watchers.keys().copied().collect();
-                        for id in keys {
-                            let Some(w) = watchers.get_mut(&id) else {
-                                continue;
-                            };
-                            if events_pending(&w.watcher) {
-                                sent_any = true;
-                                if !drain(db, ids, id, w, &out, &mut alive) {
-                                    watchers.remove(&id);
-                                }
-                            }
-                        }
-                        if !alive {
-                            break;
-                        }
-                        if !sent_any {
-                            let resp = PbWatchResponse {
-                                header: ids.header(rev),
-                                watch_id: -1,
-                                ..PbWatchResponse::default()
-                            };
-                            alive = out.blocking_send(Ok(resp)).is_ok();
-                            break;
-                        }
-                    }
-                }
-                Err(crossbeam_channel::TryRecvError::Disconnected) => break,
-                Err(crossbeam_channel::TryRecvError::Empty) => {}
-            }
-            continue;
-        }
-        let id = order[ready - 1];
-        let Some(w) = watchers.get_mut(&id) else {
-            continue;
-        };
-        if !drain(db, ids, id, w, &out, &mut alive) {
-            watchers.remove(&id);
-        }
     }
 }

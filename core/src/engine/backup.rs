@@ -9,7 +9,7 @@ use super::commit::enqueued;
 use super::{Engine, Shared};
 use crate::error::{Error, Result};
 use crate::lease::lessor::NO_TIME;
-use crate::record::Loaded;
+use crate::rows::Loaded;
 use crate::store::View;
 use crate::types::{
     ContentHash, FileContents, KeyValue, LeaseId, LeaseInfo, SnapshotInfo, SnapshotProgress,
@@ -192,7 +192,7 @@ fn contents(loaded: Loaded) -> FileContents {
                 key,
                 value: d.value,
                 create_revision: d.create,
-                mod_revision: d.modr,
+                mod_revision: d.mod_revision,
                 version: d.version,
                 lease: (entry.lease != 0).then(|| LeaseId::new(entry.lease)),
             });

@@ -15,11 +15,11 @@ use super::{commit, expiry, signals, Config, Done, Engine, Shared, State, EXPIRE
 use crate::batch::Batch;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{panic_message, Error, Result};
-use crate::kv::watch::WatchHub;
+use crate::kv::watch::{WatchHub, WatchLimits};
 use crate::lease::lessor::ns;
 use crate::limits::{check_duration, check_interval, check_log_region, check_watch_events};
 use crate::locks::{Condvar, Mutex};
-use crate::record::Loaded;
+use crate::rows::Loaded;
 use crate::state::Machine;
 use crate::store::{StorageFaults, Store};
 use crate::types::{Durability, Recovery};
@@ -38,6 +38,8 @@ pub struct Builder {
     auto_revoke: bool,
     watch_history: usize,
     watch_queue: usize,
+    watch_history_bytes: usize,
+    watch_queue_bytes: usize,
     faults: Option<StorageFaults>,
     base_revision: i64,
     log: bool,
@@ -68,6 +70,10 @@ impl Builder {
     pub const DEFAULT_WATCH_HISTORY: usize = 10_000;
     /// Undelivered events a watcher may have before it is cancelled.
     pub const DEFAULT_WATCH_QUEUE: usize = 10_000;
+    /// Bytes of recent events kept for watchers that start from a past revision.
+    pub const DEFAULT_WATCH_HISTORY_BYTES: usize = 64 << 20;
+    /// Bytes of undelivered events a watcher may have before it is cancelled.
+    pub const DEFAULT_WATCH_QUEUE_BYTES: usize = 8 << 20;
 }
 
 impl Default for Builder {
@@ -84,6 +90,8 @@ impl Default for Builder {
             auto_revoke: true,
             watch_history: Builder::DEFAULT_WATCH_HISTORY,
             watch_queue: Builder::DEFAULT_WATCH_QUEUE,
+            watch_history_bytes: Builder::DEFAULT_WATCH_HISTORY_BYTES,
+            watch_queue_bytes: Builder::DEFAULT_WATCH_QUEUE_BYTES,
             faults: None,
             base_revision: 0,
             log: true,
@@ -167,6 +175,24 @@ impl Builder {
     /// at most [`MAX_WATCH_EVENTS`](crate::MAX_WATCH_EVENTS). Queues grow with the events actually waiting.
     pub fn watch_queue(mut self, events: usize) -> Builder {
         self.watch_queue = events;
+        self
+    }
+
+    /// How many bytes of recent events the history keeps (as well as at most `watch_history`
+    /// events). An event counts its keys and values, its previous key-value and 192 bytes.
+    /// Default: 64 MiB.
+    pub fn watch_history_bytes(mut self, bytes: usize) -> Builder {
+        self.watch_history_bytes = bytes;
+        self
+    }
+
+    /// How many bytes of undelivered events a watcher may have (as well as at most
+    /// `watch_queue` events) before it is cancelled, counted as for `watch_history_bytes`
+    /// (the previous key-value only if the watcher asked for it). Events are shared between
+    /// the watchers and the history, not copied. A watcher that has read everything always
+    /// gets the next revision, however large. Default: 8 MiB.
+    pub fn watch_queue_bytes(mut self, bytes: usize) -> Builder {
+        self.watch_queue_bytes = bytes;
         self
     }
 
@@ -286,7 +312,13 @@ impl Engine {
             checkpoint_interval: ns(b.checkpoint_interval),
         };
         let closed = Error::closed(b.path.as_deref());
-        let hub = WatchHub::new(b.watch_history, b.watch_queue, revision, closed.clone());
+        let limits = WatchLimits {
+            history: b.watch_history,
+            history_bytes: b.watch_history_bytes,
+            queue: b.watch_queue,
+            queue_bytes: b.watch_queue_bytes,
+        };
+        let hub = WatchHub::new(limits, revision, closed.clone());
         let with_log = log.is_some();
         let (ckpt_tx, ckpt_rx) = bounded(1);
         let shared = Arc::new(Shared {

@@ -17,7 +17,7 @@ use crate::batch::Batch;
 use crate::clock::instant_after;
 use crate::error::{Error, Result};
 use crate::locks::MutexGuard;
-use crate::record::StoreOp;
+use crate::rows::StoreOp;
 use crate::store::wal::{self, Appended};
 use crate::types::Durability;
 

@@ -9,7 +9,7 @@ use std::ops::Bound;
 
 use crate::batch::Batch;
 use crate::kv::txn::{Compare, CompareOp, CompareTarget};
-use crate::record::{Data, Entry, StoreOp};
+use crate::rows::{Data, Entry, StoreOp};
 use crate::types::{Event, EventKind, KeyValue, LeaseId};
 
 #[derive(Debug, Default)]
@@ -25,7 +25,7 @@ fn kv_of(key: &[u8], d: &Data, lease: i64) -> KeyValue {
         key: key.to_vec(),
         value: d.value.clone(),
         create_revision: d.create,
-        mod_revision: d.modr,
+        mod_revision: d.mod_revision,
         version: d.version,
         lease: (lease != 0).then_some(LeaseId::new(lease)),
     }
@@ -139,7 +139,7 @@ impl KvIndex {
             Some(d) => {
                 d.value.clear();
                 d.value.extend_from_slice(value);
-                d.modr = rev;
+                d.mod_revision = rev;
                 d.version += 1;
             }
             None => {
@@ -147,7 +147,7 @@ impl KvIndex {
                 entry.data = Some(Data {
                     value: value.to_vec(),
                     create: rev,
-                    modr: rev,
+                    mod_revision: rev,
                     version: 1,
                 });
             }
@@ -233,7 +233,7 @@ impl KvIndex {
             (CompareTarget::Value(v), Some((d, _))) => d.value.as_slice().cmp(v.as_slice()),
             (CompareTarget::Version(n), d) => d.map_or(0, |(d, _)| d.version).cmp(n),
             (CompareTarget::CreateRevision(n), d) => d.map_or(0, |(d, _)| d.create).cmp(n),
-            (CompareTarget::ModRevision(n), d) => d.map_or(0, |(d, _)| d.modr).cmp(n),
+            (CompareTarget::ModRevision(n), d) => d.map_or(0, |(d, _)| d.mod_revision).cmp(n),
             (CompareTarget::Lease(n), d) => d.map_or(0, |(_, l)| l).cmp(n),
         };
         match c.op {

@@ -76,9 +76,19 @@ impl KeyRange {
         }
     }
 
-    /// The key, when the range is that one key.
+    /// The one key this range is, if it is a single key.
     pub(crate) fn single_key(&self) -> Option<&[u8]> {
         self.end.is_none().then_some(self.start.as_slice())
+    }
+
+    /// The prefix whose keys are exactly this range, if it is one.
+    pub(crate) fn as_prefix(&self) -> Option<&[u8]> {
+        (self.end.as_ref() == Some(&prefix_end(&self.start))).then_some(self.start.as_slice())
+    }
+
+    /// The first key of a range with no end (every key from it on), if it is one.
+    pub(crate) fn open_start(&self) -> Option<&[u8]> {
+        matches!(self.end, Some(Bound::Unbounded)).then_some(self.start.as_slice())
     }
 
     pub(crate) fn contains(&self, key: &[u8]) -> bool {

@@ -70,9 +70,9 @@ impl Compare {
         Compare::new(key, op, CompareTarget::ModRevision(revision))
     }
 
-    /// Compares the key's lease ID (0 = none).
-    pub fn lease(key: impl AsRef<[u8]>, op: CompareOp, lease: i64) -> Compare {
-        Compare::new(key, op, CompareTarget::Lease(lease))
+    /// Compares the key's lease (`None`: the key has no lease, or does not exist).
+    pub fn lease(key: impl AsRef<[u8]>, op: CompareOp, lease: Option<LeaseId>) -> Compare {
+        Compare::new(key, op, CompareTarget::Lease(lease.map_or(0, LeaseId::get)))
     }
 }
 

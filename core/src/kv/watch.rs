@@ -1,22 +1,31 @@
-//! Watches (SPEC K6): a registry of watchers, a bounded history of committed events for
-//! resuming, and fan-out that never blocks a writer.
+//! Watches (SPEC K6): a registry of watchers indexed by key, a bounded history of committed
+//! events for resuming, and fan-out that never blocks a writer.
 //!
 //! Events enter the hub only after the write that made them is durable (the committer calls
-//! [`WatchHub::dispatch`] after the commit), in revision order. A watcher whose queue is full is
-//! cancelled with [`Error::Compacted`] naming the revision it can resume from.
+//! [`WatchHub::dispatch`] after the commit), in revision order. Each event is stored once (an
+//! `Arc`) and shared by the history and every queue it enters, so a thousand watchers of one
+//! key cost one copy of each event. A watcher whose queue would exceed its bound (events or
+//! bytes) is cancelled with [`Error::Compacted`] naming the revision it can resume from.
+//!
+//! Finding the watchers of an event costs a hash lookup for single-key watches, one per
+//! distinct prefix length for prefix watches, an ordered-map walk over the from-key watches
+//! that match, and a scan of the (rare) bounded ranges that are not prefixes; a new watch costs
+//! a hash insert plus a binary search of the history and the events it replays.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::locks::Mutex;
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
+use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::locks::Mutex;
 use crate::wait::{block_on, Next, Source, Wait};
 
 use crate::error::{Error, Result};
 use crate::kv::range::KeyRange;
-use crate::types::Event;
+use crate::types::{Event, KeyValue};
 
 /// How to watch (see [`Tenure::watch`](crate::Tenure::watch)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -29,68 +38,246 @@ pub struct WatchOptions {
     pub prev_kv: bool,
 }
 
+/// How much the hub keeps: the history and each watcher's queue, in events and in bytes
+/// (as [`event_bytes`] counts them).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WatchLimits {
+    pub(crate) history: usize,
+    pub(crate) history_bytes: usize,
+    pub(crate) queue: usize,
+    pub(crate) queue_bytes: usize,
+}
+
+/// What an event is charged beyond its keys and values: the `Event`, its `KeyValue`s, the
+/// `Arc` and a queue slot, rounded up.
+const EVENT_OVERHEAD: usize = 192;
+
+fn kv_bytes(kv: &KeyValue) -> usize {
+    kv.key.len() + kv.value.len()
+}
+
+/// The bytes one event is charged in a queue (with or without its previous key-value) or
+/// in the history (with).
+pub(crate) fn event_bytes(ev: &Event, prev_kv: bool) -> usize {
+    let prev = match &ev.prev_kv {
+        Some(p) if prev_kv => kv_bytes(p),
+        _ => 0,
+    };
+    EVENT_OVERHEAD + kv_bytes(&ev.kv) + prev
+}
+
+/// What a watcher's owner is told: a callback (see [`Watcher::on_ready`]) and whether it is
+/// armed (the owner found the queue empty since the last call).
+#[derive(Default)]
+struct Ready {
+    armed: bool,
+    callback: Option<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Ready {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ready")
+            .field("armed", &self.armed)
+            .field("callback", &self.callback.is_some())
+            .finish()
+    }
+}
+
 #[derive(Debug)]
 struct WatchShared {
     /// Why the hub cancelled this watcher, read after the channel disconnects.
     error: Mutex<Option<Error>>,
-    /// Set when the `Watcher` is dropped; the hub forgets it at its next access (no lock is
-    /// taken in `Drop`, which may run anywhere). Its queued events were freed with it.
+    /// Set when the `Watcher` is dropped (its queued events are freed with its receiver).
     dropped: AtomicBool,
     /// `Closed`, naming the database: what a watcher reports once it has ended.
     closed: Error,
-}
-
-struct Registered {
-    range: KeyRange,
+    /// Whether the watcher's events carry their previous key-value.
     prev_kv: bool,
-    start: i64,
-    /// Unbounded channel: it grows with the events actually queued, never reserved up front;
-    /// `cap` bounds it (the queue limit plus the replay it started with).
-    tx: Sender<Event>,
-    cap: usize,
-    shared: Arc<WatchShared>,
+    /// Bytes queued and not yet read: the hub adds before it sends, the reader subtracts.
+    /// `None`: a queue nobody bounds (fed from outside the hub).
+    queued_bytes: Option<AtomicUsize>,
+    ready: Mutex<Ready>,
+    /// The watcher's id and the hub's graveyard: a dropped watcher sends its id there (no lock),
+    /// and the hub forgets it at its next access.
+    graveyard: Option<(u64, Sender<u64>)>,
 }
 
-impl Registered {
-    fn dropped(&self) -> bool {
-        self.shared.dropped.load(Ordering::Relaxed)
+impl WatchShared {
+    fn new(closed: Error, prev_kv: bool, graveyard: Option<(u64, Sender<u64>)>) -> WatchShared {
+        WatchShared {
+            error: Mutex::new(None),
+            dropped: AtomicBool::new(false),
+            closed,
+            prev_kv,
+            queued_bytes: graveyard.as_ref().map(|_| AtomicUsize::new(0)),
+            ready: Mutex::new(Ready::default()),
+            graveyard,
+        }
     }
 
-    fn matches(&self, ev: &Event) -> bool {
-        ev.revision() >= self.start && self.range.contains(&ev.kv.key)
-    }
-
-    fn prepare(&self, ev: &Event) -> Event {
-        Event {
-            kind: ev.kind,
-            kv: ev.kv.clone(),
-            prev_kv: if self.prev_kv {
-                ev.prev_kv.clone()
-            } else {
-                None
-            },
+    /// Runs the ready callback if it is armed: called after an event was queued or the queue's
+    /// sender dropped.
+    fn wake(&self) {
+        let mut r = self.ready.lock();
+        if r.armed {
+            r.armed = false;
+            if let Some(f) = &r.callback {
+                f();
+            }
         }
     }
 }
 
+/// Which index a watcher is found through.
+#[derive(Debug)]
+enum Shape {
+    Key(Vec<u8>),
+    Prefix(Vec<u8>),
+    /// Every key from this one on (etcd's `range_end` `"\0"`; with key `"\0"`: all keys).
+    FromKey(Vec<u8>),
+    Other,
+}
+
+impl Shape {
+    fn of(range: &KeyRange) -> Shape {
+        if let Some(k) = range.single_key() {
+            Shape::Key(k.to_vec())
+        } else if let Some(p) = range.as_prefix() {
+            Shape::Prefix(p.to_vec())
+        } else if let Some(k) = range.open_start() {
+            Shape::FromKey(k.to_vec())
+        } else {
+            Shape::Other
+        }
+    }
+}
+
+/// Watcher ids by what they watch.
+#[derive(Default)]
+struct Index {
+    keys: FxHashMap<Vec<u8>, FxHashSet<u64>>,
+    prefixes: FxHashMap<Vec<u8>, FxHashSet<u64>>,
+    /// Prefix length → how many distinct prefixes of that length are indexed.
+    prefix_lens: BTreeMap<usize, usize>,
+    /// By first key: those at or below an event's key all match it.
+    from_keys: BTreeMap<Vec<u8>, FxHashSet<u64>>,
+    others: FxHashSet<u64>,
+}
+
+impl Index {
+    fn insert(&mut self, shape: &Shape, id: u64) {
+        match shape {
+            Shape::Key(k) => {
+                self.keys.entry(k.clone()).or_default().insert(id);
+            }
+            Shape::Prefix(p) => {
+                let ids = self.prefixes.entry(p.clone()).or_default();
+                if ids.is_empty() {
+                    *self.prefix_lens.entry(p.len()).or_default() += 1;
+                }
+                ids.insert(id);
+            }
+            Shape::FromKey(k) => {
+                self.from_keys.entry(k.clone()).or_default().insert(id);
+            }
+            Shape::Other => {
+                self.others.insert(id);
+            }
+        }
+    }
+
+    fn remove(&mut self, shape: &Shape, id: u64) {
+        match shape {
+            Shape::Key(k) => {
+                if let Some(ids) = self.keys.get_mut(k) {
+                    ids.remove(&id);
+                    if ids.is_empty() {
+                        self.keys.remove(k);
+                    }
+                }
+            }
+            Shape::Prefix(p) => {
+                if let Some(ids) = self.prefixes.get_mut(p) {
+                    ids.remove(&id);
+                    if ids.is_empty() {
+                        self.prefixes.remove(p);
+                        if let Some(n) = self.prefix_lens.get_mut(&p.len()) {
+                            *n -= 1;
+                            if *n == 0 {
+                                self.prefix_lens.remove(&p.len());
+                            }
+                        }
+                    }
+                }
+            }
+            Shape::FromKey(k) => {
+                if let Some(ids) = self.from_keys.get_mut(k) {
+                    ids.remove(&id);
+                    if ids.is_empty() {
+                        self.from_keys.remove(k);
+                    }
+                }
+            }
+            Shape::Other => {
+                self.others.remove(&id);
+            }
+        }
+    }
+
+    /// Calls `f` with every watcher id whose key, prefix or first key matches `key`, and every
+    /// id of an other-shaped range (the caller checks those).
+    fn candidates(&self, key: &[u8], mut f: impl FnMut(u64)) {
+        if let Some(ids) = self.keys.get(key) {
+            ids.iter().for_each(|&id| f(id));
+        }
+        for &len in self.prefix_lens.range(..=key.len()).map(|(l, _)| l) {
+            if let Some(ids) = self.prefixes.get(&key[..len]) {
+                ids.iter().for_each(|&id| f(id));
+            }
+        }
+        let upto = (Bound::Unbounded, Bound::Included(key));
+        for ids in self.from_keys.range::<[u8], _>(upto).map(|(_, ids)| ids) {
+            ids.iter().for_each(|&id| f(id));
+        }
+        self.others.iter().for_each(|&id| f(id));
+    }
+
+    fn clear(&mut self) {
+        *self = Index::default();
+    }
+}
+
+struct Registered {
+    range: KeyRange,
+    shape: Shape,
+    start: i64,
+    /// Unbounded channel: it grows with the events actually queued, never reserved up front;
+    /// `cap` and `cap_bytes` bound it (the queue limits plus the replay it started with).
+    /// `None` only while being dropped.
+    tx: Option<Sender<Arc<Event>>>,
+    cap: usize,
+    cap_bytes: usize,
+    shared: Arc<WatchShared>,
+}
+
+impl Drop for Registered {
+    /// Ends the watcher: its reader sees the channel disconnect, and is woken to see it.
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        self.shared.wake();
+    }
+}
+
 /// The watcher registry and event history. Guarded by the engine's hub mutex.
-///
-/// Watchers of one key (every lock or campaign wait has two) are indexed by that key, so a
-/// commit costs a lookup per key it wrote, not a check per watcher; only range and prefix
-/// watchers are checked one by one.
 pub(crate) struct WatchHub {
-    /// Range and prefix watchers.
-    watchers: Vec<Registered>,
-    /// Single-key watchers by their key (no empty list is kept).
-    by_key: HashMap<Vec<u8>, Vec<Registered>>,
-    /// Watchers registered since dropped ones were last forgotten everywhere: a full prune runs
-    /// when this passes the number then alive, so dropped watchers of keys nobody writes never
-    /// hold more than about as much again as the live ones.
-    since_prune: usize,
-    live_at_prune: usize,
-    history: VecDeque<Event>,
-    history_cap: usize,
-    queue_cap: usize,
+    watchers: FxHashMap<u64, Registered>,
+    index: Index,
+    next_id: u64,
+    graveyard: (Sender<u64>, Receiver<u64>),
+    history: VecDeque<Arc<Event>>,
+    /// Sum of [`event_bytes`] (with previous key-values) over `history`.
+    history_bytes: usize,
+    limits: WatchLimits,
     /// Highest revision no longer (fully) in `history`.
     compacted: i64,
     /// The engine's `Closed` error (it names the database), for every watcher.
@@ -98,53 +285,44 @@ pub(crate) struct WatchHub {
 }
 
 impl WatchHub {
-    pub(crate) fn new(
-        history_cap: usize,
-        queue_cap: usize,
-        revision: i64,
-        closed: Error,
-    ) -> WatchHub {
+    pub(crate) fn new(limits: WatchLimits, revision: i64, closed: Error) -> WatchHub {
         WatchHub {
             closed,
-            watchers: Vec::new(),
-            by_key: HashMap::new(),
-            since_prune: 0,
-            live_at_prune: 0,
+            watchers: FxHashMap::default(),
+            index: Index::default(),
+            next_id: 0,
+            graveyard: unbounded(),
             history: VecDeque::new(),
-            history_cap,
-            queue_cap: queue_cap.max(1),
+            history_bytes: 0,
+            limits: WatchLimits {
+                queue: limits.queue.max(1),
+                ..limits
+            },
             compacted: revision,
         }
     }
 
     /// Whether writes need to record events at all.
     pub(crate) fn wants_events(&self) -> bool {
-        self.history_cap > 0 || !self.watchers.is_empty() || !self.by_key.is_empty()
+        self.limits.history > 0 || !self.watchers.is_empty()
     }
 
     pub(crate) fn watcher_count(&mut self) -> usize {
-        self.prune();
-        self.watchers.len() + self.by_key.values().map(Vec::len).sum::<usize>()
+        self.bury();
+        self.watchers.len()
     }
 
-    /// Forgets dropped watchers.
-    fn prune(&mut self) {
-        self.watchers.retain(|w| !w.dropped());
-        self.by_key.retain(|_, list| {
-            list.retain(|w| !w.dropped());
-            !list.is_empty()
-        });
-        self.since_prune = 0;
-        self.live_at_prune =
-            self.watchers.len() + self.by_key.values().map(Vec::len).sum::<usize>();
-    }
-
-    /// Prunes once enough watchers came since the last prune (amortised: O(1) per watch).
-    fn prune_now_and_then(&mut self) {
-        self.since_prune += 1;
-        if self.since_prune > self.live_at_prune.max(64) {
-            self.prune();
+    /// Forgets the watchers dropped since the last call: O(dropped), not O(watchers).
+    fn bury(&mut self) {
+        while let Ok(id) = self.graveyard.1.try_recv() {
+            self.remove(id);
         }
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Registered> {
+        let w = self.watchers.remove(&id)?;
+        self.index.remove(&w.shape, id);
+        Some(w)
     }
 
     /// Registers a watcher. `revision` is the engine's current (applied) revision: "from now"
@@ -166,36 +344,42 @@ impl WatchHub {
                 reason: format!("the watch history starts after revision {compacted}"),
             });
         }
-        let mut reg = Registered {
-            range,
-            prev_kv: opts.prev_kv,
-            start,
-            tx: unbounded().0, // replaced below
-            cap: 0,
-            shared: Arc::new(WatchShared {
-                error: Mutex::new(None),
-                dropped: AtomicBool::new(false),
-                closed: self.closed.clone(),
-            }),
-        };
-        let replay: Vec<Event> = self
-            .history
-            .iter()
-            .filter(|e| reg.matches(e))
-            .map(|e| reg.prepare(e))
-            .collect();
+        self.bury();
+        let id = self.next_id;
+        self.next_id += 1;
+        let shared = Arc::new(WatchShared::new(
+            self.closed.clone(),
+            opts.prev_kv,
+            Some((id, self.graveyard.0.clone())),
+        ));
         let (tx, rx) = unbounded();
-        reg.cap = self.queue_cap.saturating_add(replay.len());
-        for ev in replay {
-            let _ = tx.send(ev);
+        // The history is in revision order: only its tail from `start` is looked at.
+        let from = self.history.partition_point(|e| e.revision() < start);
+        let (mut replayed, mut bytes) = (0usize, 0usize);
+        for ev in self.history.range(from..) {
+            if range.contains(&ev.kv.key) {
+                replayed += 1;
+                bytes += event_bytes(ev, opts.prev_kv);
+                let _ = tx.send(ev.clone());
+            }
         }
-        reg.tx = tx;
-        let shared = reg.shared.clone();
-        self.prune_now_and_then();
-        match reg.range.single_key() {
-            Some(key) => self.by_key.entry(key.to_vec()).or_default().push(reg),
-            None => self.watchers.push(reg),
+        if let Some(q) = &shared.queued_bytes {
+            q.store(bytes, Ordering::Relaxed);
         }
+        let shape = Shape::of(&range);
+        self.index.insert(&shape, id);
+        self.watchers.insert(
+            id,
+            Registered {
+                range,
+                shape,
+                start,
+                tx: Some(tx),
+                cap: self.limits.queue.saturating_add(replayed),
+                cap_bytes: self.limits.queue_bytes.saturating_add(bytes),
+                shared: shared.clone(),
+            },
+        );
         Ok(Watcher {
             rx,
             shared,
@@ -208,35 +392,102 @@ impl WatchHub {
         if events.is_empty() {
             return;
         }
-        let queue_cap = self.queue_cap;
-        // One revision at a time, and a revision enters a watcher's queue whole or not at all,
-        // so a cancelled watcher resumes exactly at the revision it did not get.
-        for group in events.chunk_by(|a, b| a.revision() == b.revision()) {
-            self.watchers
-                .retain(|w| !w.dropped() && deliver(w, group, queue_cap));
-            let mut keys: Vec<&[u8]> = group.iter().map(|ev| ev.kv.key.as_slice()).collect();
-            keys.sort_unstable();
-            keys.dedup();
-            for key in keys {
-                if let Some(list) = self.by_key.get_mut(key) {
-                    list.retain(|w| !w.dropped() && deliver(w, group, queue_cap));
-                    if list.is_empty() {
-                        self.by_key.remove(key);
-                    }
+        self.bury();
+        let events: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
+        if !self.watchers.is_empty() {
+            let mut hits: Vec<(u64, usize)> = Vec::new();
+            // One revision at a time, and a revision enters a watcher's queue whole or not at
+            // all, so a cancelled watcher resumes exactly at the revision it did not get.
+            for group in events.chunk_by(|a, b| a.revision() == b.revision()) {
+                hits.clear();
+                for (i, ev) in group.iter().enumerate() {
+                    self.index.candidates(&ev.kv.key, |id| hits.push((id, i)));
+                }
+                // By watcher, each watcher's events in order.
+                hits.sort_unstable();
+                for run in hits.chunk_by(|a, b| a.0 == b.0) {
+                    self.deliver(run[0].0, group, run);
                 }
             }
         }
-        if self.history_cap == 0 {
+        self.retain(events);
+    }
+
+    /// Queues the events `run` names (of one revision's `group`) to watcher `id`, or cancels it
+    /// if they do not fit.
+    fn deliver(&mut self, id: u64, group: &[Arc<Event>], run: &[(u64, usize)]) {
+        let Some(w) = self.watchers.get(&id) else {
+            return;
+        };
+        if w.shared.dropped.load(Ordering::Relaxed) {
+            self.remove(id);
+            return;
+        }
+        let revision = group[0].revision();
+        let mine = || {
+            run.iter()
+                .map(|&(_, i)| &group[i])
+                .filter(|ev| w.range.contains(&ev.kv.key))
+        };
+        if revision < w.start || mine().next().is_none() {
+            return;
+        }
+        let (count, bytes) = mine().fold((0, 0), |(n, b), ev| {
+            (n + 1, b + event_bytes(ev, w.shared.prev_kv))
+        });
+        let tx = w.tx.as_ref().expect("a registered watcher has its sender");
+        let queued = tx.len();
+        let queued_bytes = w
+            .shared
+            .queued_bytes
+            .as_ref()
+            .map_or(0, |q| q.load(Ordering::Relaxed));
+        // A watcher that has read everything always gets the next revision, however large.
+        let over = if queued == 0 {
+            None
+        } else if queued + count > w.cap {
+            Some(format!("{} events", self.limits.queue))
+        } else if queued_bytes + bytes > w.cap_bytes {
+            Some(format!("{} bytes", self.limits.queue_bytes))
+        } else {
+            None
+        };
+        if let Some(limit) = over {
+            *w.shared.error.lock() = Some(Error::Compacted {
+                revision,
+                reason: format!("the watcher fell more than {limit} behind and was cancelled"),
+            });
+            self.remove(id);
+            return;
+        }
+        if let Some(q) = &w.shared.queued_bytes {
+            q.fetch_add(bytes, Ordering::Relaxed);
+        }
+        if mine().all(|ev| tx.send(ev.clone()).is_ok()) {
+            w.shared.wake();
+        } else {
+            self.remove(id);
+        }
+    }
+
+    /// Keeps `events` in the history, then trims it to its bounds (whole revisions only).
+    fn retain(&mut self, events: Vec<Arc<Event>>) {
+        if self.limits.history == 0 {
             if let Some(last) = events.last() {
                 self.compacted = last.revision();
             }
             return;
         }
-        self.history.extend(events);
-        if self.history.len() > self.history_cap {
-            while self.history.len() > self.history_cap {
-                let ev = self.history.pop_front().expect("non-empty");
-                self.compacted = ev.revision();
+        for ev in events {
+            self.history_bytes += event_bytes(&ev, true);
+            self.history.push_back(ev);
+        }
+        let over = |h: &WatchHub| {
+            h.history.len() > h.limits.history || h.history_bytes > h.limits.history_bytes
+        };
+        if over(self) {
+            while over(self) {
+                self.pop_history();
             }
             // Never keep part of a revision.
             while self
@@ -244,8 +495,15 @@ impl WatchHub {
                 .front()
                 .is_some_and(|e| e.revision() == self.compacted)
             {
-                self.history.pop_front();
+                self.pop_history();
             }
+        }
+    }
+
+    fn pop_history(&mut self) {
+        if let Some(ev) = self.history.pop_front() {
+            self.history_bytes -= event_bytes(&ev, true);
+            self.compacted = ev.revision();
         }
     }
 
@@ -253,7 +511,7 @@ impl WatchHub {
     pub(crate) fn floor(&self, revision: i64) -> i64 {
         // Without a history nothing is recorded while no one watches, so no past revision can
         // be replayed: only revisions after the current one are watchable.
-        let compacted = if self.history_cap == 0 {
+        let compacted = if self.limits.history == 0 {
             self.compacted.max(revision)
         } else {
             self.compacted
@@ -273,7 +531,7 @@ impl WatchHub {
             .front()
             .is_some_and(|e| e.revision() <= revision)
         {
-            self.history.pop_front();
+            self.pop_history();
         }
         self.compacted = self.compacted.max(revision);
     }
@@ -281,32 +539,10 @@ impl WatchHub {
     /// Ends every watcher (engine closed).
     pub(crate) fn close(&mut self) {
         self.watchers.clear();
-        self.by_key.clear();
+        self.index.clear();
         self.history.clear();
+        self.history_bytes = 0;
     }
-}
-
-/// Queues the events of one revision (`group`) that `w` matches, all or none; false when `w`
-/// is cancelled (its queue would pass its bound) or gone.
-fn deliver(w: &Registered, group: &[Event], queue_cap: usize) -> bool {
-    let matching = group.iter().filter(|ev| w.matches(ev)).count();
-    if matching == 0 {
-        return true;
-    }
-    let room = w.cap.saturating_sub(w.tx.len());
-    if room < matching {
-        *w.shared.error.lock() = Some(Error::Compacted {
-            revision: group[0].revision(),
-            reason: format!(
-                "the watcher fell more than {queue_cap} events behind and was cancelled"
-            ),
-        });
-        return false;
-    }
-    group
-        .iter()
-        .filter(|ev| w.matches(ev))
-        .all(|ev| w.tx.try_send(w.prepare(ev)).is_ok())
 }
 
 /// A stream of [`Event`]s for a key or prefix, in revision order.
@@ -316,7 +552,7 @@ fn deliver(w: &Registered, group: &[Event], queue_cap: usize) -> bool {
 /// watch.
 #[derive(Debug)]
 pub struct Watcher {
-    rx: Receiver<Event>,
+    rx: Receiver<Arc<Event>>,
     shared: Arc<WatchShared>,
     finished: bool,
 }
@@ -324,23 +560,37 @@ pub struct Watcher {
 impl Watcher {
     /// A watcher fed by another source: for a [`Backend`](crate::sync::Backend) other than the
     /// embedded engine (its events, in revision order, arrive on `events`; when their sender
-    /// is dropped the watcher ends, as on close).
-    pub fn from_events(events: Receiver<Event>) -> Watcher {
+    /// is dropped the watcher ends, as on close). Its [`on_ready`](Self::on_ready) callback is
+    /// called once, when set: nothing tells it when `events` gets more.
+    pub fn from_events(events: Receiver<Arc<Event>>) -> Watcher {
         Watcher {
             rx: events,
-            shared: Arc::new(WatchShared {
-                error: Mutex::new(None),
-                dropped: AtomicBool::new(false),
-                closed: Error::Closed("the backend".into()),
-            }),
+            shared: Arc::new(WatchShared::new(
+                Error::Closed("the backend".into()),
+                true,
+                None,
+            )),
             finished: false,
         }
     }
 
     /// The raw event channel, to wait on many watchers at once (`crossbeam_channel::Select`);
     /// read events with [`try_recv`](Self::try_recv), which also reports why a watch ended.
-    pub fn channel(&self) -> &Receiver<Event> {
+    pub fn channel(&self) -> &Receiver<Arc<Event>> {
         &self.rx
+    }
+
+    /// Calls `ready` now and then each time this watcher has something to report (an event, or
+    /// its end) after [`try_recv`](Self::try_recv) found nothing: so a reader that drains it
+    /// with `try_recv` on each call misses nothing, without a thread waiting on it (an async
+    /// task's waker, a queue of ready watchers). `ready` runs on the thread that queues the
+    /// event, under the engine's watch lock: it must be quick, must not block and must not
+    /// call into the engine or this watcher.
+    pub fn on_ready(&self, ready: impl Fn() + Send + Sync + 'static) {
+        let mut r = self.shared.ready.lock();
+        r.armed = false;
+        ready();
+        r.callback = Some(Box::new(ready));
     }
 
     pub(crate) fn ended(&mut self) -> Error {
@@ -353,6 +603,27 @@ impl Watcher {
             .unwrap_or_else(|| closed.clone())
     }
 
+    /// An event off the queue, as this watcher reports it.
+    fn unqueue(&self, ev: Arc<Event>) -> Event {
+        let prev_kv = self.shared.prev_kv;
+        if let Some(q) = &self.shared.queued_bytes {
+            q.fetch_sub(event_bytes(&ev, prev_kv), Ordering::Relaxed);
+        }
+        match Arc::try_unwrap(ev) {
+            Ok(mut ev) => {
+                if !prev_kv {
+                    ev.prev_kv = None;
+                }
+                ev
+            }
+            Err(ev) => Event {
+                kind: ev.kind,
+                kv: ev.kv.clone(),
+                prev_kv: if prev_kv { ev.prev_kv.clone() } else { None },
+            },
+        }
+    }
+
     /// Waits for the next event. `Err(Closed)` once the engine is closed; `Err(Compacted)` if the
     /// watcher fell behind.
     pub fn recv(&mut self) -> Result<Event> {
@@ -360,7 +631,7 @@ impl Watcher {
             return Err(self.shared.closed.clone());
         }
         match self.rx.recv() {
-            Ok(ev) => Ok(ev),
+            Ok(ev) => Ok(self.unqueue(ev)),
             Err(_) => Err(self.ended()),
         }
     }
@@ -376,8 +647,25 @@ impl Watcher {
         if self.finished {
             return Err(self.shared.closed.clone());
         }
-        match self.rx.try_recv() {
-            Ok(ev) => Ok(Some(ev)),
+        let next = match self.rx.try_recv() {
+            Err(TryRecvError::Empty) => {
+                // Arm the callback, then look again under its lock: what is queued before the
+                // lock is seen here, what is queued after finds the callback armed.
+                let mut r = self.shared.ready.lock();
+                if r.callback.is_none() {
+                    return Ok(None);
+                }
+                r.armed = true;
+                let again = self.rx.try_recv();
+                if again.is_ok() || again == Err(TryRecvError::Disconnected) {
+                    r.armed = false;
+                }
+                again
+            }
+            other => other,
+        };
+        match next {
+            Ok(ev) => Ok(Some(self.unqueue(ev))),
             Err(TryRecvError::Empty) => Ok(None),
             Err(TryRecvError::Disconnected) => Err(self.ended()),
         }
@@ -388,7 +676,8 @@ impl Watcher {
 #[cfg(feature = "remote")]
 #[derive(Debug)]
 pub(crate) struct WatchFeed {
-    tx: Sender<Event>,
+    /// `None` only while being dropped.
+    tx: Option<Sender<Arc<Event>>>,
     shared: Arc<WatchShared>,
 }
 
@@ -397,22 +686,34 @@ impl WatchFeed {
     /// A watcher and the feed that fills it.
     pub(crate) fn new() -> (WatchFeed, Watcher) {
         let (tx, rx) = unbounded();
-        let shared = Arc::new(WatchShared {
-            error: Mutex::new(None),
-            dropped: AtomicBool::new(false),
-            closed: Error::Closed("(etcd connection)".into()),
-        });
+        let shared = Arc::new(WatchShared::new(
+            Error::Closed("(etcd connection)".into()),
+            true,
+            None,
+        ));
         let w = Watcher {
             rx,
             shared: shared.clone(),
             finished: false,
         };
-        (WatchFeed { tx, shared }, w)
+        (
+            WatchFeed {
+                tx: Some(tx),
+                shared,
+            },
+            w,
+        )
     }
 
     /// Queues an event; false once the watcher is dropped.
     pub(crate) fn send(&self, ev: Event) -> bool {
-        !self.shared.dropped.load(Ordering::Relaxed) && self.tx.send(ev).is_ok()
+        let sent = !self.is_dropped()
+            && self
+                .tx
+                .as_ref()
+                .is_some_and(|tx| tx.send(Arc::new(ev)).is_ok());
+        self.shared.wake();
+        sent
     }
 
     /// Whether the watcher was dropped.
@@ -426,21 +727,33 @@ impl WatchFeed {
     }
 }
 
+#[cfg(feature = "remote")]
+impl Drop for WatchFeed {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        self.shared.wake();
+    }
+}
+
 impl Drop for Watcher {
     fn drop(&mut self) {
         self.shared.dropped.store(true, Ordering::Relaxed);
+        if let Some((id, graveyard)) = &self.shared.graveyard {
+            // Lock-free: `drop` may run anywhere, even under the engine's locks.
+            let _ = graveyard.send(*id);
+        }
     }
 }
 
 impl Source for Watcher {
     type Item = Event;
-    type Signal = Event;
+    type Signal = Arc<Event>;
 
     fn try_next(&mut self) -> Result<Option<Event>> {
         self.try_recv()
     }
 
-    fn signal(&self) -> &Receiver<Event> {
+    fn signal(&self) -> &Receiver<Arc<Event>> {
         &self.rx
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
 
-use super::queue::LeaseExpiredNotifier;
+use super::queue::DeadlineHeap;
 use crate::error::{Error, Result};
 use crate::types::{LeaseId, LeaseInfo};
 
@@ -66,7 +66,7 @@ pub(crate) struct Lessor {
     free: Vec<u32>,
     /// Lease ID → slot. Holds only slots (4 bytes a bucket); IDs are read from the slab.
     index: HashTable<u32>,
-    queue: LeaseExpiredNotifier,
+    queue: DeadlineHeap,
     primary: bool,
     auto_revoke: bool,
     /// Next ID `grant` allocates; above every ID ever used (I-L2).
@@ -117,7 +117,7 @@ impl Lessor {
             slab: Vec::new(),
             free: Vec::new(),
             index: HashTable::new(),
-            queue: LeaseExpiredNotifier::new(),
+            queue: DeadlineHeap::new(),
             primary,
             auto_revoke,
             next_id: 1,

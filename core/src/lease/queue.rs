@@ -1,4 +1,4 @@
-//! `LeaseExpiredNotifier`: an indexed binary min-heap of lease deadlines, one entry per lease.
+//! `DeadlineHeap`: an indexed 4-ary min-heap of lease deadlines, one entry per lease.
 //!
 //! Entries are addressed by the lease's slot in the lessor's slab, so the heap keeps each
 //! slot's position in a plain vector: every operation is O(log n) with no hashing. Sifts move a
@@ -14,12 +14,12 @@ const ARITY: usize = 4;
 
 /// Indexed min-heap of `(deadline, slot)`; deadlines are nanoseconds of the engine clock.
 #[derive(Debug, Default)]
-pub(crate) struct LeaseExpiredNotifier {
+pub(crate) struct DeadlineHeap {
     heap: Vec<(u64, u32)>,
     pos: Vec<u32>,
 }
 
-impl LeaseExpiredNotifier {
+impl DeadlineHeap {
     pub(crate) fn new() -> Self {
         Self::default()
     }
@@ -181,8 +181,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     #[test]
-    fn notifier_pops_in_deadline_order_and_updates_in_place() {
-        let mut q = LeaseExpiredNotifier::new();
+    fn heap_pops_in_deadline_order_and_updates_in_place() {
+        let mut q = DeadlineHeap::new();
         q.register_or_update(0, 30);
         q.register_or_update(1, 10);
         q.register_or_update(2, 20);
@@ -206,13 +206,13 @@ mod tests {
 
     proptest! {
         #[test]
-        fn notifier_matches_an_ordered_map_model(ops in proptest::collection::vec(
+        fn heap_matches_an_ordered_map_model(ops in proptest::collection::vec(
             prop_oneof![
                 (0u32..64, 0u64..1000).prop_map(|(s, d)| QOp::Upsert(s, d)),
                 (0u32..64).prop_map(QOp::Remove),
                 Just(QOp::Pop),
             ], 0..300)) {
-            let mut q = LeaseExpiredNotifier::new();
+            let mut q = DeadlineHeap::new();
             let mut model: BTreeMap<u32, u64> = BTreeMap::new();
             for op in ops {
                 match op {

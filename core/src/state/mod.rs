@@ -14,7 +14,7 @@ use crate::kv::index::KvIndex;
 use crate::kv::txn::{Txn, TxnResponse};
 use crate::lease::lessor::{ns, Due, Lessor, NO_TIME};
 use crate::limits::check_key;
-use crate::record::{Loaded, StoreOp};
+use crate::rows::{Loaded, StoreOp};
 use crate::types::{ExpiredLease, LeaseId, Recovery};
 
 mod apply;
@@ -372,7 +372,7 @@ impl Machine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Data, Entry, LeaseRow};
+    use crate::rows::{Data, Entry, LeaseRow};
 
     const SEC: u64 = 1_000_000_000;
 
@@ -396,7 +396,7 @@ mod tests {
                     data: Some(Data {
                         value: b"v".to_vec(),
                         create: 3,
-                        modr: 7,
+                        mod_revision: 7,
                         version: 2,
                     }),
                     lease: 5,

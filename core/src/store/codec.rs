@@ -1,7 +1,7 @@
-//! The on-disk encoding of a key record in `tenure_kv`. Owned by the store: the rest of the
+//! The on-disk encoding of a key row in `tenure_kv`. Owned by the store: the rest of the
 //! engine exchanges typed [`Entry`] values.
 
-use crate::record::{Data, Entry};
+use crate::rows::{Data, Entry};
 
 const HEADER: usize = 33;
 
@@ -20,7 +20,7 @@ pub(crate) fn encoded_len(e: &Entry) -> usize {
 /// Appends `encode(e)` to `out` (the log writes records in place).
 pub(crate) fn encode_into(e: &Entry, out: &mut Vec<u8>) {
     let (flags, create, modr, version, value): (u8, i64, i64, i64, &[u8]) = match &e.data {
-        Some(d) => (1, d.create, d.modr, d.version, &d.value),
+        Some(d) => (1, d.create, d.mod_revision, d.version, &d.value),
         None => (0, 0, 0, 0, &[]),
     };
     out.push(flags);
@@ -30,7 +30,7 @@ pub(crate) fn encode_into(e: &Entry, out: &mut Vec<u8>) {
     out.extend_from_slice(value);
 }
 
-/// `None` for a record that is not one `encode` could have written.
+/// `None` for a row that is not one `encode` could have written.
 pub(crate) fn decode(rec: &[u8]) -> Option<Entry> {
     if rec.len() < HEADER || rec[0] > 1 {
         return None;
@@ -42,7 +42,7 @@ pub(crate) fn decode(rec: &[u8]) -> Option<Entry> {
     };
     let data = (rec[0] == 1).then(|| Data {
         create: n(0),
-        modr: n(1),
+        mod_revision: n(1),
         version: n(2),
         value: rec[HEADER..].to_vec(),
     });
@@ -54,12 +54,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn records_round_trip_through_encode_and_decode() {
+    fn rows_round_trip_through_encode_and_decode() {
         let e = Entry {
             data: Some(Data {
                 value: b"v\xff".to_vec(),
                 create: 3,
-                modr: 9,
+                mod_revision: 9,
                 version: 2,
             }),
             lease: 42,

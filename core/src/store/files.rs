@@ -29,7 +29,7 @@ pub(super) enum Found {
 
 /// Refuses, without opening it for writing, anything that is not a regular file (a FIFO would
 /// block the open forever) and a non-empty file without redb's magic.
-pub(super) fn inspect(path: &Path) -> Result<Found> {
+pub(super) fn probe(path: &Path) -> Result<Found> {
     let corrupt = |detail: &str| Error::Corrupt {
         path: path.to_path_buf(),
         detail: detail.into(),

@@ -19,7 +19,7 @@ use redb::DatabaseError;
 
 use redb::ReadableDatabase;
 
-use super::files::{inspect, Found};
+use super::files::{probe, Found};
 use super::{
     corrupt_at, guarded, load, log_meta, open_error, open_read_only_held, replay, wal, Loaded,
     LogMeta, View,
@@ -168,7 +168,7 @@ fn open_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Opened
     if with_log {
         // Clear errors for what is no database, never blocking on a FIFO; an empty file is the
         // empty database an engine would make of it.
-        if let Found::New = inspect(path)? {
+        if let Found::New = probe(path)? {
             return Ok(Opened::Empty);
         }
     }

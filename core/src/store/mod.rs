@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition, TableError};
 
 use crate::error::{panic_message, Error, Result};
-use crate::record::{LeaseRow, Loaded, StoreOp};
+use crate::rows::{LeaseRow, Loaded, StoreOp};
 
 /// The lock calls of a backend that wraps a `FileBackend` in `$field`, passed through (its
 /// `unlock_range` is its own): shared by the fault-injecting and the read-only backends. Its
@@ -266,12 +266,16 @@ fn load_tables(
         let entry = decode(v.value())
             .ok_or_else(|| corrupt(format!("undecodable record for key {:?}", shown())))?;
         if let Some(d) = &entry.data {
-            if d.create <= 0 || d.modr < d.create || d.modr > loaded.revision || d.version <= 0 {
+            if d.create <= 0
+                || d.mod_revision < d.create
+                || d.mod_revision > loaded.revision
+                || d.version <= 0
+            {
                 return Err(corrupt(format!(
                     "key {:?} has revisions create {} mod {} (store revision {}, I-K1)",
                     shown(),
                     d.create,
-                    d.modr,
+                    d.mod_revision,
                     loaded.revision
                 )));
             }

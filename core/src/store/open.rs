@@ -8,14 +8,14 @@ use std::path::Path;
 use redb::backends::FileBackend;
 use redb::{DatabaseError, Durability};
 
-use super::files::{create, inspect, open_read_only_held, Found};
+use super::files::{create, open_read_only_held, probe, Found};
 use super::{
     apply_ops, corrupt_at, guarded, init, load, load_tables, log_meta, new_log_id, storage, wal,
     FaultyBackend, LogMeta, StorageFaults, Store, SyncCounter, CACHE, FORMAT_LOGGED,
     FORMAT_VERSION, KV, LEASES, META,
 };
 use crate::error::{Error, Result};
-use crate::record::Loaded;
+use crate::rows::Loaded;
 
 /// A redb error while the open writes to `path` (replay, new log id): damage redb found in the
 /// file is `Corrupt` for it (D5), anything else `Storage`.
@@ -208,7 +208,7 @@ impl Store {
     ) -> std::result::Result<Opened, Opening> {
         let faults = faults.unwrap_or_default();
         let counter = SyncCounter(faults.clone());
-        if let Found::New = inspect(path)? {
+        if let Found::New = probe(path)? {
             create(path, &faults)?;
         }
         let file = match OpenOptions::new().read(true).write(true).open(path) {

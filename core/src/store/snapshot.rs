@@ -344,7 +344,7 @@ impl View {
                     for h in [&mut kv, &mut all] {
                         h.field(&d.value);
                         h.int(d.create);
-                        h.int(d.modr);
+                        h.int(d.mod_revision);
                         h.int(d.version);
                         h.int(entry.lease);
                     }

@@ -17,7 +17,7 @@ use super::codec;
 use super::StorageFaults;
 use crate::error::{Error, Result};
 use crate::limits::{LOG_REGION_MAX, LOG_REGION_MIN};
-use crate::record::StoreOp;
+use crate::rows::StoreOp;
 
 const MAGIC: [u8; 8] = *b"tenurlog";
 const VERSION: u32 = 1;
@@ -615,7 +615,7 @@ fn create_file(path: &Path, id: u64, region: u64) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Data, Entry};
+    use crate::rows::{Data, Entry};
 
     fn ops() -> Vec<StoreOp> {
         vec![
@@ -631,7 +631,7 @@ mod tests {
                     data: Some(Data {
                         value: b"v".to_vec(),
                         create: 2,
-                        modr: 3,
+                        mod_revision: 3,
                         version: 1,
                     }),
                     lease: 7,
@@ -673,7 +673,7 @@ mod tests {
                 data: Some(Data {
                     value: vec![i as u8; (i * 397) % 5000],
                     create: 1,
-                    modr: 1,
+                    mod_revision: 1,
                     version: 1,
                 }),
                 lease: 0,

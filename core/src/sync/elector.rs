@@ -21,7 +21,7 @@ use crate::types::LeaseId;
 use crate::wait::{Stop, Wait};
 
 /// client-go's jitter factor: acquisition is retried every `retry_period × [1, 2.2)`.
-pub const JITTER: f64 = 1.2;
+const RETRY_JITTER_FACTOR: f64 = 1.2;
 
 /// Configuration of a [`LeaderElector`] (example there).
 ///
@@ -69,7 +69,7 @@ impl ElectorConfig {
 }
 
 impl ElectorConfig {
-    /// Checks `lease_duration > renew_deadline > retry_period × JITTER`,
+    /// Checks `lease_duration > renew_deadline > retry_period × 1.2` (client-go's jitter factor),
     /// `renew_deadline + retry_period < lease_duration`, all positive, identity non-empty.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(Error::invalid(format!("leader elector: {m}")));
@@ -97,7 +97,9 @@ impl ElectorConfig {
         if self.lease_duration <= self.renew_deadline {
             return bad("lease_duration must be greater than renew_deadline");
         }
-        if self.renew_deadline.as_secs_f64() <= self.retry_period.as_secs_f64() * JITTER {
+        if self.renew_deadline.as_secs_f64()
+            <= self.retry_period.as_secs_f64() * RETRY_JITTER_FACTOR
+        {
             return bad("renew_deadline must be greater than retry_period × 1.2");
         }
         if self.renew_deadline + self.retry_period >= self.lease_duration {
@@ -179,7 +181,7 @@ impl Record {
 
 /// Leadership state shared with observers of the elector.
 #[derive(Default)]
-struct Shared {
+struct LeaderState {
     is_leader: AtomicBool,
     leader: Mutex<Option<String>>,
 }
@@ -229,7 +231,7 @@ pub struct LeaderElector {
     db: Arc<dyn Backend>,
     cfg: ElectorConfig,
     callbacks: Mutex<Option<ElectorCallbacks>>,
-    shared: Arc<Shared>,
+    shared: Arc<LeaderState>,
 }
 
 impl std::fmt::Debug for LeaderElector {
@@ -341,7 +343,7 @@ impl LeaderElector {
             stop,
             done: rx,
             thread: Mutex::new(Some(thread)),
-            outcome: Mutex::new(None),
+            result: Mutex::new(None),
         })
     }
 
@@ -387,7 +389,7 @@ impl LeaderElector {
             let wait = self
                 .cfg
                 .retry_period
-                .mul_f64(1.0 + jitter.next_unit() * JITTER);
+                .mul_f64(1.0 + jitter.next_unit() * RETRY_JITTER_FACTOR);
             if stop.sleep_until(clock, clock.now().saturating_add(wait), deadline) {
                 return Ok(());
             }
@@ -514,7 +516,7 @@ pub struct ElectorRun {
     done: Receiver<std::thread::Result<Result<()>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// The run's result once received (a panic is reported once, then as an error).
-    outcome: Mutex<Option<Result<()>>>,
+    result: Mutex<Option<Result<()>>>,
 }
 
 impl ElectorRun {
@@ -533,7 +535,7 @@ impl ElectorRun {
     /// `Some(result)` then (every later call answers the same), `None` if `wait` ran out. A
     /// panic of the run is resumed here, the first time.
     pub fn join(&self, wait: impl Into<Wait>) -> Option<Result<()>> {
-        if let Some(r) = &*self.outcome.lock() {
+        if let Some(r) = &*self.result.lock() {
             return Some(r.clone());
         }
         let wait = wait.into();
@@ -554,7 +556,7 @@ impl ElectorRun {
             ),
             None => (Ok(()), None),
         };
-        *self.outcome.lock() = Some(result.clone());
+        *self.result.lock() = Some(result.clone());
         if let Some(payload) = panic {
             std::panic::resume_unwind(payload);
         }

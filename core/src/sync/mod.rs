@@ -19,7 +19,7 @@ mod turn;
 pub use crate::wait::{block_on, Pollable, Stop, Wait, WaitPool};
 pub use backend::{sort_and_bound, Backend, CreateOrder, RangeOptions};
 pub use election::{CampaignWait, Election, Leadership, Observer};
-pub use elector::{ElectorCallbacks, ElectorConfig, ElectorRun, LeaderElector, JITTER};
+pub use elector::{ElectorCallbacks, ElectorConfig, ElectorRun, LeaderElector};
 pub use fence::FenceGate;
 pub use mutex::{LockGuard, LockWait, Mutex};
 pub use record::RecordLock;

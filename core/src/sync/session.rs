@@ -6,7 +6,7 @@ use crossbeam_channel::Receiver;
 
 use crate::error::{Error, Result};
 use crate::keepalive::KeepAlive;
-use crate::locks::Mutex as PlMutex;
+use crate::locks;
 use crate::sync::backend::Backend;
 use crate::types::LeaseId;
 use crate::wait::{Stop, Wait};
@@ -55,12 +55,12 @@ impl Default for SessionOptions {
 /// The mutex keys this process has acquired, or is acquiring, through one session: a session
 /// holds a given mutex at most once at a time (see [`Mutex`](crate::sync::Mutex)).
 /// Key → (claim number, the create revision once acquired).
-pub(crate) type Claims = Arc<PlMutex<HashMap<Vec<u8>, (u64, Option<i64>)>>>;
+pub(crate) type Claims = Arc<locks::Mutex<HashMap<Vec<u8>, (u64, Option<i64>)>>>;
 
 struct Inner {
     db: Arc<dyn Backend>,
     id: LeaseId,
-    keepalive: PlMutex<Option<KeepAlive>>,
+    keepalive: locks::Mutex<Option<KeepAlive>>,
     /// Raised when the lease is lost (fast path from the backend, or the keep-alive).
     lost: Stop,
     claims: Claims,
@@ -156,7 +156,7 @@ impl Session {
             inner: Arc::new(Inner {
                 db,
                 id,
-                keepalive: PlMutex::new(keepalive),
+                keepalive: locks::Mutex::new(keepalive),
                 lost,
                 claims: Claims::default(),
                 next_claim: std::sync::atomic::AtomicU64::new(0),

@@ -28,7 +28,7 @@ mod wait;
 use std::time::Instant;
 
 pub use poll::{block_on, Interest, Next, Pollable, Source};
-pub use pool::{WaitOutcome, WaitPool};
+pub use pool::{WaitPool, WaitResult};
 pub use stop::{Stop, StopCallback};
 pub use wait::Wait;
 

@@ -23,7 +23,7 @@ trait Job: Send {
 }
 
 /// How a wait served by a [`WaitPool`] ended: its result, or the panic that ended it.
-pub type WaitOutcome<T> = thread::Result<Result<T, Error>>;
+pub type WaitResult<T> = thread::Result<Result<T, Error>>;
 
 /// One poll's result, or the panic that ended it.
 type Polled<T> = thread::Result<Result<Option<T>, Error>>;
@@ -188,7 +188,7 @@ impl<P, F> Job for Entry<P, F>
 where
     P: Pollable + 'static,
     P::Output: Send,
-    F: FnOnce(WaitOutcome<P::Output>) + Send,
+    F: FnOnce(WaitResult<P::Output>) + Send,
 {
     fn step(&mut self, net: &NetThreads) -> bool {
         let polled = match &self.away {
@@ -286,7 +286,7 @@ impl WaitPool {
     where
         P: Pollable + 'static,
         P::Output: Send,
-        F: FnOnce(WaitOutcome<P::Output>) + Send + 'static,
+        F: FnOnce(WaitResult<P::Output>) + Send + 'static,
     {
         let job = Box::new(Entry {
             wait: Some(wait),

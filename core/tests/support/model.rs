@@ -100,7 +100,7 @@ pub(crate) struct MLease {
 pub(crate) struct MData {
     pub value: Vec<u8>,
     pub create: i64,
-    pub modr: i64,
+    pub mod_revision: i64,
     pub version: i64,
 }
 
@@ -436,14 +436,14 @@ impl Model {
         match &mut entry.data {
             Some(d) => {
                 d.value = value.to_vec();
-                d.modr = rev;
+                d.mod_revision = rev;
                 d.version += 1;
             }
             None => {
                 entry.data = Some(MData {
                     value: value.to_vec(),
                     create: rev,
-                    modr: rev,
+                    mod_revision: rev,
                     version: 1,
                 })
             }
@@ -531,7 +531,7 @@ impl Model {
             (CompareTarget::Value(v), Some((d, _))) => d.value.cmp(v),
             (CompareTarget::Version(n), d) => d.map_or(0, |(d, _)| d.version).cmp(n),
             (CompareTarget::CreateRevision(n), d) => d.map_or(0, |(d, _)| d.create).cmp(n),
-            (CompareTarget::ModRevision(n), d) => d.map_or(0, |(d, _)| d.modr).cmp(n),
+            (CompareTarget::ModRevision(n), d) => d.map_or(0, |(d, _)| d.mod_revision).cmp(n),
             (CompareTarget::Lease(n), d) => d.map_or(0, |(_, l)| l).cmp(n),
         };
         match op {
@@ -611,7 +611,7 @@ impl Model {
             key: key.to_vec(),
             value: d.value.clone(),
             create_revision: d.create,
-            mod_revision: d.modr,
+            mod_revision: d.mod_revision,
             version: d.version,
             lease: (e.lease != 0).then_some(LeaseId::new(e.lease)),
         })

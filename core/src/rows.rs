@@ -7,7 +7,7 @@
 pub(crate) struct Data {
     pub(crate) value: Vec<u8>,
     pub(crate) create: i64,
-    pub(crate) modr: i64,
+    pub(crate) mod_revision: i64,
     pub(crate) version: i64,
 }
 
