@@ -407,3 +407,19 @@ pub(crate) fn next_lines(rx: &std::sync::mpsc::Receiver<String>, n: usize) -> Ve
         })
         .collect()
 }
+
+/// A Go program built by `make go-interop` from `tests/go/<name>/` (etcd 3.4's own Go client
+/// packages); missing programs fail the test with the target that builds them.
+#[allow(dead_code)]
+pub(crate) fn go_program(name: &str) -> Command {
+    let dir = std::env::var_os("TENURE_GO_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/go/bin"));
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `make go-interop` first",
+        path.display()
+    );
+    Command::new(path)
+}
