@@ -67,7 +67,7 @@ fn d5_refused_files_are_left_byte_for_byte_untouched_for_every_reason() {
             let other: TableDefinition<&str, u64> = TableDefinition::new("someone_else");
             tx.open_table(other).unwrap().insert("x", 1).unwrap();
         }),
-        ("undecodable key record", |tx| {
+        ("undecodable key row", |tx| {
             tx.open_table(KV)
                 .unwrap()
                 .insert(&b"bad"[..], &b"\x07short"[..])

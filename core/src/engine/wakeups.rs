@@ -1,4 +1,4 @@
-//! Signals the recipes wait on besides watches: a lease being gone, a demotion, and the clock
+//! Wake-ups the recipes wait on besides watches: a lease being gone, a demotion, and the clock
 //! waking the expiry thread. Each is a channel whose senders are dropped to disconnect every
 //! receiver at once.
 

@@ -264,7 +264,7 @@ fn load_tables(
         let key = k.value();
         let shown = || String::from_utf8_lossy(key).into_owned();
         let entry = decode(v.value())
-            .ok_or_else(|| corrupt(format!("undecodable record for key {:?}", shown())))?;
+            .ok_or_else(|| corrupt(format!("undecodable row for key {:?}", shown())))?;
         if let Some(d) = &entry.data {
             if d.create <= 0
                 || d.mod_revision < d.create

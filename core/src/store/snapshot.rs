@@ -333,7 +333,7 @@ impl View {
             let entry = decode(v.value()).ok_or_else(|| Error::Corrupt {
                 path: self.path.clone(),
                 detail: format!(
-                    "undecodable record for key {:?}",
+                    "undecodable row for key {:?}",
                     String::from_utf8_lossy(key)
                 ),
             })?;
