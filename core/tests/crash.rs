@@ -968,9 +968,6 @@ fn crash_rounds(
 /// partial one; the revision never goes back; no key points at a missing lease.
 #[test]
 fn kill_9_at_random_moments_keeps_every_acknowledged_op_and_no_partial_one() {
-    if std::env::var_os(CHILD_ENV).is_some() {
-        return; // inside a child: only the workload runs
-    }
     let rounds: usize = env_or("TENURE_CRASH_ROUNDS", || 32);
     let seed: u64 = env_or("TENURE_CRASH_SEED", || rand::rng().random());
     eprintln!("crash test (immediate): {rounds} rounds, TENURE_CRASH_SEED={seed}");
@@ -999,9 +996,6 @@ fn kill_9_at_random_moments_keeps_every_acknowledged_op_and_no_partial_one() {
 /// leaves a torn state: the file holds exactly the effect of a prefix of the ops.
 #[test]
 fn kill_9_with_buffered_durability_leaves_a_prefix_losing_at_most_the_last_interval() {
-    if std::env::var_os(CHILD_ENV).is_some() {
-        return;
-    }
     let rounds: usize = env_or("TENURE_CRASH_ROUNDS", || 32) / 3;
     let seed: u64 = env_or("TENURE_CRASH_SEED", || rand::rng().random());
     eprintln!("crash test (buffered): {rounds} rounds, TENURE_CRASH_SEED={seed}");
@@ -1035,9 +1029,6 @@ fn kill_9_with_buffered_durability_leaves_a_prefix_losing_at_most_the_last_inter
 /// acknowledged ones, plus at most the one in flight.
 #[test]
 fn kill_9_under_concurrent_writers_keeps_every_acknowledged_write_in_order() {
-    if std::env::var_os(CHILD_ENV).is_some() {
-        return;
-    }
     const THREADS: usize = 6;
     let rounds: usize = env_or("TENURE_CRASH_ROUNDS", || 32) / 4;
     let seed: u64 = env_or("TENURE_CRASH_SEED", || rand::rng().random());

@@ -2,6 +2,8 @@
 //! S4), every option is checked where it enters (InvalidArgument), and a background thread that
 //! dies poisons the engine instead of silently dropping acknowledged work (D3, D6).
 
+mod support;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -94,7 +96,7 @@ fn d3_a_huge_flush_interval_is_refused_at_open() {
         .unwrap();
     db.put("k", "v", None).unwrap();
     db.close().unwrap();
-    assert!(Tenure::open(&path).unwrap().get("k").unwrap().is_some());
+    assert!(support::open_file(&path).get("k").unwrap().is_some());
 }
 
 #[test]
@@ -199,8 +201,7 @@ fn d6_a_dead_background_thread_poisons_the_engine_instead_of_dropping_work() {
 
 #[test]
 fn s1_the_longest_keepalive_interval_saturates_instead_of_panicking() {
-    let clock = ManualClock::new();
-    let db = Tenure::builder().clock(clock.clone()).open().unwrap();
+    let (clock, db) = support::manual();
     let lease = db.grant(Duration::from_secs(10)).unwrap();
     let k = db.keep_alive(lease, Some(MAX_KEEPALIVE_INTERVAL)).unwrap();
     clock.advance(Duration::from_secs(5));

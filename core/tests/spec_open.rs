@@ -1,6 +1,8 @@
 //! D5 and open-time validation: what `open` refuses, that a refused file is never written, that a
 //! damaged file is `Corrupt` (never a panic) and that an interrupted first open bricks nothing.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -177,7 +179,7 @@ fn d5_a_file_with_any_page_zeroed_is_corrupt_never_a_panic() {
 
 /// The path opens as a tenure database that keeps a write across a reopen.
 fn assert_usable(path: &Path) {
-    let db = Tenure::open(path).unwrap();
+    let db = support::open_file(path);
     db.put("k", "v", None).unwrap();
     db.close().unwrap();
     assert!(Tenure::open(path).unwrap().get("k").unwrap().is_some());

@@ -1,5 +1,7 @@
 //! The engine side of SPEC E2, E4 and E8: etcd-shaped requests through the public API.
 
+mod support;
+
 use tenure::etcd::{Outcome, PutRequest, RangeRequest, Refusal, RequestOp, ResponseOp, WatchStart};
 use tenure::{Durability, Error, StorageFaults, Tenure, WatchOptions};
 
@@ -42,7 +44,7 @@ fn e8_a_read_never_returns_a_write_whose_commit_failed() {
 #[test]
 fn e8_inline_reads_answer_durable_state_and_decline_writes() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Tenure::open(dir.path().join("db")).unwrap();
+    let db = support::open_file(&dir.path().join("db"));
     db.execute(&put("a", "1")).unwrap();
     // Every write so far returned, so it is durable: the read is answered inline.
     let Some(Outcome::Done { response, .. }) = db.try_execute_read(&range("a", "")).unwrap() else {

@@ -3,6 +3,8 @@
 //! as well as in events, dropped watchers are forgotten, and a reader woken by `on_ready`
 //! (an async task, `tenure serve`'s watch streams) misses nothing.
 
+mod support;
+
 use std::thread;
 use std::time::Duration;
 
@@ -146,7 +148,7 @@ fn k6_a_watchers_queue_is_bounded_in_bytes() {
 
 #[test]
 fn k6_a_watcher_that_keeps_up_gets_a_revision_larger_than_its_bound() {
-    let db = Tenure::builder().watch_queue_bytes(1024).open().unwrap();
+    let (_clock, db) = support::manual_with(|b| b.watch_queue_bytes(1024));
     let mut w = watch(&db, "big", "");
     for _ in 0..3 {
         let rev = db.put("big", vec![b'x'; 64 * 1024], None).unwrap();

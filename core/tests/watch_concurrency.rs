@@ -4,6 +4,8 @@
 //! complete, including the deletes made by expiry. The expected events come from what the
 //! writers report (revisions returned by put and txn; bounds for the writes that return none).
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::thread;
@@ -379,27 +381,18 @@ fn run(db: Tenure, clock: Arc<ManualClock>) {
 
 #[test]
 fn k6_concurrent_writers_and_expiry_each_event_seen_once_in_order_in_memory() {
-    let clock = ManualClock::new();
-    let db = Tenure::builder()
-        .clock(clock.clone())
-        .watch_queue(1 << 16)
-        .watch_history(1 << 16)
-        .open()
-        .unwrap();
+    let (clock, db) = support::manual_with(|b| b.watch_queue(1 << 16).watch_history(1 << 16));
     run(db, clock);
 }
 
 #[test]
 fn k6_concurrent_writers_and_expiry_each_event_seen_once_in_order_on_file() {
     let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new();
-    let db = Tenure::builder()
-        .path(dir.path().join("watch.tenure"))
-        .durability(Durability::Immediate)
-        .clock(clock.clone())
-        .watch_queue(1 << 16)
-        .watch_history(1 << 16)
-        .open()
-        .unwrap();
+    let (clock, db) = support::manual_with(|b| {
+        b.path(dir.path().join("watch.tenure"))
+            .durability(Durability::Immediate)
+            .watch_queue(1 << 16)
+            .watch_history(1 << 16)
+    });
     run(db, clock);
 }

@@ -668,22 +668,7 @@ async fn e4_a_watcher_that_never_reads_is_canceled_and_writers_never_wait_for_it
         "writers waited for the slow watcher"
     );
     // Reading again: events up to a point, then the cancel with where to resume.
-    let mut last = 0;
-    let canceled = loop {
-        let m = tokio::time::timeout(WAIT, out.message())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        if m.canceled {
-            break m;
-        }
-        last = m
-            .events
-            .last()
-            .and_then(|e| e.kv.as_ref())
-            .map_or(last, |kv| kv.mod_revision);
-    };
+    let (canceled, last) = common::read_until_canceled(&mut out, WAIT).await;
     assert!(
         canceled.cancel_reason.contains("fell more than"),
         "{}",

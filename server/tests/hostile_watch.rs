@@ -321,18 +321,7 @@ async fn e15_a_watcher_past_its_byte_bound_is_canceled_with_where_to_resume() {
             .collect();
         c.txn(Txn::new().and_then(puts)).await.unwrap();
     }
-    let mut last = 0;
-    let canceled = loop {
-        let m = next(&mut out).await;
-        if m.canceled {
-            break m;
-        }
-        last = m
-            .events
-            .last()
-            .and_then(|e| e.kv.as_ref())
-            .map_or(last, |kv| kv.mod_revision);
-    };
+    let (canceled, last) = common::read_until_canceled(&mut out, WAIT).await;
     assert!(
         canceled.cancel_reason.contains("65536 bytes"),
         "{}",

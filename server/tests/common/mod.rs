@@ -423,3 +423,27 @@ pub(crate) fn go_program(name: &str) -> Command {
     );
     Command::new(path)
 }
+
+/// Reads a watch stream until its cancel (a watcher the server dropped, E15), each response
+/// within `wait`; returns the cancel and the last mod revision delivered before it (0: none).
+pub(crate) async fn read_until_canceled(
+    out: &mut tonic::Streaming<etcd_client::proto::PbWatchResponse>,
+    wait: Duration,
+) -> (etcd_client::proto::PbWatchResponse, i64) {
+    let mut last = 0;
+    loop {
+        let m = tokio::time::timeout(wait, out.message())
+            .await
+            .expect("a watch response in time")
+            .expect("the stream stays up")
+            .expect("the stream ends with a cancel, not before it");
+        if m.canceled {
+            return (m, last);
+        }
+        last = m
+            .events
+            .last()
+            .and_then(|e| e.kv.as_ref())
+            .map_or(last, |kv| kv.mod_revision);
+    }
+}
