@@ -332,10 +332,7 @@ impl View {
             let key = k.value();
             let entry = decode(v.value()).ok_or_else(|| Error::Corrupt {
                 path: self.path.clone(),
-                detail: format!(
-                    "undecodable row for key {:?}",
-                    String::from_utf8_lossy(key)
-                ),
+                detail: format!("undecodable row for key {:?}", String::from_utf8_lossy(key)),
             })?;
             all.field(key);
             match &entry.data {
