@@ -496,7 +496,7 @@ impl Engine {
 
     /// [`Tenure::delete_prefix`](crate::Tenure::delete_prefix), for this engine.
     pub(crate) fn delete_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<u64> {
-        self.write(|m, b, _| Ok(m.delete_prefix(prefix.as_ref(), b)))
+        self.write(|m, b, _| m.delete_prefix(prefix.as_ref(), b))
     }
 
     /// [`Tenure::revision`](crate::Tenure::revision), for this engine.

@@ -24,6 +24,16 @@ pub fn check_lease_id(id: i64) -> Result<i64> {
     Ok(id)
 }
 
+/// The revision after `revision` (SPEC K7): a store at `i64::MAX` takes no write.
+pub(crate) fn next_revision(revision: i64) -> Result<i64> {
+    revision.checked_add(1).ok_or_else(|| {
+        Error::invalid(
+            "the store revision is at i64::MAX: no write can take another (the file can be read, \
+             not written)",
+        )
+    })
+}
+
 /// A watch's start revision, embedded or over connect: positive.
 pub fn check_start_revision(revision: i64) -> Result<i64> {
     if revision <= 0 {

@@ -225,7 +225,7 @@ impl Machine {
         if let Err(r) = self.validate(ops, &mut path.iter(), rules)? {
             return Ok(Outcome::Refused(r));
         }
-        let rev = self.kv.revision + 1;
+        let rev = self.next_revision()?;
         let mut wrote = false;
         let response = self.apply_op(op, &mut path.iter(), rules, rev, &mut wrote, b);
         if wrote {

@@ -479,3 +479,72 @@ impl Store {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Error, Tenure, Txn};
+
+    /// A tenure file at `revision`, crafted: one key written, then the meta row changed and
+    /// resealed as a damaged-but-consistent or hostile file would have it.
+    fn file_at(dir: &Path, revision: i64) -> PathBuf {
+        let path = dir.join("db.tenure");
+        let db = Tenure::open(&path).unwrap();
+        db.put("k", "v", None).unwrap();
+        db.close().unwrap();
+        let raw = redb::Database::open(&path).unwrap();
+        let tx = raw.begin_write().unwrap();
+        {
+            let mut meta = tx.open_table(META).unwrap();
+            meta.insert("revision", revision).unwrap();
+            write_meta(&mut meta, &[]).unwrap();
+        }
+        tx.commit().unwrap();
+        path
+    }
+
+    fn assert_refused(r: crate::Result<impl std::fmt::Debug>, what: &str) {
+        match r {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("i64::MAX"), "{what}: {m}"),
+            other => panic!("{what}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn k7_a_file_at_the_last_revision_opens_refuses_every_write_and_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = file_at(dir.path(), i64::MAX);
+        let db = Tenure::open(&path).unwrap();
+        assert_eq!(db.revision().unwrap(), i64::MAX);
+        assert_eq!(db.get("k").unwrap().unwrap().value, b"v");
+        assert_refused(db.put("k2", "v", None), "put");
+        assert_refused(db.delete("k"), "delete");
+        assert_refused(db.delete_prefix(""), "delete_prefix");
+        assert_refused(
+            db.txn(Txn::new().then([crate::Op::put("t", "v", None)])),
+            "txn",
+        );
+        let lease = db.grant(std::time::Duration::from_secs(60)).unwrap();
+        assert_refused(db.revoke(lease), "revoke");
+        db.close().unwrap();
+        let db = Tenure::open(&path).unwrap();
+        assert_eq!(db.revision().unwrap(), i64::MAX);
+        assert_eq!(db.range("", None).unwrap().len(), 1, "nothing was written");
+        db.close().unwrap();
+    }
+
+    #[test]
+    fn k7_the_write_that_takes_the_last_revision_is_kept_and_the_next_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = file_at(dir.path(), i64::MAX - 1);
+        let db = Tenure::open(&path).unwrap();
+        assert_eq!(db.put("last", "v", None).unwrap(), i64::MAX);
+        assert_refused(db.put("after", "v", None), "put after the last revision");
+        db.close().unwrap();
+        let db = Tenure::open(&path).unwrap();
+        assert_eq!(db.revision().unwrap(), i64::MAX);
+        assert_eq!(db.get("last").unwrap().unwrap().mod_revision, i64::MAX);
+        assert!(db.get("after").unwrap().is_none());
+        db.close().unwrap();
+    }
+}
