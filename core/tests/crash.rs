@@ -481,6 +481,22 @@ fn child_workload(path: &Path, seed: u64, tag: &str, mode: Mode, log: Log) {
         .open()
         .expect("child: open");
     let mut live: Vec<i64> = db.leases().unwrap().iter().map(|l| l.id.get()).collect();
+    if mode == Mode::Buffered {
+        // D3's loss window, measured: `@@D REV` each time the durable revision moves (sampled
+        // every millisecond), `@@R REV` after each acknowledged op.
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let mut last = db.durable_revision();
+            loop {
+                let now = db.durable_revision();
+                if now != last {
+                    emit(&format!("@@D {now}\n"));
+                    last = now;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+    }
     let mut rng = StdRng::seed_from_u64(seed);
     let start = Instant::now();
     let mut seq = 0u64;
@@ -499,6 +515,9 @@ fn child_workload(path: &Path, seed: u64, tag: &str, mode: Mode, log: Log) {
             _ => {}
         }
         emit(&format!("@@A {seq} {result}\n"));
+        if mode == Mode::Buffered {
+            emit(&format!("@@R {}\n", db.revision().unwrap()));
+        }
         seq += 1;
     }
     // Done: wait, doing nothing, for the kill (or for the parent to go away).
@@ -853,6 +872,42 @@ struct Totals {
     /// The longest any lost acknowledged op had been acknowledged when the kill was sent: the
     /// measured loss window of D3.
     oldest_lost: Duration,
+    /// Buffered: the longest an acknowledged write took to become durable (ack to durable
+    /// revision), and the longest the durable revision stood still while writes waited.
+    lag: Duration,
+    stall: Duration,
+}
+
+/// From a buffered child's `@@R` and `@@D` lines (see `child_workload`): the longest time from
+/// an acknowledged write to the durable revision reaching it, and the longest time the durable
+/// revision stood still while a write waited (the interval plus the commit in progress).
+fn durability_lag(lines: &[(Instant, String)]) -> (Duration, Duration) {
+    let num = |l: &str, tag: &str| {
+        l.strip_prefix(tag)
+            .and_then(|r| r.trim().parse::<i64>().ok())
+    };
+    let (mut lag, mut stall) = (Duration::ZERO, Duration::ZERO);
+    let mut waiting: std::collections::VecDeque<(Instant, i64)> = Default::default();
+    let mut durable = 0i64;
+    let mut last_move: Option<Instant> = None;
+    for (at, line) in lines {
+        if let Some(rev) = num(line, "@@R ") {
+            if rev > durable {
+                waiting.push_back((*at, rev));
+            }
+        } else if let Some(rev) = num(line, "@@D ") {
+            if let (Some(t), false) = (last_move, waiting.is_empty()) {
+                stall = stall.max(at.saturating_duration_since(t));
+            }
+            durable = rev;
+            last_move = Some(*at);
+            while waiting.front().is_some_and(|&(_, r)| r <= durable) {
+                let (t, _) = waiting.pop_front().unwrap();
+                lag = lag.max(at.saturating_duration_since(t));
+            }
+        }
+    }
+    (lag, stall)
 }
 
 /// Kills a child `rounds` times, continuing on the same file, and checks each reopen. The file
@@ -893,6 +948,11 @@ fn crash_rounds(
         let (lines, killed) = run_child(&path, &child, plan, &stderr_path);
         let to = wall_ms();
         let round_ops = parse_round(&lines, killed);
+        if mode == Mode::Buffered {
+            let (lag, stall) = durability_lag(&lines);
+            totals.lag = totals.lag.max(lag);
+            totals.stall = totals.stall.max(stall);
+        }
         let min_k = must_keep(&round_ops);
         let Round {
             acked, in_flight, ..
@@ -1014,8 +1074,10 @@ fn kill_9_with_buffered_durability_leaves_a_prefix_losing_at_most_the_last_inter
     let t = crash_rounds(Mode::Buffered, rounds, seed, kill, must_keep);
     eprintln!(
         "crash test (buffered, {FLUSH_INTERVAL:?} interval): {} acknowledged ops, {} of them \
-         lost; the oldest lost one was acknowledged {:?} before the kill",
-        t.acked, t.acked_lost, t.oldest_lost
+         lost; the oldest lost one was acknowledged {:?} before the kill; the longest from \
+         an acknowledgement to durable: {:?}; the longest the durable revision stood still \
+         while a write waited: {:?}",
+        t.acked, t.acked_lost, t.oldest_lost, t.lag, t.stall
     );
     assert!(
         t.acked > 0,

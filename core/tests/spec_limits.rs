@@ -250,3 +250,91 @@ fn s5_huge_elector_durations_are_invalid_arguments_not_an_overflow() {
     };
     assert!(matches!(cfg.validate(), Err(Error::InvalidArgument(_))));
 }
+
+mod txn_op_budget {
+    use tenure::etcd::{PutRequest, RangeRequest, RequestOp, TxnRequest};
+    use tenure::limits::{MAX_TXN_OPS, TOO_MANY_TXN_OPS};
+    use tenure::{Error, Tenure};
+
+    fn put(key: String) -> RequestOp {
+        RequestOp::Put(PutRequest {
+            key: key.into_bytes(),
+            value: b"v".to_vec(),
+            ..PutRequest::default()
+        })
+    }
+
+    fn range(key: String) -> RequestOp {
+        RequestOp::Range(RangeRequest {
+            key: key.into_bytes(),
+            ..RangeRequest::default()
+        })
+    }
+
+    fn txn(success: Vec<RequestOp>) -> RequestOp {
+        RequestOp::Txn(TxnRequest {
+            success,
+            ..TxnRequest::default()
+        })
+    }
+
+    /// `width` nested txns of `width` ops each (`op(i, j)`), under one txn: etcd 3.4 accepts it
+    /// while `width <= 64` (each nested level gets what the top level left, 128 - width).
+    fn fan(width: usize, op: fn(String) -> RequestOp) -> RequestOp {
+        txn((0..width)
+            .map(|i| txn((0..width).map(|j| op(format!("k/{i}/{j}"))).collect()))
+            .collect())
+    }
+
+    fn assert_too_many(db: &Tenure, op: &RequestOp, what: &str) {
+        match db.execute(op) {
+            Err(Error::InvalidArgument(m)) => assert_eq!(m, TOO_MANY_TXN_OPS, "{what}"),
+            Err(e) => panic!("{what}: expected too many operations, got {e}"),
+            Ok(_) => panic!("{what}: expected too many operations, it ran"),
+        }
+    }
+
+    #[test]
+    fn e2a_nested_txns_share_one_op_budget_for_writes_and_reads() {
+        let db = Tenure::in_memory().unwrap();
+        let before = db.revision().unwrap();
+        // 64 x 64 = 4 096 puts, which etcd 3.4 applies.
+        assert_too_many(&db, &fan(64, put), "64 nested txns of 64 puts");
+        assert_eq!(db.revision().unwrap(), before, "nothing was written");
+        assert!(db.range("k/", None).unwrap().is_empty());
+        // The same with ranges: a read-only txn is held to the same budget.
+        assert_too_many(&db, &fan(64, range), "64 nested txns of 64 ranges");
+        // A chain deeper than the budget: each level is one operation of its parent.
+        let mut chain = txn(vec![put("deep".into())]);
+        for _ in 0..MAX_TXN_OPS {
+            chain = txn(vec![chain]);
+        }
+        assert_too_many(&db, &chain, "a chain of 129 levels");
+        assert!(db.get("deep").unwrap().is_none());
+    }
+
+    #[test]
+    fn e2a_a_txn_within_the_budget_over_all_its_levels_runs() {
+        let db = Tenure::in_memory().unwrap();
+        // 2 at the top (a put and a nested txn) + 126 below = 128.
+        let nested = txn((0..MAX_TXN_OPS - 2)
+            .map(|j| put(format!("n/{j}")))
+            .collect());
+        let top = txn(vec![put("top".into()), nested]);
+        db.execute(&top).unwrap();
+        assert_eq!(db.range("n/", None).unwrap().len(), MAX_TXN_OPS - 2);
+        // One more below is over.
+        let nested = txn((0..MAX_TXN_OPS - 1)
+            .map(|j| put(format!("m/{j}")))
+            .collect());
+        assert_too_many(&db, &txn(vec![put("top2".into()), nested]), "129 in all");
+        // A flat txn of 128 ops per branch (etcd counts the largest branch, not their sum).
+        let flat = RequestOp::Txn(TxnRequest {
+            success: (0..MAX_TXN_OPS).map(|j| put(format!("f/{j}"))).collect(),
+            failure: (0..MAX_TXN_OPS).map(|j| put(format!("g/{j}"))).collect(),
+            ..TxnRequest::default()
+        });
+        db.execute(&flat).unwrap();
+        assert_eq!(db.range("f/", None).unwrap().len(), MAX_TXN_OPS);
+    }
+}

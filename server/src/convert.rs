@@ -11,14 +11,11 @@ use tenure::etcd::{
     DeleteRangeRequest, PutRequest, RangeCompare, RangeRequest, RangeResponse, RequestOp,
     ResponseOp, SortOrder, SortTarget, TxnRequest,
 };
-use tenure::limits::check_key;
+use tenure::limits::{check_key, MAX_TXN_OPS};
 use tenure::{Compare, CompareOp, CompareTarget, KeyValue};
 use tonic::Status;
 
 use crate::errors::{self, etcd};
-
-/// etcd's default `--max-txn-ops`.
-pub(crate) const MAX_TXN_OPS: usize = 128;
 
 /// Cluster and member identity, stable for one database file.
 #[derive(Debug, Clone, Copy)]
@@ -175,8 +172,8 @@ fn compare(c: PbCompare) -> Result<RangeCompare, Status> {
     })
 }
 
-/// Converts a txn, checking etcd's limits: at most `MAX_TXN_OPS` compares and ops per branch,
-/// and a nesting depth bounded by the request size.
+/// Converts a txn, refusing early a level over `MAX_TXN_OPS` compares or ops per branch; the
+/// budget shared down the nesting is the engine's check (`limits::check_txn_ops`, SPEC E2a).
 pub(crate) fn txn_request(t: PbTxnRequest) -> Result<TxnRequest, Status> {
     if t.compare.len() > MAX_TXN_OPS
         || t.success.len() > MAX_TXN_OPS

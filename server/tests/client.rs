@@ -306,6 +306,18 @@ async fn e7_bad_input_gets_etcds_errors_and_writes_nothing() {
         .collect();
     let e = c.txn(Txn::new().and_then(many)).await.unwrap_err();
     assert_eq!(message(e), "etcdserver: too many operations in txn request");
+    // E2a: nested txns share the budget: 64 nested txns of 64 puts (etcd 3.4 applies them).
+    let fan: Vec<TxnOp> = (0..64)
+        .map(|i| {
+            let puts: Vec<TxnOp> = (0..64)
+                .map(|j| TxnOp::put(format!("n{i}/{j}"), "v", None))
+                .collect();
+            TxnOp::txn(Txn::new().and_then(puts))
+        })
+        .collect();
+    let e = c.txn(Txn::new().and_then(fan)).await.unwrap_err();
+    assert_eq!(message(e), "etcdserver: too many operations in txn request");
+    assert_eq!(c.get("n0/0", None).await.unwrap().kvs().len(), 0);
     let dup = Txn::new().and_then([TxnOp::put("d", "1", None), TxnOp::put("d", "2", None)]);
     assert_eq!(
         message(c.txn(dup).await.unwrap_err()),

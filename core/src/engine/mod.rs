@@ -500,7 +500,7 @@ impl Engine {
 
     /// [`Tenure::delete_prefix`](crate::Tenure::delete_prefix), for this engine.
     pub(crate) fn delete_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<u64> {
-        self.write(|lease_kv, b, _| Ok(lease_kv.delete_prefix(prefix.as_ref(), b)))
+        self.write(|lease_kv, b, _| lease_kv.delete_prefix(prefix.as_ref(), b))
     }
 
     /// [`Tenure::revision`](crate::Tenure::revision), for this engine.

@@ -142,11 +142,7 @@ const TABLE: [(EtcdError, Code, &str); 22] = [
         "etcdserver: lease is provided",
     ),
     (E::TtlZero, C::InvalidArgument, "etcdserver: ttl is 0"),
-    (
-        E::TooManyOps,
-        C::InvalidArgument,
-        "etcdserver: too many operations in txn request",
-    ),
+    (E::TooManyOps, C::InvalidArgument, limits::TOO_MANY_TXN_OPS),
     (
         E::DuplicateKey,
         C::InvalidArgument,

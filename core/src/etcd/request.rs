@@ -57,6 +57,25 @@ pub struct TxnRequest {
     pub failure: Vec<RequestOp>,
 }
 
+impl crate::limits::TxnShape for TxnRequest {
+    fn level_ops(&self) -> usize {
+        self.compare
+            .len()
+            .max(self.success.len())
+            .max(self.failure.len())
+    }
+
+    fn nested(&self) -> impl Iterator<Item = &TxnRequest> {
+        self.success
+            .iter()
+            .chain(&self.failure)
+            .filter_map(|op| match op {
+                RequestOp::Txn(t) => Some(t),
+                _ => None,
+            })
+    }
+}
+
 /// One operation of a [`TxnRequest`], or a request on its own.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum RequestOp {

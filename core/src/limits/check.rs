@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use super::{EMPTY_KEY, LOG_REGION_MAX, LOG_REGION_MIN, MAX_DURATION, MAX_TTL, MAX_WATCH_EVENTS};
+use super::{
+    EMPTY_KEY, LOG_REGION_MAX, LOG_REGION_MIN, MAX_DURATION, MAX_TTL, MAX_TXN_OPS,
+    MAX_WATCH_EVENTS, TOO_MANY_TXN_OPS,
+};
 use crate::error::{human, ttl_refused, Error, ErrorCode, Result};
 
 /// A key that is written, deleted or read by name (K1): not empty.
@@ -22,6 +25,46 @@ pub fn check_lease_id(id: i64) -> Result<i64> {
         )));
     }
     Ok(id)
+}
+
+/// What the txn op budget needs to know of a txn (etcd's `TxnRequest`).
+pub trait TxnShape {
+    /// The operations of this level as etcd counts them: the largest of its compares, success
+    /// ops and failure ops.
+    fn level_ops(&self) -> usize;
+    /// The txns nested directly in either branch.
+    fn nested(&self) -> impl Iterator<Item = &Self>;
+}
+
+/// A txn within [`MAX_TXN_OPS`] operations in all, its nested txns' included (SPEC E2a): etcd
+/// checks each level against what the levels above it left, so siblings each get the rest and a
+/// small request can nest tens of thousands of operations; here they share it. Stops at the
+/// first level over the budget (each nested txn is an operation of its parent, so the walk is at
+/// most `MAX_TXN_OPS` deep).
+pub fn check_txn_ops<T: TxnShape>(txn: &T) -> Result<()> {
+    fn spend<T: TxnShape>(t: &T, budget: &mut usize) -> bool {
+        let Some(left) = budget.checked_sub(t.level_ops()) else {
+            return false;
+        };
+        *budget = left;
+        t.nested().all(|n| spend(n, budget))
+    }
+    let mut budget = MAX_TXN_OPS;
+    if spend(txn, &mut budget) {
+        Ok(())
+    } else {
+        Err(Error::invalid(TOO_MANY_TXN_OPS))
+    }
+}
+
+/// The revision after `revision` (SPEC K7): a store at `i64::MAX` takes no write.
+pub(crate) fn next_revision(revision: i64) -> Result<i64> {
+    revision.checked_add(1).ok_or_else(|| {
+        Error::invalid(
+            "the store revision is at i64::MAX: no write can take another (the file can be read, \
+             not written)",
+        )
+    })
 }
 
 /// A watch's start revision, embedded or over connect: positive.

@@ -41,6 +41,14 @@ pub fn instant_after(d: Duration) -> Instant {
     now.checked_add(d).unwrap_or_else(|| now + FAR_FUTURE)
 }
 
+/// The most operations a txn may hold (etcd's default `--max-txn-ops`), counted as etcd counts
+/// one level (the largest of its compares, success ops and failure ops) and shared down the
+/// nesting: a nested txn's operations come out of the same budget (SPEC E2a).
+pub const MAX_TXN_OPS: usize = 128;
+
+/// etcd's text for a txn over [`MAX_TXN_OPS`] (the one table, `etcd::errors`, uses it).
+pub const TOO_MANY_TXN_OPS: &str = "etcdserver: too many operations in txn request";
+
 /// The one wording of an empty key, embedded or over connect (K1); `tenure serve` answers it
 /// with etcd's own text.
 pub const EMPTY_KEY: &str = "key must not be empty";

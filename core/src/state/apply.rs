@@ -11,7 +11,7 @@ use crate::etcd::{
 };
 use crate::kv::range::KeyRange;
 use crate::kv::txn::{Compare, CompareTarget};
-use crate::limits::check_key;
+use crate::limits::{check_key, check_txn_ops};
 use crate::state::LeaseKv;
 
 /// The rules a request is held to: etcd's for a request from outside; the embedded API's for a
@@ -22,6 +22,15 @@ pub(crate) enum Rules {
     Etcd,
     /// The embedded `Txn`'s.
     Embedded,
+}
+
+/// etcd's op budget (SPEC E2a) for a request from outside, before any work on it. The embedded
+/// [`Txn`](crate::Txn) nests nothing and is not held to it.
+fn check_ops(op: &RequestOp) -> Result<()> {
+    match op {
+        RequestOp::Txn(t) => check_txn_ops(t),
+        _ => Ok(()),
+    }
 }
 
 impl LeaseKv {
@@ -214,6 +223,7 @@ impl LeaseKv {
     /// SPEC E2: one etcd request, validated in full before anything is applied; every write at
     /// one revision, which moves only if something was written.
     pub(crate) fn execute(&mut self, op: &RequestOp, b: &mut Batch) -> Result<Outcome> {
+        check_ops(op)?;
         self.apply(op, Rules::Etcd, b)
     }
 
@@ -225,7 +235,7 @@ impl LeaseKv {
         if let Err(r) = self.validate(ops, &mut path.iter(), rules)? {
             return Ok(Outcome::Refused(r));
         }
-        let rev = self.kv.revision + 1;
+        let rev = self.next_revision()?;
         let mut wrote = false;
         let response = self.apply_op(op, &mut path.iter(), rules, rev, &mut wrote, b);
         if wrote {
@@ -239,6 +249,7 @@ impl LeaseKv {
 
     /// A read-only request (a range, or a txn without writes): never changes anything.
     pub(crate) fn execute_read(&self, op: &RequestOp) -> Result<Outcome> {
+        check_ops(op)?;
         let ops = std::slice::from_ref(op);
         let mut path = Vec::new();
         self.branches(ops, &mut path);

@@ -137,7 +137,7 @@ impl LeaseKv {
 
     /// L4: one revision per revoke, keys deleted in key order.
     pub(crate) fn revoke(&mut self, id: i64, b: &mut Batch) -> Result<()> {
-        let rev = self.kv.revision + 1;
+        let rev = self.next_revision()?;
         self.drop_lease(id, rev, b)?;
         self.kv.revision = rev;
         self.counters.revoked += 1;
@@ -238,8 +238,8 @@ impl LeaseKv {
             return;
         }
         let mut notices = Vec::with_capacity(due.len());
-        if self.auto_revoke {
-            let rev = self.kv.revision + 1;
+        // With no revision left (K7), due leases are reported as without auto-revoke.
+        if let (true, Ok(rev)) = (self.auto_revoke, self.next_revision()) {
             for d in due {
                 if let Ok(notice) = self.drop_lease(d.id, rev, b) {
                     notices.push(notice);
@@ -309,7 +309,7 @@ impl LeaseKv {
     ) -> Result<i64> {
         check_key(key)?;
         self.check_lease(lease)?;
-        let rev = self.kv.revision + 1;
+        let rev = self.next_revision()?;
         self.put_at(key, value, lease, rev, b);
         self.kv.revision = rev;
         Ok(rev)
@@ -318,7 +318,7 @@ impl LeaseKv {
     /// K3: the revision moves only if the key existed.
     pub(crate) fn delete(&mut self, key: &[u8], b: &mut Batch) -> Result<bool> {
         check_key(key)?;
-        let rev = self.kv.revision + 1;
+        let rev = self.next_revision()?;
         let existed = self.delete_at(key, rev, b);
         if existed {
             self.kv.revision = rev;
@@ -335,13 +335,18 @@ impl LeaseKv {
     }
 
     /// K3: every key under `prefix`, at one revision.
-    pub(crate) fn delete_prefix(&mut self, prefix: &[u8], b: &mut Batch) -> u64 {
-        let rev = self.kv.revision + 1;
+    pub(crate) fn delete_prefix(&mut self, prefix: &[u8], b: &mut Batch) -> Result<u64> {
+        let rev = self.next_revision()?;
         let n = self.delete_prefix_at(prefix, rev, b);
         if n > 0 {
             self.kv.revision = rev;
         }
-        n
+        Ok(n)
+    }
+
+    /// The revision the next write takes (K7: none past `i64::MAX`).
+    pub(crate) fn next_revision(&self) -> Result<i64> {
+        crate::limits::next_revision(self.kv.revision)
     }
 
     /// K5: lowered to etcd's request and applied by the one algorithm, with the embedded rules;

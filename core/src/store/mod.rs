@@ -1,9 +1,11 @@
 //! Durable storage in a redb file: three tables, one write transaction per group commit.
 //!
 //! - `tenure_meta`: `format` ([`FORMAT_VERSION`], or [`FORMAT_LOGGED`] while the log may hold
-//!   records the file lacks), `revision`, `next_lease_id`.
-//! - `tenure_leases`: lease ID → (ttl ns, remaining ns or `NO_TIME`, wall ms when persisted).
-//! - `tenure_kv`: key → encoded entry (`codec`): value, revisions, lease.
+//!   records the file lacks), `revision`, `next_lease_id`, the digests of the data tables and
+//!   the checksum of the meta rows (`seal`).
+//! - `tenure_leases`: lease ID → sealed (ttl ns, remaining ns or `NO_TIME`, wall ms when
+//!   persisted) (`codec`, `seal`).
+//! - `tenure_kv`: key → sealed encoded entry (`codec`, `seal`): value, revisions, lease.
 //!
 //! Deadlines are never stored: only durations and the wall time they were measured at.
 
@@ -13,7 +15,7 @@ use std::path::{Path, PathBuf};
 use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition, TableError};
 
 use crate::error::{panic_message, Error, Result};
-use crate::rows::{LeaseRow, Loaded, StoreOp};
+use crate::rows::{Loaded, StoreOp};
 
 /// The lock calls of a backend that wraps a `FileBackend` in `$field`, passed through (its
 /// `unlock_range` is its own): shared by the fault-injecting and the read-only backends. Its
@@ -47,9 +49,11 @@ mod faults;
 mod files;
 mod in_place;
 mod open;
+mod scratch;
+mod seal;
 mod snapshot;
 pub(crate) mod wal;
-use codec::{decode, encode};
+use codec::{decode, decode_lease, encode, encode_lease};
 pub use faults::StorageFaults;
 pub(crate) use faults::SyncCounter;
 use faults::{injected, FaultyBackend, LOG};
@@ -57,19 +61,28 @@ pub use files::temp_beside;
 use files::{new_private, open_read_only_held, sibling_temp};
 pub(crate) use in_place::{copy_in_place, read_in_place};
 use open::{open_error, replay};
+use seal::{meta_intact, seal, unseal, write_meta, Digest};
 pub(crate) use snapshot::View;
 
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
-const LEASES: TableDefinition<i64, (u64, u64, i64)> = TableDefinition::new("tenure_leases");
-const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tenure_kv");
+const LEASES_NAME: &str = "tenure_leases";
+const LEASES: TableDefinition<i64, &[u8]> = TableDefinition::new(LEASES_NAME);
+const KV_NAME: &str = "tenure_kv";
+const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new(KV_NAME);
 
 /// On-disk format version of a file complete on its own, stored in `tenure_meta["format"]`.
-pub(crate) const FORMAT_VERSION: i64 = 1;
+/// 3: rows sealed with checksums and tables digested (`seal`); 1 and 2 were the same tables
+/// unsealed, refused with [`LEGACY_FORMAT`].
+pub(crate) const FORMAT_VERSION: i64 = 3;
 /// The `format` of a file while an engine with the write-ahead log has it (from its open to its
 /// clean close) or after that engine died: the log beside it may hold acknowledged records the
 /// file lacks. A build that predates the mark refuses it as an unsupported version (`Corrupt`,
 /// nothing written) instead of ignoring the log and losing those writes.
-pub(crate) const FORMAT_LOGGED: i64 = 2;
+pub(crate) const FORMAT_LOGGED: i64 = 4;
+/// Why a file of format 1 or 2 (written before rows had checksums) is refused.
+pub(crate) const LEGACY_FORMAT: &str = "format version {v} predates per-record checksums \
+     (tenure before issue 29): this build reads format 3 and 4 only; export its keys and leases \
+     with the build that wrote it and load them into a new file";
 /// redb's page cache for an open database file.
 const CACHE: usize = 64 << 20;
 
@@ -123,6 +136,8 @@ fn init(db: &redb::Database) -> Result<u64> {
         meta.insert("log_id", id as i64).map_err(storage)?;
         tx.open_table(LEASES).map_err(storage)?;
         tx.open_table(KV).map_err(storage)?;
+        let empty = Digest::default();
+        write_meta(&mut meta, &[(LEASES_NAME, empty), (KV_NAME, empty)]).map_err(storage)?;
     }
     tx.commit().map_err(storage)?;
     Ok(id)
@@ -198,16 +213,57 @@ fn load(db: &impl ReadableDatabase, path: &Path) -> Result<Option<(Loaded, LogMe
         }
         Err(e) => return Err(corrupt(e.to_string())),
     };
+    // Before the other tables, whose types an older format may not share.
+    check_format(&meta, path)?;
     let leases = tx.open_table(LEASES).map_err(|e| corrupt(e.to_string()))?;
     let kv = tx.open_table(KV).map_err(|e| corrupt(e.to_string()))?;
     load_tables(&meta, &leases, &kv, path).map(Some)
+}
+
+/// Refuses a file whose format this build does not read (nothing is written).
+fn check_format(meta: &impl ReadableTable<&'static str, i64>, path: &Path) -> Result<()> {
+    let format = meta
+        .get("format")
+        .map_err(|e| corrupt_at(path, e.to_string()))?
+        .map(|v| v.value());
+    match format {
+        Some(FORMAT_VERSION | FORMAT_LOGGED) => Ok(()),
+        Some(v @ (1 | 2)) => Err(corrupt_at(
+            path,
+            LEGACY_FORMAT.replace("{v}", &v.to_string()),
+        )),
+        Some(v) => Err(corrupt_at(path, format!("unsupported format version {v}"))),
+        None => Err(corrupt_at(path, "missing format")),
+    }
+}
+
+/// The digest `meta` holds for `table` against the one its rows add up to.
+fn check_digest(
+    meta: &impl ReadableTable<&'static str, i64>,
+    table: &str,
+    found: Digest,
+    path: &Path,
+) -> Result<()> {
+    let stored = Digest::stored(meta, table).map_err(|e| corrupt_at(path, e.to_string()))?;
+    if stored != Some(found) {
+        return Err(corrupt_at(
+            path,
+            format!(
+                "table {table} does not match its digest ({} rows read, {:?} recorded): rows \
+                 lost, duplicated or stale",
+                found.rows(),
+                stored.map(|d| d.rows())
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `load` over open tables: those of a read transaction, or of the write transaction that
 /// replays the log (validated before it commits).
 fn load_tables(
     meta: &impl ReadableTable<&'static str, i64>,
-    leases: &impl ReadableTable<i64, (u64, u64, i64)>,
+    leases: &impl ReadableTable<i64, &'static [u8]>,
     kv: &impl ReadableTable<&'static [u8], &'static [u8]>,
     path: &Path,
 ) -> Result<(Loaded, LogMeta)> {
@@ -219,9 +275,9 @@ fn load_tables(
             .map(|v| v.value())
             .ok_or_else(|| corrupt(format!("missing {k}")))
     };
-    match get("format")? {
-        FORMAT_VERSION | FORMAT_LOGGED => {}
-        v => return Err(corrupt(format!("unsupported format version {v}"))),
+    check_format(meta, path)?;
+    if !meta_intact(meta).map_err(read)? {
+        return Err(corrupt("the meta rows do not match their checksum".into()));
     }
     let log = log_rows(meta, path)?;
     let mut loaded = Loaded {
@@ -238,10 +294,14 @@ fn load_tables(
     // The cheap invariants a damaged file breaks: I-L2, I-K1, I-K3 (DESIGN).
     reserve(&mut loaded.leases, leases.len().map_err(read)?);
     reserve(&mut loaded.keys, kv.len().map_err(read)?);
+    let (mut lease_digest, mut kv_digest) = (Digest::default(), Digest::default());
     for row in leases.iter().map_err(read)? {
         let (k, v) = row.map_err(read)?;
-        let (ttl, remaining, wall_ms) = v.value();
         let id = k.value();
+        lease_digest.add(v.value());
+        let lease = unseal(LEASES_NAME, &id.to_le_bytes(), v.value())
+            .and_then(|p| decode_lease(id, p))
+            .ok_or_else(|| corrupt(format!("damaged row for lease {id} (checksum)")))?;
         if id <= 0 || id >= loaded.next_id {
             return Err(corrupt(format!(
                 "lease {id} is not below the next lease ID {} (I-L2)",
@@ -252,19 +312,17 @@ fn load_tables(
         if loaded.leases.last().is_some_and(|last| last.id >= id) {
             return Err(corrupt(format!("lease {id} out of order in its table")));
         }
-        loaded.leases.push(LeaseRow {
-            id,
-            ttl,
-            remaining,
-            wall_ms,
-        });
+        loaded.leases.push(lease);
     }
+    check_digest(meta, LEASES_NAME, lease_digest, path)?;
     for row in kv.iter().map_err(read)? {
         let (k, v) = row.map_err(read)?;
         let key = k.value();
         let shown = || String::from_utf8_lossy(key).into_owned();
-        let entry = decode(v.value())
-            .ok_or_else(|| corrupt(format!("undecodable row for key {:?}", shown())))?;
+        kv_digest.add(v.value());
+        let entry = unseal(KV_NAME, key, v.value())
+            .and_then(decode)
+            .ok_or_else(|| corrupt(format!("damaged row for key {:?} (checksum)", shown())))?;
         if let Some(d) = &entry.data {
             if d.create <= 0
                 || d.mod_revision < d.create
@@ -292,8 +350,20 @@ fn load_tables(
                 entry.lease
             )));
         }
+        // In key order (a damaged branch page can break it).
+        if loaded
+            .keys
+            .last()
+            .is_some_and(|(last, _)| last.as_slice() >= key)
+        {
+            return Err(corrupt(format!(
+                "key {:?} out of order in its table",
+                shown()
+            )));
+        }
         loaded.keys.push((key.to_vec(), entry));
     }
+    check_digest(meta, KV_NAME, kv_digest, path)?;
     Ok((loaded, log))
 }
 
@@ -303,11 +373,13 @@ fn reserve<T>(v: &mut Vec<T>, rows: u64) {
     let _ = v.try_reserve(rows.min(1 << 20) as usize);
 }
 
+/// Writes `ops` sealed; the change to each table's digest, for `write_meta`.
 fn apply_ops(
-    leases: &mut redb::Table<i64, (u64, u64, i64)>,
+    leases: &mut redb::Table<i64, &[u8]>,
     kv: &mut redb::Table<&[u8], &[u8]>,
     ops: &[StoreOp],
-) -> Result<()> {
+) -> Result<[(&'static str, Digest); 2]> {
+    let (mut lease_digest, mut kv_digest) = (Digest::default(), Digest::default());
     for op in ops {
         match op {
             StoreOp::PutLease {
@@ -316,23 +388,36 @@ fn apply_ops(
                 remaining,
                 wall_ms,
             } => {
-                leases
-                    .insert(*id, (*ttl, *remaining, *wall_ms))
-                    .map_err(storage)?;
+                let row = seal(
+                    LEASES_NAME,
+                    &id.to_le_bytes(),
+                    &encode_lease(*ttl, *remaining, *wall_ms),
+                );
+                if let Some(old) = leases.insert(*id, row.as_slice()).map_err(storage)? {
+                    lease_digest.remove(old.value());
+                }
+                lease_digest.add(&row);
             }
             StoreOp::DelLease(id) => {
-                leases.remove(*id).map_err(storage)?;
+                if let Some(old) = leases.remove(*id).map_err(storage)? {
+                    lease_digest.remove(old.value());
+                }
             }
             StoreOp::PutKey(k, rec) => {
-                kv.insert(k.as_slice(), encode(rec).as_slice())
-                    .map_err(storage)?;
+                let row = seal(KV_NAME, k, &encode(rec));
+                if let Some(old) = kv.insert(k.as_slice(), row.as_slice()).map_err(storage)? {
+                    kv_digest.remove(old.value());
+                }
+                kv_digest.add(&row);
             }
             StoreOp::DelKey(k) => {
-                kv.remove(k.as_slice()).map_err(storage)?;
+                if let Some(old) = kv.remove(k.as_slice()).map_err(storage)? {
+                    kv_digest.remove(old.value());
+                }
             }
         }
     }
-    Ok(())
+    Ok([(LEASES_NAME, lease_digest), (KV_NAME, kv_digest)])
 }
 
 impl Store {
@@ -356,13 +441,14 @@ impl Store {
             {
                 let mut leases = tx.open_table(LEASES).map_err(storage)?;
                 let mut kv = tx.open_table(KV).map_err(storage)?;
-                apply_ops(&mut leases, &mut kv, ops)?;
+                let changes = apply_ops(&mut leases, &mut kv, ops)?;
                 let mut meta = tx.open_table(META).map_err(storage)?;
                 meta.insert("revision", revision).map_err(storage)?;
                 meta.insert("next_lease_id", next_id).map_err(storage)?;
                 if let Some(lsn) = applied {
                     meta.insert("log_applied", lsn as i64).map_err(storage)?;
                 }
+                write_meta(&mut meta, &changes).map_err(storage)?;
             }
             tx.commit().map_err(storage)
         })
@@ -375,10 +461,11 @@ impl Store {
             let mut tx = self.db.begin_write().map_err(storage)?;
             tx.set_durability(Durability::Immediate).map_err(storage)?;
             tx.set_quick_repair(true);
-            tx.open_table(META)
-                .map_err(storage)?
-                .insert("format", FORMAT_VERSION)
-                .map_err(storage)?;
+            {
+                let mut meta = tx.open_table(META).map_err(storage)?;
+                meta.insert("format", FORMAT_VERSION).map_err(storage)?;
+                write_meta(&mut meta, &[]).map_err(storage)?;
+            }
             tx.commit().map_err(storage)
         })
     }
@@ -390,5 +477,74 @@ impl Store {
             drop(self);
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Error, Tenure, Txn};
+
+    /// A tenure file at `revision`, crafted: one key written, then the meta row changed and
+    /// resealed as a damaged-but-consistent or hostile file would have it.
+    fn file_at(dir: &Path, revision: i64) -> PathBuf {
+        let path = dir.join("db.tenure");
+        let db = Tenure::open(&path).unwrap();
+        db.put("k", "v", None).unwrap();
+        db.close().unwrap();
+        let raw = redb::Database::open(&path).unwrap();
+        let tx = raw.begin_write().unwrap();
+        {
+            let mut meta = tx.open_table(META).unwrap();
+            meta.insert("revision", revision).unwrap();
+            write_meta(&mut meta, &[]).unwrap();
+        }
+        tx.commit().unwrap();
+        path
+    }
+
+    fn assert_refused(r: crate::Result<impl std::fmt::Debug>, what: &str) {
+        match r {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("i64::MAX"), "{what}: {m}"),
+            other => panic!("{what}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn k7_a_file_at_the_last_revision_opens_refuses_every_write_and_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = file_at(dir.path(), i64::MAX);
+        let db = Tenure::open(&path).unwrap();
+        assert_eq!(db.revision().unwrap(), i64::MAX);
+        assert_eq!(db.get("k").unwrap().unwrap().value, b"v");
+        assert_refused(db.put("k2", "v", None), "put");
+        assert_refused(db.delete("k"), "delete");
+        assert_refused(db.delete_prefix(""), "delete_prefix");
+        assert_refused(
+            db.txn(Txn::new().then([crate::Op::put("t", "v", None)])),
+            "txn",
+        );
+        let lease = db.grant(std::time::Duration::from_secs(60)).unwrap();
+        assert_refused(db.revoke(lease), "revoke");
+        db.close().unwrap();
+        let db = Tenure::open(&path).unwrap();
+        assert_eq!(db.revision().unwrap(), i64::MAX);
+        assert_eq!(db.range("", None).unwrap().len(), 1, "nothing was written");
+        db.close().unwrap();
+    }
+
+    #[test]
+    fn k7_the_write_that_takes_the_last_revision_is_kept_and_the_next_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = file_at(dir.path(), i64::MAX - 1);
+        let db = Tenure::open(&path).unwrap();
+        assert_eq!(db.put("last", "v", None).unwrap(), i64::MAX);
+        assert_refused(db.put("after", "v", None), "put after the last revision");
+        db.close().unwrap();
+        let db = Tenure::open(&path).unwrap();
+        assert_eq!(db.revision().unwrap(), i64::MAX);
+        assert_eq!(db.get("last").unwrap().unwrap().mod_revision, i64::MAX);
+        assert!(db.get("after").unwrap().is_none());
+        db.close().unwrap();
     }
 }
