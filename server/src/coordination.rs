@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
 
-use crate::service::{blocking, BoxStream, Ctx};
+use crate::service::{blocking, check_size, BoxStream, Ctx};
 use crate::{convert, errors};
 
 // Generated code: its items are `pub` by construction.
@@ -150,8 +150,9 @@ impl lockpb::lock_server::Lock for Lock {
         req: Request<lockpb::LockRequest>,
     ) -> Result<Response<lockpb::LockResponse>, Status> {
         let req = req.into_inner();
-        let name = name_of(&req.name)?;
         let ctx = &self.0;
+        check_size(ctx, &req)?;
+        let name = name_of(&req.name)?;
         let s = session(ctx, req.lease)?;
         let cancel = StopOnDrop(Stop::new());
         let wait = Mutex::new(&s, &name).lock_wait(Wait::from(&cancel.0));
@@ -168,7 +169,9 @@ impl lockpb::lock_server::Lock for Lock {
         &self,
         req: Request<lockpb::UnlockRequest>,
     ) -> Result<Response<lockpb::UnlockResponse>, Status> {
-        let key = req.into_inner().key;
+        let req = req.into_inner();
+        check_size(&self.0, &req)?;
+        let key = req.key;
         if key.is_empty() {
             return Err(errors::etcd(EtcdError::KeyNotProvided));
         }
@@ -249,8 +252,9 @@ impl electionpb::election_server::Election for Elections {
         req: Request<electionpb::CampaignRequest>,
     ) -> Result<Response<electionpb::CampaignResponse>, Status> {
         let req = req.into_inner();
-        let name = name_of(&req.name)?;
         let ctx = &self.0;
+        check_size(ctx, &req)?;
+        let name = name_of(&req.name)?;
         let s = session(ctx, req.lease)?;
         let cancel = StopOnDrop(Stop::new());
         let wait = Election::new(&s, &name).campaign_wait(&req.value, Wait::from(&cancel.0));
@@ -274,6 +278,7 @@ impl electionpb::election_server::Election for Elections {
         req: Request<electionpb::ProclaimRequest>,
     ) -> Result<Response<electionpb::ProclaimResponse>, Status> {
         let req = req.into_inner();
+        check_size(&self.0, &req)?;
         let leadership = leadership(&self.0, req.leader)?;
         let db = self.0.db.clone();
         let rev = blocking(move || {
@@ -366,7 +371,9 @@ impl electionpb::election_server::Election for Elections {
         &self,
         req: Request<electionpb::ResignRequest>,
     ) -> Result<Response<electionpb::ResignResponse>, Status> {
-        let leadership = leadership(&self.0, req.into_inner().leader)?;
+        let req = req.into_inner();
+        check_size(&self.0, &req)?;
+        let leadership = leadership(&self.0, req.leader)?;
         let db = self.0.db.clone();
         let rev = blocking(move || {
             leadership.resign().map_err(errors::status)?;
