@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
 
-use crate::service::{blocking, check_size, BoxStream, Ctx};
+use crate::service::{blocking, BoxStream, Ctx};
 use crate::{convert, errors};
 
 // Generated code: its items are `pub` by construction.
@@ -41,6 +41,12 @@ fn name_of(name: &[u8]) -> Result<String, Status> {
     String::from_utf8(name.to_vec()).map_err(|_| {
         Status::invalid_argument("tenure serve: lock and election names must be UTF-8")
     })
+}
+
+/// etcd's refusal of a request above `--max-request-bytes`; its lock and election services
+/// pass the error on as it is, so the code is `Unknown` (the text is the KV service's).
+fn check_size(ctx: &Ctx, req: &impl prost::Message) -> Result<(), Status> {
+    crate::service::check_size(ctx, req).map_err(|s| Status::new(Code::Unknown, s.message()))
 }
 
 /// A session on the caller's lease that does not renew it (the client does): no thread.

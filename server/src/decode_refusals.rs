@@ -1,8 +1,9 @@
 //! tonic's refusals of a request it cannot decode, answered with etcd's (gRPC-Go's) codes and
 //! texts (SPEC E7): a message above the size limit is `RESOURCE_EXHAUSTED` "grpc: received
 //! message larger than max (N vs. M)" (tonic says `OUT_OF_RANGE`), and a message nested deeper
-//! than the decoder goes (prost's recursion limit: a txn in a txn costs two of its 100 levels)
-//! is `INVALID_ARGUMENT` (tonic says `INTERNAL`, as for a bug).
+//! than the decoder goes (prost's recursion limit: a txn in a txn costs two of its 100 levels,
+//! so 50 levels of txns decode) is etcd's "too many operations in txn request", what etcd
+//! answers a txn nested past its shared budget of 128 ops (tonic says `INTERNAL`, as for a bug).
 //!
 //! A tower layer over every service: it rewrites the status of a response whose headers carry
 //! one (a unary call refused before its handler ran), and the trailers of a stream (a streaming
@@ -12,6 +13,7 @@ use std::task::{Context, Poll};
 
 use http::{HeaderMap, HeaderValue, Request, Response};
 use http_body_util::BodyExt;
+use tenure::etcd::errors::EtcdError;
 use tonic::body::Body;
 use tower_service::Service;
 
@@ -19,9 +21,6 @@ use tower_service::Service;
 const TOO_LARGE: &str = "Error, decoded message length too large: found ";
 /// What prost says when a message nests deeper than its recursion limit.
 const TOO_DEEP: &str = "recursion limit reached";
-/// Our text for that refusal.
-pub(crate) const TOO_DEEP_TEXT: &str =
-    "etcdserver: request nests too deep (txns in txns: at most 49 levels)";
 
 /// The code and text etcd answers for tonic's `code` and `message`, if they differ.
 fn rewrite(code: &str, message: &str) -> Option<(tonic::Code, String)> {
@@ -40,7 +39,11 @@ fn rewrite(code: &str, message: &str) -> Option<(tonic::Code, String)> {
         }
         // INTERNAL
         "13" if message.contains(TOO_DEEP) => {
-            Some((tonic::Code::InvalidArgument, TOO_DEEP_TEXT.to_string()))
+            let refusal = EtcdError::TooManyOps;
+            Some((
+                tonic::Code::from_i32(refusal.code() as i32),
+                refusal.text().to_string(),
+            ))
         }
         _ => None,
     }
@@ -147,7 +150,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(code, tonic::Code::InvalidArgument);
-        assert_eq!(text, TOO_DEEP_TEXT);
+        assert_eq!(text, "etcdserver: too many operations in txn request");
         assert_eq!(rewrite("13", "etcdserver: internal error"), None);
     }
 
