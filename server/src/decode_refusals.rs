@@ -136,7 +136,10 @@ mod tests {
         );
         // etcd's own OUT_OF_RANGE answers stay.
         assert_eq!(
-            rewrite("11", "etcdserver: mvcc: required revision has been compacted"),
+            rewrite(
+                "11",
+                "etcdserver: mvcc: required revision has been compacted"
+            ),
             None
         );
     }

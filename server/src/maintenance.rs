@@ -5,6 +5,10 @@
 //! come in `remaining_bytes`, then one last message whose blob is the SHA-256 of everything
 //! before it. `etcdctl snapshot save` appends every blob to its file and refuses a file whose
 //! length is not a multiple of 512 plus 32, so the file streamed is whole pages.
+//!
+//! Bounds (SPEC E16): the streams in progress and the disk their copies hold
+//! (`snapshot_budget.rs`); a stream is a task, not a thread, and ends when its client takes
+//! nothing for `--snapshot-read-timeout`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -80,7 +84,7 @@ impl Maintenance {
         read_timeout: Duration,
     ) -> Result<(), Status> {
         let total = info.bytes;
-        if total % 512 != 0 {
+        if !total.is_multiple_of(512) {
             return Err(Status::internal(format!(
                 "etcdserver: snapshot of {total} bytes is not whole 512-byte sectors"
             )));
@@ -138,7 +142,10 @@ impl PbMaintenanceService for Maintenance {
         _req: Request<PbAlarmRequest>,
     ) -> Result<Response<PbAlarmResponse>, Status> {
         Ok(Response::new(PbAlarmResponse {
-            header: self.ctx.ids.header(self.ctx.db.revision().unwrap_or_default()),
+            header: self
+                .ctx
+                .ids
+                .header(self.ctx.db.revision().unwrap_or_default()),
             alarms: Vec::new(),
         }))
     }
@@ -176,7 +183,10 @@ impl PbMaintenanceService for Maintenance {
         let size = blocking(move || ctx.db.defragment().map_err(errors::status)).await?;
         tracing::info!(bytes = size.file_bytes, "defragmented");
         Ok(Response::new(PbDefragmentResponse {
-            header: self.ctx.ids.header(self.ctx.db.revision().unwrap_or_default()),
+            header: self
+                .ctx
+                .ids
+                .header(self.ctx.db.revision().unwrap_or_default()),
         }))
     }
 
@@ -232,8 +242,8 @@ impl PbMaintenanceService for Maintenance {
         // the space check is the database's) and unlinked once open: a kill leaves a
         // temporary the next snapshot removes.
         let ctx = self.ctx.clone();
-        let (file, info) = blocking(move || ctx.db.snapshot_unlinked().map_err(errors::status))
-            .await?;
+        let (file, info) =
+            blocking(move || ctx.db.snapshot_unlinked().map_err(errors::status)).await?;
         // Dropping `file` on a refusal gives its disk back.
         share.settle(info.bytes).map_err(errors::etcd)?;
         let (tx, chunks) = mpsc::channel(4);

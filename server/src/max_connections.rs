@@ -66,11 +66,7 @@ pub(crate) struct Limited<S> {
 
 impl<S> Limited<S> {
     /// `inner` with its slot; it must have sent its HTTP/2 preface by `setup_deadline`.
-    pub(crate) fn new(
-        inner: S,
-        slot: OwnedSemaphorePermit,
-        setup_deadline: Instant,
-    ) -> Limited<S> {
+    pub(crate) fn new(inner: S, slot: OwnedSemaphorePermit, setup_deadline: Instant) -> Limited<S> {
         Limited {
             inner,
             _slot: slot,

@@ -315,10 +315,8 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
         .add_service(ElectionServer::new(Elections(ctx.clone())).max_decoding_message_size(limit));
     let mut tasks = tokio::task::JoinSet::new();
     let mut sockets = Vec::new();
-    let slots = max_connections::Slots::new(
-        args.max_connections,
-        args.bounds.connection_setup_timeout,
-    );
+    let slots =
+        max_connections::Slots::new(args.max_connections, args.bounds.connection_setup_timeout);
     for l in listeners {
         let router = router.clone();
         let mut stop = stop_rx.clone();

@@ -71,7 +71,6 @@ pub(crate) fn check_size(ctx: &Ctx, req: &impl Message) -> Result<(), Status> {
 }
 
 impl Kv {
-
     async fn run(&self, op: RequestOp) -> Result<(i64, ResponseOp), Status> {
         let done = |r: tenure::Result<Outcome>| match r {
             Ok(Outcome::Done { revision, response }) => Ok((revision, response)),

@@ -58,7 +58,13 @@ fn timed_put(endpoint: &str) -> Duration {
     let started = Instant::now();
     let out = etcdctl(
         endpoint,
-        &["--command-timeout=60s", "--dial-timeout=60s", "put", "k", "v"],
+        &[
+            "--command-timeout=60s",
+            "--dial-timeout=60s",
+            "put",
+            "k",
+            "v",
+        ],
         None,
     );
     let took = started.elapsed();

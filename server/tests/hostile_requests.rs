@@ -80,7 +80,10 @@ async fn e5_lock_and_campaign_names_above_max_request_bytes_are_refused_as_etcd_
             .map_err(status);
         println!("{addr}: lock {lock:?}, campaign {campaign:?}");
         // etcd's lock and election services return the error itself: code Unknown.
-        let too_large = Err((Code::Unknown, "etcdserver: request is too large".to_string()));
+        let too_large = Err((
+            Code::Unknown,
+            "etcdserver: request is too large".to_string(),
+        ));
         assert_eq!(lock, too_large, "{addr}");
         assert_eq!(campaign, too_large, "{addr}");
         // Nothing was written under the name.

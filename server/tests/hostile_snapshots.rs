@@ -66,9 +66,7 @@ async fn snapshot(ch: Channel) -> Result<Streaming<PbSnapshotResponse>, Status> 
         tonic_prost::ProstCodec::default();
     g.server_streaming(
         tonic::Request::new(PbSnapshotRequest {}),
-        tonic::codegen::http::uri::PathAndQuery::from_static(
-            "/etcdserverpb.Maintenance/Snapshot",
-        ),
+        tonic::codegen::http::uri::PathAndQuery::from_static("/etcdserverpb.Maintenance/Snapshot"),
         codec,
     )
     .await
@@ -178,7 +176,11 @@ fn e16_a_snapshot_past_the_disk_bound_is_refused_and_writes_nothing() {
     let s = Server::start(&file, &["--max-snapshot-disk-bytes", "4096"]);
     s.ok(&["put", "k", "v"]);
     let before = std::fs::read_dir(dir.path()).unwrap().count();
-    let out = s.etcdctl(&["snapshot", "save", dir.path().join("s.db").to_str().unwrap()]);
+    let out = s.etcdctl(&[
+        "snapshot",
+        "save",
+        dir.path().join("s.db").to_str().unwrap(),
+    ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
