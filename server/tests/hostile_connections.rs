@@ -130,3 +130,55 @@ fn e16_a_client_that_does_not_answer_keepalive_pings_is_disconnected() {
     // Other clients are served.
     s.ok(&["put", "k", "v"]);
 }
+
+#[test]
+fn e16_stalled_tls_handshakes_past_max_connections_are_closed_and_new_clients_served() {
+    let (dir, file) = temp_db();
+    let c = common::certs::Certs::generate();
+    let setup = format!("{}s", SETUP.as_secs());
+    let flags = [
+        format!("--cert-file={}", c.arg("server.pem")),
+        format!("--key-file={}", c.arg("server.key")),
+        "--connection-setup-timeout".into(),
+        setup,
+        // Few slots, so the stalled handshakes fill them all.
+        "--max-connections".into(),
+        "8".into(),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let s = Server::start(&file, &flags);
+    assert_eq!(s.scheme, "https");
+    // Sockets that start no handshake, and ones that stop half-way through a ClientHello.
+    let mut stalled: Vec<TcpStream> = (0..16)
+        .map(|i| {
+            let mut sock = TcpStream::connect(&s.addr).unwrap();
+            if i % 2 == 1 {
+                sock.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
+                    .unwrap();
+            }
+            sock
+        })
+        .collect();
+    let started = Instant::now();
+    let mut args = c.etcdctl_flags("client");
+    args.extend([
+        "--command-timeout=60s".into(),
+        "put".into(),
+        "k".into(),
+        "v".into(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = etcdctl(&s.url(), &args, None);
+    let took = started.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("put with 16 stalled TLS handshakes and 8 slots: {took:?}");
+    assert!(took < SETUP + SLACK, "the put took {took:?}");
+    for sock in &mut stalled {
+        until_closed(sock);
+    }
+    drop(dir);
+}
