@@ -43,6 +43,12 @@ fn name_of(name: &[u8]) -> Result<String, Status> {
     })
 }
 
+/// etcd's refusal of a request above `--max-request-bytes`; its lock and election services
+/// pass the error on as it is, so the code is `Unknown` (the text is the KV service's).
+fn check_size(ctx: &Ctx, req: &impl prost::Message) -> Result<(), Status> {
+    crate::service::check_size(ctx, req).map_err(|s| Status::new(Code::Unknown, s.message()))
+}
+
 /// A session on the caller's lease that does not renew it (the client does): no thread.
 fn session(ctx: &Ctx, lease: i64) -> Result<Session, Status> {
     if lease <= 0 {
@@ -150,8 +156,9 @@ impl lockpb::lock_server::Lock for Lock {
         req: Request<lockpb::LockRequest>,
     ) -> Result<Response<lockpb::LockResponse>, Status> {
         let req = req.into_inner();
-        let name = name_of(&req.name)?;
         let ctx = &self.0;
+        check_size(ctx, &req)?;
+        let name = name_of(&req.name)?;
         let s = session(ctx, req.lease)?;
         let cancel = StopOnDrop(Stop::new());
         let wait = Mutex::new(&s, &name).lock_wait(Wait::from(&cancel.0));
@@ -168,7 +175,9 @@ impl lockpb::lock_server::Lock for Lock {
         &self,
         req: Request<lockpb::UnlockRequest>,
     ) -> Result<Response<lockpb::UnlockResponse>, Status> {
-        let key = req.into_inner().key;
+        let req = req.into_inner();
+        check_size(&self.0, &req)?;
+        let key = req.key;
         if key.is_empty() {
             return Err(errors::etcd(EtcdError::KeyNotProvided));
         }
@@ -249,8 +258,9 @@ impl electionpb::election_server::Election for Elections {
         req: Request<electionpb::CampaignRequest>,
     ) -> Result<Response<electionpb::CampaignResponse>, Status> {
         let req = req.into_inner();
-        let name = name_of(&req.name)?;
         let ctx = &self.0;
+        check_size(ctx, &req)?;
+        let name = name_of(&req.name)?;
         let s = session(ctx, req.lease)?;
         let cancel = StopOnDrop(Stop::new());
         let wait = Election::new(&s, &name).campaign_wait(&req.value, Wait::from(&cancel.0));
@@ -274,6 +284,7 @@ impl electionpb::election_server::Election for Elections {
         req: Request<electionpb::ProclaimRequest>,
     ) -> Result<Response<electionpb::ProclaimResponse>, Status> {
         let req = req.into_inner();
+        check_size(&self.0, &req)?;
         let leadership = leadership(&self.0, req.leader)?;
         let db = self.0.db.clone();
         let rev = blocking(move || {
@@ -366,7 +377,9 @@ impl electionpb::election_server::Election for Elections {
         &self,
         req: Request<electionpb::ResignRequest>,
     ) -> Result<Response<electionpb::ResignResponse>, Status> {
-        let leadership = leadership(&self.0, req.into_inner().leader)?;
+        let req = req.into_inner();
+        check_size(&self.0, &req)?;
+        let leadership = leadership(&self.0, req.leader)?;
         let db = self.0.db.clone();
         let rev = blocking(move || {
             leadership.resign().map_err(errors::status)?;

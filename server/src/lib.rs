@@ -10,8 +10,10 @@
 
 mod authority;
 mod backup;
+mod bounds;
 mod convert;
 mod coordination;
+mod decode_refusals;
 mod errors;
 mod hpack;
 mod inspect;
@@ -19,6 +21,7 @@ mod maintenance;
 mod max_connections;
 mod serve;
 mod service;
+mod snapshot_budget;
 mod tls;
 mod watch;
 

@@ -5,48 +5,105 @@
 //! come in `remaining_bytes`, then one last message whose blob is the SHA-256 of everything
 //! before it. `etcdctl snapshot save` appends every blob to its file and refuses a file whose
 //! length is not a multiple of 512 plus 32, so the file streamed is whole pages.
+//!
+//! Bounds (SPEC E16): the streams in progress and the disk their copies hold
+//! (`snapshot_budget.rs`); a stream is a task, not a thread, and ends when its client takes
+//! nothing for `--snapshot-read-timeout`.
 
-use std::io::Read;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context as TaskContext, Poll};
+use std::time::Duration;
 
 use etcd_client::proto::*;
 use sha2::{Digest, Sha256};
 use tenure::etcd::errors::EtcdError;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::io::AsyncReadExt;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use crate::errors;
 use crate::service::{blocking, BoxStream, Ctx};
+use crate::snapshot_budget::SnapshotBudget;
 
 /// Bytes per snapshot message, as etcd.
 const CHUNK: usize = 32 * 1024;
 
 #[derive(Clone)]
-pub(crate) struct Maintenance(pub Arc<Ctx>);
+pub(crate) struct Maintenance {
+    pub(crate) ctx: Arc<Ctx>,
+    /// `--max-snapshots` and `--max-snapshot-disk-bytes`.
+    pub(crate) snapshots: Arc<SnapshotBudget>,
+    /// How long a Snapshot stream waits for its client to take a chunk before it ends (and
+    /// gives back its copy and its share of the budget).
+    pub(crate) read_timeout: Duration,
+}
+
+/// A Snapshot stream's chunks, then the error it ended with, if any: the task sending the
+/// chunks ends with an error even while the client reads nothing (the channel is full).
+struct SnapshotStream {
+    chunks: mpsc::Receiver<PbSnapshotResponse>,
+    ended: Option<oneshot::Receiver<Status>>,
+}
+
+impl Stream for SnapshotStream {
+    type Item = Result<PbSnapshotResponse, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(chunk) = ready!(self.chunks.poll_recv(cx)) {
+            return Poll::Ready(Some(Ok(chunk)));
+        }
+        let Some(ended) = self.ended.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let end = ready!(Pin::new(ended).poll(cx));
+        self.ended = None;
+        Poll::Ready(end.ok().map(Err))
+    }
+}
 
 impl Maintenance {
-    /// Takes the snapshot and sends it down `tx`; returns the error to end the stream with.
-    fn send_snapshot(
+    pub(crate) fn new(ctx: Arc<Ctx>, bounds: &crate::bounds::Bounds) -> Maintenance {
+        Maintenance {
+            ctx,
+            snapshots: SnapshotBudget::new(bounds.max_snapshots, bounds.max_snapshot_disk_bytes),
+            read_timeout: bounds.snapshot_read_timeout,
+        }
+    }
+
+    /// Streams the unlinked copy `file` down `tx`, each chunk waiting at most `read_timeout` for
+    /// the client; returns the error to end the stream with. Runs as a task: an unread stream
+    /// holds no thread.
+    async fn send_snapshot(
         ctx: &Ctx,
-        tx: &mpsc::Sender<Result<PbSnapshotResponse, Status>>,
+        file: std::fs::File,
+        info: tenure::SnapshotInfo,
+        tx: &mpsc::Sender<PbSnapshotResponse>,
+        read_timeout: Duration,
     ) -> Result<(), Status> {
-        // Built under the engine's temporary name beside the database (same filesystem, so
-        // the space check is the database's) and unlinked once open: a kill leaves a
-        // temporary the next snapshot removes.
-        let (mut file, info) = ctx.db.snapshot_unlinked().map_err(errors::status)?;
         let total = info.bytes;
-        if total % 512 != 0 {
+        if !total.is_multiple_of(512) {
             return Err(Status::internal(format!(
                 "etcdserver: snapshot of {total} bytes is not whole 512-byte sectors"
             )));
         }
         tracing::info!(revision = info.revision, bytes = total, "sending snapshot");
+        let mut file = tokio::fs::File::from_std(file);
         let mut sha = Sha256::new();
         let mut sent = 0u64;
+        let send = |resp| async move {
+            match tokio::time::timeout(read_timeout, tx.send(resp)).await {
+                Ok(Ok(())) => Ok(true),
+                Ok(Err(_)) => Ok(false), // the client went away
+                Err(_) => Err(errors::etcd(EtcdError::SnapshotStalled)),
+            }
+        };
         while sent < total {
             let mut buf = vec![0u8; CHUNK.min((total - sent) as usize)];
             file.read_exact(&mut buf)
+                .await
                 .map_err(|e| Status::internal(format!("etcdserver: {e}")))?;
             sha.update(&buf);
             sent += buf.len() as u64;
@@ -56,16 +113,17 @@ impl Maintenance {
                 blob: buf,
                 version: crate::ETCD_API_VERSION.into(),
             };
-            if tx.blocking_send(Ok(resp)).is_err() {
-                return Ok(()); // the client went away
+            if !send(resp).await? {
+                return Ok(());
             }
         }
-        let _ = tx.blocking_send(Ok(PbSnapshotResponse {
+        send(PbSnapshotResponse {
             header: ctx.ids.header(info.revision),
             remaining_bytes: 0,
             blob: sha.finalize().to_vec(),
             version: crate::ETCD_API_VERSION.into(),
-        }));
+        })
+        .await?;
         Ok(())
     }
 }
@@ -84,7 +142,10 @@ impl PbMaintenanceService for Maintenance {
         _req: Request<PbAlarmRequest>,
     ) -> Result<Response<PbAlarmResponse>, Status> {
         Ok(Response::new(PbAlarmResponse {
-            header: self.0.ids.header(self.0.db.revision().unwrap_or_default()),
+            header: self
+                .ctx
+                .ids
+                .header(self.ctx.db.revision().unwrap_or_default()),
             alarms: Vec::new(),
         }))
     }
@@ -94,14 +155,14 @@ impl PbMaintenanceService for Maintenance {
         &self,
         _req: Request<PbStatusRequest>,
     ) -> Result<Response<PbStatusResponse>, Status> {
-        let ctx = self.0.clone();
+        let ctx = self.ctx.clone();
         let size = blocking(move || ctx.db.storage_size().map_err(errors::status)).await?;
-        let rev = self.0.db.revision().unwrap_or_default();
+        let rev = self.ctx.db.revision().unwrap_or_default();
         Ok(Response::new(PbStatusResponse {
-            header: self.0.ids.header(rev),
+            header: self.ctx.ids.header(rev),
             version: crate::ETCD_API_VERSION.into(),
             db_size: size.file_bytes as i64,
-            leader: self.0.ids.member,
+            leader: self.ctx.ids.member,
             raft_index: rev as u64,
             raft_term: 1,
             raft_applied_index: rev as u64,
@@ -118,20 +179,23 @@ impl PbMaintenanceService for Maintenance {
         &self,
         _req: Request<PbDefragmentRequest>,
     ) -> Result<Response<PbDefragmentResponse>, Status> {
-        let ctx = self.0.clone();
+        let ctx = self.ctx.clone();
         let size = blocking(move || ctx.db.defragment().map_err(errors::status)).await?;
         tracing::info!(bytes = size.file_bytes, "defragmented");
         Ok(Response::new(PbDefragmentResponse {
-            header: self.0.ids.header(self.0.db.revision().unwrap_or_default()),
+            header: self
+                .ctx
+                .ids
+                .header(self.ctx.db.revision().unwrap_or_default()),
         }))
     }
 
     /// SPEC D9's `all` checksum at the durable revision.
     async fn hash(&self, _req: Request<PbHashRequest>) -> Result<Response<PbHashResponse>, Status> {
-        let ctx = self.0.clone();
+        let ctx = self.ctx.clone();
         let h = blocking(move || ctx.db.content_hash().map_err(errors::status)).await?;
         Ok(Response::new(PbHashResponse {
-            header: self.0.ids.header(h.revision.max(1)),
+            header: self.ctx.ids.header(h.revision.max(1)),
             hash: h.all,
         }))
     }
@@ -143,7 +207,7 @@ impl PbMaintenanceService for Maintenance {
         req: Request<PbHashKvRequest>,
     ) -> Result<Response<PbHashKvResponse>, Status> {
         let want = req.into_inner().revision;
-        let ctx = self.0.clone();
+        let ctx = self.ctx.clone();
         let h = blocking(move || ctx.db.content_hash().map_err(errors::status)).await?;
         // The server starts at revision 1 (DESIGN); an empty file still says 0.
         let rev = h.revision.max(1);
@@ -154,7 +218,7 @@ impl PbMaintenanceService for Maintenance {
             return Err(errors::etcd(EtcdError::Compacted));
         }
         Ok(Response::new(PbHashKvResponse {
-            header: self.0.ids.header(rev),
+            header: self.ctx.ids.header(rev),
             hash: h.kv,
             compact_revision: rev,
             hash_revision: rev,
@@ -167,21 +231,38 @@ impl PbMaintenanceService for Maintenance {
         &self,
         _req: Request<PbSnapshotRequest>,
     ) -> Result<Response<Self::SnapshotStream>, Status> {
-        let (tx, rx) = mpsc::channel(4);
-        let ctx = self.0.clone();
-        tokio::task::spawn_blocking(move || {
-            let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                Maintenance::send_snapshot(&ctx, &tx)
-            }));
-            let err = match sent {
-                Ok(Ok(())) => return,
-                Ok(Err(status)) => status,
-                Err(_) => Status::internal("etcdserver: internal error in tenure serve"),
-            };
-            tracing::warn!("snapshot failed: {}", err.message());
-            let _ = tx.blocking_send(Err(err));
+        // The share is taken before the copy is made: a refused call writes nothing.
+        let ctx = self.ctx.clone();
+        let estimate = blocking(move || ctx.db.storage_size().map_err(errors::status)).await?;
+        let mut share = self
+            .snapshots
+            .begin(estimate.file_bytes)
+            .map_err(errors::etcd)?;
+        // Built under the engine's temporary name beside the database (same filesystem, so
+        // the space check is the database's) and unlinked once open: a kill leaves a
+        // temporary the next snapshot removes.
+        let ctx = self.ctx.clone();
+        let (file, info) =
+            blocking(move || ctx.db.snapshot_unlinked().map_err(errors::status)).await?;
+        // Dropping `file` on a refusal gives its disk back.
+        share.settle(info.bytes).map_err(errors::etcd)?;
+        let (tx, chunks) = mpsc::channel(4);
+        let (end_tx, ended) = oneshot::channel();
+        let ctx = self.ctx.clone();
+        let read_timeout = self.read_timeout;
+        tokio::spawn(async move {
+            let _share = share;
+            if let Err(status) =
+                Maintenance::send_snapshot(&ctx, file, info, &tx, read_timeout).await
+            {
+                tracing::warn!("snapshot failed: {}", status.message());
+                let _ = end_tx.send(status);
+            }
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(SnapshotStream {
+            chunks,
+            ended: Some(ended),
+        })))
     }
 
     async fn move_leader(

@@ -3,6 +3,10 @@
 //! accepting (new connections wait in the kernel's backlog, as Go's `LimitListener` makes an
 //! etcd listener wait) until one closes, so a flood of connections or of slow handshakes costs
 //! bounded memory and descriptors.
+//!
+//! `--connection-setup-timeout`: a connection that has not finished its TLS handshake and sent
+//! the HTTP/2 preface within that time of being accepted is closed, so connections that never
+//! speak (or stop half-way through the preface) give their slot back.
 
 use std::future::Future;
 use std::io;
@@ -13,14 +17,32 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 
 /// The default of `--max-connections`: well under the usual limit of 1024 descriptors.
 pub(crate) const DEFAULT_MAX_CONNECTIONS: u32 = 512;
 
-/// The free slots of the bound, shared by every listener.
-pub(crate) type Slots = Arc<Semaphore>;
+/// The bytes of a client's HTTP/2 preface: its 24-byte magic and the header of the SETTINGS
+/// frame that must follow (whose payload may be empty).
+const PREFACE_BYTES: usize = 24 + 9;
+
+/// The bound, shared by every listener: its free slots and how long a connection has to set up.
+#[derive(Clone, Debug)]
+pub(crate) struct Slots {
+    free: Arc<Semaphore>,
+    pub(crate) setup_timeout: Duration,
+}
+
+impl Slots {
+    pub(crate) fn new(max_connections: u32, setup_timeout: Duration) -> Slots {
+        Slots {
+            free: Arc::new(Semaphore::new(max_connections as usize)),
+            setup_timeout,
+        }
+    }
+}
 
 /// Takes a slot, waiting while none is free; `None` once `closed` resolves first (the server
 /// stops).
@@ -30,7 +52,7 @@ pub(crate) async fn slot(
 ) -> Option<OwnedSemaphorePermit> {
     tokio::select! {
         _ = closed => None,
-        s = slots.clone().acquire_owned() => s.ok(),
+        s = slots.free.clone().acquire_owned() => s.ok(),
     }
 }
 
@@ -38,21 +60,50 @@ pub(crate) async fn slot(
 pub(crate) struct Limited<S> {
     inner: S,
     _slot: OwnedSemaphorePermit,
+    /// Until the preface is in: how many of its bytes are still to come, and the deadline.
+    setup: Option<(usize, Pin<Box<Sleep>>)>,
 }
 
 impl<S> Limited<S> {
-    pub(crate) fn new(inner: S, slot: OwnedSemaphorePermit) -> Limited<S> {
-        Limited { inner, _slot: slot }
+    /// `inner` with its slot; it must have sent its HTTP/2 preface by `setup_deadline`.
+    pub(crate) fn new(inner: S, slot: OwnedSemaphorePermit, setup_deadline: Instant) -> Limited<S> {
+        Limited {
+            inner,
+            _slot: slot,
+            setup: Some((
+                PREFACE_BYTES,
+                Box::pin(tokio::time::sleep_until(setup_deadline)),
+            )),
+        }
     }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Limited<S> {
+    /// Reads, failing once the setup deadline passes before the preface is in: hyper then
+    /// drops the connection and its slot.
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        let this = self.get_mut();
+        if let Some((_, deadline)) = &mut this.setup {
+            if deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no HTTP/2 preface within --connection-setup-timeout",
+                )));
+            }
+        }
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let (Poll::Ready(Ok(())), Some((left, _))) = (&read, &mut this.setup) {
+            *left = left.saturating_sub(buf.filled().len() - before);
+            if *left == 0 {
+                this.setup = None;
+            }
+        }
+        read
     }
 }
 
@@ -114,7 +165,8 @@ where
             };
             match conn {
                 Ok(c) => {
-                    if tx.send(Ok(Limited::new(c, slot))).await.is_err() {
+                    let deadline = Instant::now() + slots.setup_timeout;
+                    if tx.send(Ok(Limited::new(c, slot, deadline))).await.is_err() {
                         return;
                     }
                 }

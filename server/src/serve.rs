@@ -89,6 +89,8 @@ pub(crate) struct Args {
     /// error, warn, info, debug or trace
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
+    #[command(flatten)]
+    bounds: crate::bounds::Bounds,
 }
 
 fn parse_duration(s: &str) -> Option<Duration> {
@@ -298,19 +300,23 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
     let limit = args.max_request_bytes.saturating_add(GRPC_OVERHEAD);
     let router = Server::builder()
         .tcp_nodelay(true)
+        .http2_keepalive_interval(Some(args.bounds.grpc_keepalive_interval))
+        .http2_keepalive_timeout(Some(args.bounds.grpc_keepalive_timeout))
+        .layer(crate::decode_refusals::DecodeRefusals)
         .add_service(PbKvServer::new(Kv(ctx.clone())).max_decoding_message_size(limit))
         .add_service(PbLeaseServer::new(Lease(ctx.clone())).max_decoding_message_size(limit))
         .add_service(PbWatchServer::new(Watch(ctx.clone())).max_decoding_message_size(limit))
         .add_service(
-            PbMaintenanceServer::new(Maintenance(ctx.clone())).max_decoding_message_size(limit),
+            PbMaintenanceServer::new(Maintenance::new(ctx.clone(), &args.bounds))
+                .max_decoding_message_size(limit),
         )
         .add_service(PbClusterServer::new(Cluster(ctx.clone())).max_decoding_message_size(limit))
         .add_service(LockServer::new(Lock(ctx.clone())).max_decoding_message_size(limit))
         .add_service(ElectionServer::new(Elections(ctx.clone())).max_decoding_message_size(limit));
     let mut tasks = tokio::task::JoinSet::new();
     let mut sockets = Vec::new();
-    let slots: max_connections::Slots =
-        Arc::new(tokio::sync::Semaphore::new(args.max_connections as usize));
+    let slots =
+        max_connections::Slots::new(args.max_connections, args.bounds.connection_setup_timeout);
     for l in listeners {
         let router = router.clone();
         let mut stop = stop_rx.clone();

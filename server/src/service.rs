@@ -61,14 +61,16 @@ fn unimplemented(what: &str) -> Status {
 #[derive(Clone)]
 pub(crate) struct Kv(pub Arc<Ctx>);
 
-impl Kv {
-    fn check_size(&self, len: usize) -> Result<(), Status> {
-        if len > self.0.max_request_bytes {
-            return Err(errors::etcd(EtcdError::RequestTooLarge));
-        }
-        Ok(())
+/// etcd's refusal of a request that writes (goes through its raft log) and is larger than
+/// `--max-request-bytes`, whatever field makes it so.
+pub(crate) fn check_size(ctx: &Ctx, req: &impl Message) -> Result<(), Status> {
+    if req.encoded_len() > ctx.max_request_bytes {
+        return Err(errors::etcd(EtcdError::RequestTooLarge));
     }
+    Ok(())
+}
 
+impl Kv {
     async fn run(&self, op: RequestOp) -> Result<(i64, ResponseOp), Status> {
         let done = |r: tenure::Result<Outcome>| match r {
             Ok(Outcome::Done { revision, response }) => Ok((revision, response)),
@@ -135,7 +137,7 @@ impl PbKvService for Kv {
 
     async fn put(&self, req: Request<PbPutRequest>) -> Result<Response<PbPutResponse>, Status> {
         let req = req.into_inner();
-        self.check_size(req.encoded_len())?;
+        check_size(&self.0, &req)?;
         let p = convert::put_request(req)?;
         match self.run(RequestOp::Put(p)).await? {
             (rev, ResponseOp::Put { prev_kv }) => Ok(Response::new(convert::put_response(
@@ -151,7 +153,9 @@ impl PbKvService for Kv {
         &self,
         req: Request<PbDeleteRequest>,
     ) -> Result<Response<PbDeleteResponse>, Status> {
-        let d = convert::delete_request(req.into_inner())?;
+        let req = req.into_inner();
+        check_size(&self.0, &req)?;
+        let d = convert::delete_request(req)?;
         match self.run(RequestOp::DeleteRange(d)).await? {
             (rev, ResponseOp::DeleteRange { deleted, prev_kvs }) => Ok(Response::new(
                 convert::delete_response(&self.0.ids, rev, deleted, prev_kvs),
@@ -162,7 +166,7 @@ impl PbKvService for Kv {
 
     async fn txn(&self, req: Request<PbTxnRequest>) -> Result<Response<PbTxnResponse>, Status> {
         let req = req.into_inner();
-        self.check_size(req.encoded_len())?;
+        check_size(&self.0, &req)?;
         let t = convert::txn_request(req)?;
         match self.run(RequestOp::Txn(t)).await? {
             (
@@ -202,6 +206,10 @@ impl PbKvService for Kv {
 #[derive(Clone)]
 pub(crate) struct Lease(pub Arc<Ctx>);
 
+/// The TTL, in seconds, etcd 3.4 grants to a LeaseGrant asking for 0 or less: its lessor's
+/// `minLeaseTTL`, 1.5 election timeouts (1 s by default) rounded up to whole seconds.
+pub(crate) const MIN_LEASE_TTL: i64 = 2;
+
 fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
@@ -212,9 +220,10 @@ impl PbLeaseService for Lease {
         &self,
         req: Request<PbLeaseGrantRequest>,
     ) -> Result<Response<PbLeaseGrantResponse>, Status> {
-        let req = req.into_inner();
+        let mut req = req.into_inner();
+        // etcd's lessor raises a TTL below its minimum (TTL ≤ 0 included) to the minimum.
         if req.ttl <= 0 {
-            return Err(errors::etcd(EtcdError::TtlZero));
+            req.ttl = MIN_LEASE_TTL;
         }
         if req.id < 0 {
             return Err(Status::invalid_argument(

@@ -17,10 +17,6 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::max_connections::{slot, Limited, Slots};
 
-/// How long a client gets to finish its handshake; a slow one never holds up the others (each
-/// handshake runs on its own task).
-const HANDSHAKE: Duration = Duration::from_secs(10);
-
 /// The files named by `--cert-file`, `--key-file`, `--trusted-ca-file` and whether
 /// `--client-cert-auth` requires a client certificate from that CA.
 #[derive(Debug, Clone)]
@@ -139,16 +135,20 @@ pub(crate) fn incoming(
                 },
             };
             let _ = tcp.set_nodelay(true);
+            // The handshake and then the HTTP/2 preface within --connection-setup-timeout; a
+            // slow client never holds up the others (each handshake runs on its own task).
+            let limit = slots.setup_timeout;
+            let deadline = tokio::time::Instant::now() + limit;
             let acceptor = tls.acceptor();
             let tx = tx.clone();
             tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await {
+                match tokio::time::timeout_at(deadline, acceptor.accept(tcp)).await {
                     Ok(Ok(s)) => {
-                        let _ = tx.send(Ok(Limited::new(s, slot))).await;
+                        let _ = tx.send(Ok(Limited::new(s, slot, deadline))).await;
                     }
                     Ok(Err(e)) => tracing::info!("TLS handshake with {peer} refused: {e}"),
                     Err(_) => {
-                        tracing::info!("TLS handshake with {peer}: no answer in {HANDSHAKE:?}")
+                        tracing::info!("TLS handshake with {peer}: no answer in {limit:?}")
                     }
                 }
             });

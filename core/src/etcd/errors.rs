@@ -114,13 +114,19 @@ pub enum EtcdError {
     InvalidAuthToken,
     /// `tenure serve`: a watch stream holding its most watches refuses another.
     TooManyWatches,
+    /// `tenure serve`: `--max-snapshots` snapshots are being streamed already.
+    TooManySnapshots,
+    /// `tenure serve`: the snapshots being streamed hold `--max-snapshot-disk-bytes`.
+    SnapshotDiskFull,
+    /// `tenure serve`: a snapshot stream whose client took nothing for too long is ended.
+    SnapshotStalled,
 }
 
 use Code as C;
 use EtcdError as E;
 
 /// The table: every row's code and exact text.
-const TABLE: [(EtcdError, Code, &str); 22] = [
+const TABLE: [(EtcdError, Code, &str); 25] = [
     (
         E::KeyNotProvided,
         C::InvalidArgument,
@@ -211,6 +217,21 @@ const TABLE: [(EtcdError, Code, &str); 22] = [
         C::InvalidArgument,
         "tenure serve: too many watches on one stream",
     ),
+    (
+        E::TooManySnapshots,
+        C::ResourceExhausted,
+        "tenure serve: too many snapshots in progress",
+    ),
+    (
+        E::SnapshotDiskFull,
+        C::ResourceExhausted,
+        "tenure serve: the snapshots in progress hold all the disk they may",
+    ),
+    (
+        E::SnapshotStalled,
+        C::DeadlineExceeded,
+        "tenure serve: the snapshot was not read in time",
+    ),
 ];
 
 impl EtcdError {
@@ -294,7 +315,12 @@ impl EtcdError {
                 reason: text(),
             },
             // Retrying may help: as a server that cannot be reached.
-            E::NoLeader | E::Stopped | E::Timeout => Error::Unavailable(text()),
+            E::NoLeader
+            | E::Stopped
+            | E::Timeout
+            | E::TooManySnapshots
+            | E::SnapshotDiskFull
+            | E::SnapshotStalled => Error::Unavailable(text()),
             E::PermissionDenied => Error::PermissionDenied(text()),
             E::AuthFailed | E::UserEmpty | E::InvalidAuthToken => Error::Unauthenticated(text()),
             E::KeyNotFound
