@@ -66,6 +66,7 @@ impl Machine {
         wall: i64,
     ) -> std::result::Result<(), String> {
         self.kv.revision = loaded.revision;
+        self.kv.compacted = loaded.compacted;
         self.lessor.set_next_id(loaded.next_id);
         for row in loaded.leases {
             let base = if row.remaining == NO_TIME {
@@ -360,7 +361,7 @@ impl Machine {
             return Err(Refusal::Compacted);
         }
         self.kv.compacted = revision;
-        let _ = b;
+        b.op(|| StoreOp::Compact(revision));
         Ok(self.kv.revision)
     }
 
