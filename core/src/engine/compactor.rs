@@ -43,7 +43,7 @@ pub(super) fn run(s: &Shared) {
             if st.closed {
                 return;
             }
-            let (current, now) = (st.m.kv.revision, s.clock.now_ns());
+            let (current, now) = (st.lease_kv.kv.revision, s.clock.now_ns());
             let target = match policy {
                 AutoCompaction::Off => None,
                 AutoCompaction::Revisions(n) => {
@@ -59,9 +59,11 @@ pub(super) fn run(s: &Shared) {
                     target
                 }
             };
-            if let Some(rev) = target.filter(|&r| r > st.m.kv.compacted && st.poisoned.is_none()) {
+            if let Some(rev) =
+                target.filter(|&r| r > st.lease_kv.kv.compacted && st.poisoned.is_none())
+            {
                 let st = &mut *st;
-                if st.m.compact(rev, &mut st.pending).is_ok() {
+                if st.lease_kv.compact(rev, &mut st.pending).is_ok() {
                     enqueued(s, st, false);
                     // Lock order: state, then hub.
                     s.hub.lock().compact(rev - 1);

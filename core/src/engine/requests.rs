@@ -21,9 +21,9 @@ impl Engine {
             }
         }
         if !op.writes() {
-            return self.read_durable(|m| m.execute_read(op))?;
+            return self.read_durable(|lease_kv| lease_kv.execute_read(op))?;
         }
-        let out = self.write_with(|m, b| m.execute(op, b))?;
+        let out = self.write_with(|lease_kv, b| lease_kv.execute(op, b))?;
         if let Outcome::Done { response, .. } = &out {
             if !wrote(response) {
                 // It only read (a failed compare, an empty delete): what it read must be durable.
@@ -38,12 +38,14 @@ impl Engine {
         if op.writes() || matches!(op, RequestOp::Range(r) if r.revision != 0) {
             return Ok(None);
         }
-        self.try_read_durable(|m| m.execute_read(op))?.transpose()
+        self.try_read_durable(|lease_kv| lease_kv.execute_read(op))?
+            .transpose()
     }
 
     /// One etcd range at its revision: the present from memory, a past revision from the store.
     fn range_request(&self, r: &RangeRequest) -> Result<Outcome> {
-        let (current, compacted) = self.read_durable(|m| (m.kv.revision, m.kv.compacted))?;
+        let (current, compacted) =
+            self.read_durable(|lease_kv| (lease_kv.kv.revision, lease_kv.kv.compacted))?;
         if r.revision > current {
             return Ok(Outcome::Refused(Refusal::FutureRevision));
         }
@@ -51,7 +53,8 @@ impl Engine {
             return Ok(Outcome::Refused(Refusal::Compacted));
         }
         if !r.is_past(current) {
-            return self.read_durable(|m| m.execute_read(&RequestOp::Range(r.clone())))?;
+            return self
+                .read_durable(|lease_kv| lease_kv.execute_read(&RequestOp::Range(r.clone())))?;
         }
         let response = self.read_past(r)?;
         Ok(Outcome::Done {
@@ -137,12 +140,12 @@ impl Engine {
 
     /// [`Tenure::compacted_revision`](crate::Tenure::compacted_revision), for this engine.
     pub(crate) fn compacted_revision(&self) -> Result<i64> {
-        self.read_durable(|m| m.kv.compacted)
+        self.read_durable(|lease_kv| lease_kv.kv.compacted)
     }
 
     /// [`Tenure::compact`](crate::Tenure::compact), for this engine.
     pub(crate) fn compact(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
-        let done = self.write_with(|m, b| Ok(m.compact(revision, b)))?;
+        let done = self.write_with(|lease_kv, b| Ok(lease_kv.compact(revision, b)))?;
         if done.is_ok() {
             // The watch history keeps `revision` itself: a watch may start there (etcd).
             self.with_hub(|hub, _| {
@@ -193,8 +196,8 @@ impl Engine {
                 if st.closed {
                     return Err(s.closed.clone());
                 }
-                let current = st.m.kv.revision;
-                let compacted = st.m.kv.compacted;
+                let current = st.lease_kv.kv.revision;
+                let compacted = st.lease_kv.kv.compacted;
                 if first.is_some_and(|f| f < compacted) {
                     return Ok(Err(compacted));
                 }
