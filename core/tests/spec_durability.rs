@@ -728,6 +728,10 @@ fn d6_a_log_fault_under_concurrent_writers_fails_every_unacknowledged_write_and_
     }
 }
 
+/// The `format` of a file complete on its own, and of one whose log may hold writes it lacks.
+const COMPLETE: i64 = 3;
+const LOGGED: i64 = 4;
+
 /// The `format` row of the database at `path` (opened by redb itself, which repairs a crash
 /// image as a tenure open would).
 fn format_of(path: &Path) -> i64 {
@@ -747,15 +751,23 @@ fn format_of(path: &Path) -> i64 {
 
 #[test]
 fn d5_a_file_whose_log_may_hold_writes_it_lacks_is_refused_by_builds_without_the_log() {
-    // Those builds accept format 1 only: the file is marked 2 from the open with the log until
+    // Those builds accept the complete format only: the file is marked logged from the open with the log until
     // its clean close, so a crash image is never opened by a build that would ignore its log.
     let dir = tempfile::tempdir().unwrap();
     let image = crash_image(dir.path(), 20);
     let live = dir.path().join("live.tenure");
-    assert_eq!(format_of(&live), 1, "closed cleanly: complete on its own");
+    assert_eq!(
+        format_of(&live),
+        COMPLETE,
+        "closed cleanly: complete on its own"
+    );
     let marked = dir.path().join("marked.tenure");
     std::fs::copy(&image, &marked).unwrap();
-    assert_eq!(format_of(&marked), 2, "the crash image's log holds writes");
+    assert_eq!(
+        format_of(&marked),
+        LOGGED,
+        "the crash image's log holds writes"
+    );
     let unlogged = dir.path().join("unlogged.tenure");
     std::fs::copy(&image, &unlogged).unwrap();
     std::fs::copy(log_of(&image), log_of(&unlogged)).unwrap();
@@ -765,10 +777,10 @@ fn d5_a_file_whose_log_may_hold_writes_it_lacks_is_refused_by_builds_without_the
     let snap = dir.path().join("snap.tenure");
     db.snapshot(&snap).unwrap();
     db.close().unwrap();
-    assert_eq!(format_of(&image), 1);
+    assert_eq!(format_of(&image), COMPLETE);
     assert_eq!(
         format_of(&snap),
-        1,
+        COMPLETE,
         "a snapshot has no log: complete on its own"
     );
     // Opened without the log, the image's log is replayed into the file, complete from then on.
@@ -779,7 +791,7 @@ fn d5_a_file_whose_log_may_hold_writes_it_lacks_is_refused_by_builds_without_the
         .unwrap();
     assert_eq!(prefix_held(&db, 20), 20);
     db.close().unwrap();
-    assert_eq!(format_of(&unlogged), 1);
+    assert_eq!(format_of(&unlogged), COMPLETE);
 }
 
 #[test]

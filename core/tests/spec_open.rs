@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use redb::{ReadableTable, TableDefinition};
-use tenure::{Error, StorageFaults, Tenure};
+use tenure::{Error, FileContents, StorageFaults, Tenure};
 
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
-const LEASES: TableDefinition<i64, (u64, u64, i64)> = TableDefinition::new("tenure_leases");
+const LEASES: TableDefinition<i64, &[u8]> = TableDefinition::new("tenure_leases");
 const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tenure_kv");
 
 /// A closed tenure file with leases, attached keys and plain keys.
@@ -54,7 +54,10 @@ fn d5_refused_files_are_left_byte_for_byte_untouched_for_every_reason() {
     type Edit = fn(&redb::WriteTransaction);
     let cases: Vec<(&str, Edit)> = vec![
         ("unsupported format version", |tx| {
-            tx.open_table(META).unwrap().insert("format", 3).unwrap();
+            tx.open_table(META).unwrap().insert("format", 5).unwrap();
+        }),
+        ("format 1, before records had checksums", |tx| {
+            tx.open_table(META).unwrap().insert("format", 1).unwrap();
         }),
         ("missing format version", |tx| {
             tx.open_table(META).unwrap().remove("format").unwrap();
@@ -122,16 +125,42 @@ fn d5_a_key_with_a_revision_above_the_store_revision_is_corrupt() {
     assert_refused_untouched(&path, "mod revision above the store revision");
 }
 
-/// Opens a damaged file: anything but `Ok` or `Corrupt` (a panic included) fails the test.
-fn open_damaged(path: &Path, what: &str) {
+/// Opens a damaged file: it is `Corrupt` and left byte for byte as it was (D5), or it opens with
+/// exactly the contents of the file before the damage (`pristine`: read in place) — never with
+/// anything else; read in place, the same. Anything else (a panic included) fails the test.
+fn open_damaged(path: &Path, pristine: &FileContents, what: &str) {
+    match Tenure::read_file(path) {
+        Ok(read) => assert!(
+            read == *pristine,
+            "{what}: read in place, the damaged file gives wrong contents"
+        ),
+        Err(Error::Corrupt { .. }) => {}
+        Err(e) => panic!("{what}: read in place: expected Ok or Corrupt, got {e:?}"),
+    }
+    let before = std::fs::read(path).unwrap();
     match Tenure::open(path) {
         Ok(db) => {
-            // Whatever redb recovered must stay usable without panicking.
-            let _ = db.put("after", "damage", None);
-            let _ = db.range("", None);
+            let keys = db.range("", None).unwrap();
+            let revision = db.revision().unwrap();
+            let leases: Vec<_> = db.leases().unwrap().into_iter().map(|l| l.id).collect();
             let _ = db.close();
+            assert!(
+                keys == pristine.keys,
+                "{what}: the damaged file opened and serves wrong keys or values"
+            );
+            assert_eq!(revision, pristine.revision, "{what}");
+            let mut leases = leases;
+            leases.sort();
+            let expected: Vec<_> = pristine.leases.iter().map(|l| l.id).collect();
+            assert_eq!(leases, expected, "{what}");
         }
-        Err(Error::Corrupt { path: p, .. }) => assert_eq!(p, path, "{what}"),
+        Err(Error::Corrupt { path: p, .. }) => {
+            assert_eq!(p, path, "{what}");
+            assert!(
+                std::fs::read(path).unwrap() == before,
+                "{what}: refused as Corrupt, yet the open wrote the file (D5)"
+            );
+        }
         Err(e) => panic!("{what}: expected Ok or Corrupt, got {e:?}"),
     }
 }
@@ -139,7 +168,9 @@ fn open_damaged(path: &Path, what: &str) {
 #[test]
 fn d5_a_randomly_damaged_file_is_corrupt_never_a_panic() {
     let dir = tempfile::tempdir().unwrap();
-    let pristine = std::fs::read(populated(dir.path())).unwrap();
+    let original = populated(dir.path());
+    let contents = Tenure::read_file(&original).unwrap();
+    let pristine = std::fs::read(&original).unwrap();
     let path = dir.path().join("damaged.tenure");
     let mut rng = rand::rngs::StdRng::seed_from_u64(9);
     let started = Instant::now();
@@ -153,14 +184,16 @@ fn d5_a_randomly_damaged_file_is_corrupt_never_a_panic() {
             bytes[at] = rng.random();
         }
         std::fs::write(&path, &bytes).unwrap();
-        open_damaged(&path, &format!("round {round}"));
+        open_damaged(&path, &contents, &format!("round {round}"));
     }
 }
 
 #[test]
 fn d5_a_file_with_any_page_zeroed_is_corrupt_never_a_panic() {
     let dir = tempfile::tempdir().unwrap();
-    let pristine = std::fs::read(populated(dir.path())).unwrap();
+    let original = populated(dir.path());
+    let contents = Tenure::read_file(&original).unwrap();
+    let pristine = std::fs::read(&original).unwrap();
     let path = dir.path().join("zeroed.tenure");
     let started = Instant::now();
     for (page, _) in pristine.chunks(4096).enumerate() {
@@ -171,7 +204,7 @@ fn d5_a_file_with_any_page_zeroed_is_corrupt_never_a_panic() {
         let end = ((page + 1) * 4096).min(bytes.len());
         bytes[page * 4096..end].fill(0);
         std::fs::write(&path, &bytes).unwrap();
-        open_damaged(&path, &format!("page {page} zeroed"));
+        open_damaged(&path, &contents, &format!("page {page} zeroed"));
     }
 }
 
@@ -290,7 +323,7 @@ fn d5_a_file_that_cannot_be_opened_for_writing_is_validated_first_and_left_untou
     let bad = dir.path().join("bad.tenure");
     std::fs::copy(&path, &bad).unwrap();
     tamper(&bad, |tx| {
-        tx.open_table(META).unwrap().insert("format", 3).unwrap();
+        tx.open_table(META).unwrap().insert("format", 5).unwrap();
     });
     if !unwritable(&path, true) || !unwritable(&bad, true) {
         unwritable(&path, false);

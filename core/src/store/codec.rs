@@ -1,7 +1,9 @@
-//! The on-disk encoding of a key row in `tenure_kv`. Owned by the store: the rest of the
-//! engine exchanges typed [`Entry`] values.
+//! The on-disk encoding of the payloads of a key row in `tenure_kv` and of a lease row in
+//! `tenure_leases` (sealed with their checksums by `seal` when stored; the log stores key payloads
+//! as they are, under its own checksums). Owned by the store: the rest of the engine exchanges
+//! typed [`Entry`] and [`LeaseRow`] values.
 
-use crate::rows::{Data, Entry};
+use crate::rows::{Data, Entry, LeaseRow};
 
 const HEADER: usize = 33;
 
@@ -49,6 +51,31 @@ pub(crate) fn decode(rec: &[u8]) -> Option<Entry> {
     Some(Entry { data, lease: n(3) })
 }
 
+/// A lease row's payload: ttl ns | remaining ns or `NO_TIME` | wall ms (LE).
+pub(crate) fn encode_lease(ttl: u64, remaining: u64, wall_ms: i64) -> [u8; 24] {
+    let mut out = [0u8; 24];
+    out[..8].copy_from_slice(&ttl.to_le_bytes());
+    out[8..16].copy_from_slice(&remaining.to_le_bytes());
+    out[16..].copy_from_slice(&wall_ms.to_le_bytes());
+    out
+}
+
+/// `None` for a payload that is not one `encode_lease` could have written.
+pub(crate) fn decode_lease(id: i64, payload: &[u8]) -> Option<LeaseRow> {
+    let b: &[u8; 24] = payload.try_into().ok()?;
+    let n = |i: usize| {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(&b[8 * i..8 * i + 8]);
+        x
+    };
+    Some(LeaseRow {
+        id,
+        ttl: u64::from_le_bytes(n(0)),
+        remaining: u64::from_le_bytes(n(1)),
+        wall_ms: i64::from_le_bytes(n(2)),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,5 +98,8 @@ mod tests {
         };
         assert_eq!(decode(&encode(&bare)), Some(bare));
         assert_eq!(decode(b"short"), None);
+        let l = decode_lease(5, &encode_lease(10, 7, -3)).unwrap();
+        assert_eq!((l.id, l.ttl, l.remaining, l.wall_ms), (5, 10, 7, -3));
+        assert!(decode_lease(5, b"short").is_none());
     }
 }

@@ -19,16 +19,57 @@ use std::ops::Bound;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 
 use super::codec::{decode, encode};
+use super::seal::{seal, unseal};
 use super::snapshot::View;
-use super::{guarded, storage, Store, KV, META};
+use super::{guarded, storage, Store, KV, KV_NAME, META};
 use crate::error::{Error, Result};
 use crate::kv::range::KeyRange;
 use crate::rows::Entry;
 use crate::types::{Event, EventKind, KeyValue, LeaseId};
 
-pub(super) const HISTORY: TableDefinition<(&[u8], i64), &[u8]> =
-    TableDefinition::new("tenure_history");
-pub(super) const EVENTS: TableDefinition<(i64, u32), &[u8]> = TableDefinition::new("tenure_events");
+const HISTORY_NAME: &str = "tenure_history";
+const EVENTS_NAME: &str = "tenure_events";
+pub(super) const HISTORY: TableDefinition<(&[u8], i64), &[u8]> = TableDefinition::new(HISTORY_NAME);
+pub(super) const EVENTS: TableDefinition<(i64, u32), &[u8]> = TableDefinition::new(EVENTS_NAME);
+
+/// The meta rows about the history (a copy of the file, which has none, leaves them out).
+pub(crate) const HISTORY_ROWS: [&str; 2] = ["history", "compacted"];
+
+/// The row of `key` at `rev` as stored: the codec's encoding, sealed (`seal`) under the pair.
+/// (The history tables are not digested: the open never reads them whole.)
+fn sealed_row(key: &[u8], rev: i64, e: &Entry) -> Vec<u8> {
+    seal(HISTORY_NAME, &pair(key, rev), &encode(e))
+}
+
+fn pair(key: &[u8], rev: i64) -> Vec<u8> {
+    let mut p = Vec::with_capacity(key.len() + 8);
+    p.extend_from_slice(key);
+    p.extend_from_slice(&rev.to_be_bytes());
+    p
+}
+
+/// The row of `key` at `rev`; `Corrupt`-worded storage error if it does not unseal.
+fn open_row(key: &[u8], rev: i64, stored: &[u8]) -> Result<Entry> {
+    unseal(HISTORY_NAME, &pair(key, rev), stored)
+        .and_then(decode)
+        .ok_or_else(|| undecodable(key, rev))
+}
+
+fn event_id(rev: i64, n: u32) -> [u8; 12] {
+    let mut id = [0u8; 12];
+    id[..8].copy_from_slice(&rev.to_be_bytes());
+    id[8..].copy_from_slice(&n.to_be_bytes());
+    id
+}
+
+/// The key an event row names; an error if it does not unseal.
+fn event_key(rev: i64, n: u32, stored: &[u8]) -> Result<&[u8]> {
+    unseal(EVENTS_NAME, &event_id(rev, n), stored).ok_or_else(|| {
+        Error::storage(format!(
+            "damaged event row {n} of revision {rev} in the history (checksum)"
+        ))
+    })
+}
 
 /// Event rows a compaction step looks at in one write transaction: bounds how long it holds
 /// the store (a writer without the log waits for at most one step).
@@ -69,7 +110,10 @@ impl<'t> Recorder<'t> {
         if rev != self.rev {
             (self.rev, self.n) = (rev, 0);
         }
-        self.events.insert((rev, self.n), key).map_err(storage)?;
+        let row = seal(EVENTS_NAME, &event_id(rev, self.n), key);
+        self.events
+            .insert((rev, self.n), row.as_slice())
+            .map_err(storage)?;
         self.n += 1;
         Ok(())
     }
@@ -77,7 +121,7 @@ impl<'t> Recorder<'t> {
     /// `key` written at `rev` as `e`.
     pub(super) fn put(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
         self.history
-            .insert((key, rev), encode(e).as_slice())
+            .insert((key, rev), sealed_row(key, rev, e).as_slice())
             .map_err(storage)?;
         self.event(key, rev)
     }
@@ -86,7 +130,7 @@ impl<'t> Recorder<'t> {
     /// `rev` takes the new lease, no event is added.
     pub(super) fn relabel(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
         self.history
-            .insert((key, rev), encode(e).as_slice())
+            .insert((key, rev), sealed_row(key, rev, e).as_slice())
             .map_err(storage)?;
         Ok(())
     }
@@ -98,7 +142,7 @@ impl<'t> Recorder<'t> {
             lease: 0,
         };
         self.history
-            .insert((key, rev), encode(&none).as_slice())
+            .insert((key, rev), sealed_row(key, rev, &none).as_slice())
             .map_err(storage)?;
         self.event(key, rev)
     }
@@ -142,9 +186,10 @@ pub(super) fn seed(tx: &WriteTransaction, progress: &Progress) -> Result<()> {
         let mut rec = Recorder::open(tx)?;
         for row in kv.iter().map_err(storage)? {
             let (k, v) = row.map_err(storage)?;
-            if let Some(e) = decode(v.value()) {
+            let key = k.value();
+            if let Some(e) = unseal(KV_NAME, key, v.value()).and_then(decode) {
                 if let Some(d) = &e.data {
-                    rec.put(k.value(), d.mod_revision, &e)?;
+                    rec.put(key, d.mod_revision, &e)?;
                 }
             }
         }
@@ -226,8 +271,7 @@ impl View {
                 .next_back();
             if let Some(row) = last {
                 let (k, v) = row.map_err(storage)?;
-                let rev = k.value().1;
-                let e = decode(v.value()).ok_or_else(|| undecodable(&next, rev))?;
+                let e = open_row(&next, k.value().1, v.value())?;
                 out.extend(kv_of(&next, e));
             }
             from = Bound::Excluded((next, i64::MAX));
@@ -255,8 +299,8 @@ impl View {
         };
         for row in events.range((from, 0)..=(to, u32::MAX)).map_err(storage)? {
             let (k, v) = row.map_err(storage)?;
-            let rev = k.value().0;
-            let key = v.value();
+            let (rev, n) = k.value();
+            let key = event_key(rev, n, v.value())?;
             if !range.contains(key) {
                 continue;
             }
@@ -264,7 +308,7 @@ impl View {
             let Some(row) = history.get((key, rev)).map_err(storage)? else {
                 continue;
             };
-            let e = decode(row.value()).ok_or_else(|| undecodable(key, rev))?;
+            let e = open_row(key, rev, row.value())?;
             let prev = if prev_kv {
                 match history
                     .range((key, i64::MIN)..(key, rev))
@@ -273,9 +317,7 @@ impl View {
                 {
                     Some(p) => {
                         let (pk, pv) = p.map_err(storage)?;
-                        let prev_rev = pk.value().1;
-                        let pe = decode(pv.value()).ok_or_else(|| undecodable(key, prev_rev))?;
-                        kv_of(key, pe)
+                        kv_of(key, open_row(key, pk.value().1, pv.value())?)
                     }
                     None => None,
                 }
@@ -332,8 +374,9 @@ impl Store {
                     .map_err(storage)?
                     .take(STEP)
                     .map(|r| {
-                        r.map(|(k, v)| (k.value(), v.value().to_vec()))
-                            .map_err(storage)
+                        let (k, v) = r.map_err(storage)?;
+                        let (rev, n) = k.value();
+                        Ok(((rev, n), event_key(rev, n, v.value())?.to_vec()))
                     })
                     .collect::<Result<_>>()?;
                 if batch.len() < STEP {
@@ -347,7 +390,7 @@ impl Store {
                         .is_some();
                     let keep = !superseded
                         && match history.get((key.as_slice(), *rev)).map_err(storage)? {
-                            Some(v) => decode(v.value()).is_some_and(|e| e.data.is_some()),
+                            Some(v) => open_row(key, *rev, v.value())?.data.is_some(),
                             None => false,
                         };
                     if !keep {

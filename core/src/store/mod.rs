@@ -1,10 +1,13 @@
 //! Durable storage in a redb file: three tables, one write transaction per group commit.
 //!
 //! - `tenure_meta`: `format` ([`FORMAT_VERSION`], or [`FORMAT_LOGGED`] while the log may hold
-//!   records the file lacks), `revision`, `next_lease_id`.
-//! - `tenure_leases`: lease ID → (ttl ns, remaining ns or `NO_TIME`, wall ms when persisted).
-//! - `tenure_kv`: key → encoded entry (`codec`): value, revisions, lease.
-//! - `tenure_history`, `tenure_events`: every revision until compacted (`history`).
+//!   records the file lacks), `revision`, `next_lease_id`, the digests of the data tables and
+//!   the checksum of the meta rows (`seal`).
+//! - `tenure_leases`: lease ID → sealed (ttl ns, remaining ns or `NO_TIME`, wall ms when
+//!   persisted) (`codec`, `seal`).
+//! - `tenure_kv`: key → sealed encoded entry (`codec`, `seal`): value, revisions, lease.
+//! - `tenure_history`, `tenure_events`: every revision until compacted, sealed rows
+//!   (`history`).
 //!
 //! Deadlines are never stored: only durations and the wall time they were measured at.
 
@@ -14,7 +17,7 @@ use std::path::{Path, PathBuf};
 use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition, TableError};
 
 use crate::error::{panic_message, Error, Result};
-use crate::rows::{LeaseRow, Loaded, StoreOp};
+use crate::rows::{Loaded, StoreOp};
 
 /// The lock calls of a backend that wraps a `FileBackend` in `$field`, passed through (its
 /// `unlock_range` is its own): shared by the fault-injecting and the read-only backends. Its
@@ -49,31 +52,42 @@ mod files;
 mod history;
 mod in_place;
 mod open;
+mod scratch;
+mod seal;
 mod snapshot;
 pub(crate) mod wal;
-use codec::{decode, encode};
+use codec::{decode, decode_lease, encode, encode_lease};
 pub use faults::StorageFaults;
 pub(crate) use faults::SyncCounter;
 use faults::{injected, FaultyBackend, LOG};
 pub use files::temp_beside;
 use files::{new_private, open_read_only_held, sibling_temp};
 pub(crate) use history::Progress;
-use history::Recorder;
+use history::{Recorder, HISTORY_ROWS};
 pub(crate) use in_place::{copy_in_place, read_in_place};
 use open::{open_error, replay};
+use seal::{meta_intact, seal, unseal, write_meta, Digest};
 pub(crate) use snapshot::{kv_hash, View};
 
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
-const LEASES: TableDefinition<i64, (u64, u64, i64)> = TableDefinition::new("tenure_leases");
-const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tenure_kv");
+const LEASES_NAME: &str = "tenure_leases";
+const LEASES: TableDefinition<i64, &[u8]> = TableDefinition::new(LEASES_NAME);
+const KV_NAME: &str = "tenure_kv";
+const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new(KV_NAME);
 
 /// On-disk format version of a file complete on its own, stored in `tenure_meta["format"]`.
-pub(crate) const FORMAT_VERSION: i64 = 1;
+/// 3: rows sealed with checksums and tables digested (`seal`); 1 and 2 were the same tables
+/// unsealed, refused with [`LEGACY_FORMAT`].
+pub(crate) const FORMAT_VERSION: i64 = 3;
 /// The `format` of a file while an engine with the write-ahead log has it (from its open to its
 /// clean close) or after that engine died: the log beside it may hold acknowledged records the
 /// file lacks. A build that predates the mark refuses it as an unsupported version (`Corrupt`,
 /// nothing written) instead of ignoring the log and losing those writes.
-pub(crate) const FORMAT_LOGGED: i64 = 2;
+pub(crate) const FORMAT_LOGGED: i64 = 4;
+/// Why a file of format 1 or 2 (written before rows had checksums) is refused.
+pub(crate) const LEGACY_FORMAT: &str = "format version {v} predates per-record checksums \
+     (tenure before issue 29): this build reads format 3 and 4 only; export its keys and leases \
+     with the build that wrote it and load them into a new file";
 /// redb's page cache for an open database file.
 const CACHE: usize = 64 << 20;
 
@@ -121,6 +135,8 @@ fn init(db: &redb::Database) -> Result<u64> {
     let id = new_log_id();
     let mut tx = db.begin_write().map_err(storage)?;
     tx.set_durability(Durability::Immediate).map_err(storage)?;
+    // First: the meta rows it writes are covered by the checksum `write_meta` writes below.
+    history::init(&tx)?;
     {
         let mut meta = tx.open_table(META).map_err(storage)?;
         meta.insert("format", FORMAT_VERSION).map_err(storage)?;
@@ -129,8 +145,9 @@ fn init(db: &redb::Database) -> Result<u64> {
         meta.insert("log_id", id as i64).map_err(storage)?;
         tx.open_table(LEASES).map_err(storage)?;
         tx.open_table(KV).map_err(storage)?;
+        let empty = Digest::default();
+        write_meta(&mut meta, &[(LEASES_NAME, empty), (KV_NAME, empty)]).map_err(storage)?;
     }
-    history::init(&tx)?;
     tx.commit().map_err(storage)?;
     Ok(id)
 }
@@ -205,16 +222,57 @@ fn load(db: &impl ReadableDatabase, path: &Path) -> Result<Option<(Loaded, LogMe
         }
         Err(e) => return Err(corrupt(e.to_string())),
     };
+    // Before the other tables, whose types an older format may not share.
+    check_format(&meta, path)?;
     let leases = tx.open_table(LEASES).map_err(|e| corrupt(e.to_string()))?;
     let kv = tx.open_table(KV).map_err(|e| corrupt(e.to_string()))?;
     load_tables(&meta, &leases, &kv, path).map(Some)
+}
+
+/// Refuses a file whose format this build does not read (nothing is written).
+fn check_format(meta: &impl ReadableTable<&'static str, i64>, path: &Path) -> Result<()> {
+    let format = meta
+        .get("format")
+        .map_err(|e| corrupt_at(path, e.to_string()))?
+        .map(|v| v.value());
+    match format {
+        Some(FORMAT_VERSION | FORMAT_LOGGED) => Ok(()),
+        Some(v @ (1 | 2)) => Err(corrupt_at(
+            path,
+            LEGACY_FORMAT.replace("{v}", &v.to_string()),
+        )),
+        Some(v) => Err(corrupt_at(path, format!("unsupported format version {v}"))),
+        None => Err(corrupt_at(path, "missing format")),
+    }
+}
+
+/// The digest `meta` holds for `table` against the one its rows add up to.
+fn check_digest(
+    meta: &impl ReadableTable<&'static str, i64>,
+    table: &str,
+    found: Digest,
+    path: &Path,
+) -> Result<()> {
+    let stored = Digest::stored(meta, table).map_err(|e| corrupt_at(path, e.to_string()))?;
+    if stored != Some(found) {
+        return Err(corrupt_at(
+            path,
+            format!(
+                "table {table} does not match its digest ({} rows read, {:?} recorded): rows \
+                 lost, duplicated or stale",
+                found.rows(),
+                stored.map(|d| d.rows())
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `load` over open tables: those of a read transaction, or of the write transaction that
 /// replays the log (validated before it commits).
 fn load_tables(
     meta: &impl ReadableTable<&'static str, i64>,
-    leases: &impl ReadableTable<i64, (u64, u64, i64)>,
+    leases: &impl ReadableTable<i64, &'static [u8]>,
     kv: &impl ReadableTable<&'static [u8], &'static [u8]>,
     path: &Path,
 ) -> Result<(Loaded, LogMeta)> {
@@ -226,9 +284,9 @@ fn load_tables(
             .map(|v| v.value())
             .ok_or_else(|| corrupt(format!("missing {k}")))
     };
-    match get("format")? {
-        FORMAT_VERSION | FORMAT_LOGGED => {}
-        v => return Err(corrupt(format!("unsupported format version {v}"))),
+    check_format(meta, path)?;
+    if !meta_intact(meta).map_err(read)? {
+        return Err(corrupt("the meta rows do not match their checksum".into()));
     }
     let log = log_rows(meta, path)?;
     let mut loaded = Loaded {
@@ -252,10 +310,14 @@ fn load_tables(
     // The cheap invariants a damaged file breaks: I-L2, I-K1, I-K3 (DESIGN).
     reserve(&mut loaded.leases, leases.len().map_err(read)?);
     reserve(&mut loaded.keys, kv.len().map_err(read)?);
+    let (mut lease_digest, mut kv_digest) = (Digest::default(), Digest::default());
     for row in leases.iter().map_err(read)? {
         let (k, v) = row.map_err(read)?;
-        let (ttl, remaining, wall_ms) = v.value();
         let id = k.value();
+        lease_digest.add(v.value());
+        let lease = unseal(LEASES_NAME, &id.to_le_bytes(), v.value())
+            .and_then(|p| decode_lease(id, p))
+            .ok_or_else(|| corrupt(format!("damaged record for lease {id} (checksum)")))?;
         if id <= 0 || id >= loaded.next_id {
             return Err(corrupt(format!(
                 "lease {id} is not below the next lease ID {} (I-L2)",
@@ -266,19 +328,17 @@ fn load_tables(
         if loaded.leases.last().is_some_and(|last| last.id >= id) {
             return Err(corrupt(format!("lease {id} out of order in its table")));
         }
-        loaded.leases.push(LeaseRow {
-            id,
-            ttl,
-            remaining,
-            wall_ms,
-        });
+        loaded.leases.push(lease);
     }
+    check_digest(meta, LEASES_NAME, lease_digest, path)?;
     for row in kv.iter().map_err(read)? {
         let (k, v) = row.map_err(read)?;
         let key = k.value();
         let shown = || String::from_utf8_lossy(key).into_owned();
-        let entry = decode(v.value())
-            .ok_or_else(|| corrupt(format!("undecodable record for key {:?}", shown())))?;
+        kv_digest.add(v.value());
+        let entry = unseal(KV_NAME, key, v.value())
+            .and_then(decode)
+            .ok_or_else(|| corrupt(format!("damaged record for key {:?} (checksum)", shown())))?;
         if let Some(d) = &entry.data {
             if d.create <= 0
                 || d.mod_revision < d.create
@@ -306,8 +366,20 @@ fn load_tables(
                 entry.lease
             )));
         }
+        // In key order (a damaged branch page can break it).
+        if loaded
+            .keys
+            .last()
+            .is_some_and(|(last, _)| last.as_slice() >= key)
+        {
+            return Err(corrupt(format!(
+                "key {:?} out of order in its table",
+                shown()
+            )));
+        }
         loaded.keys.push((key.to_vec(), entry));
     }
+    check_digest(meta, KV_NAME, kv_digest, path)?;
     Ok((loaded, log))
 }
 
@@ -317,13 +389,15 @@ fn reserve<T>(v: &mut Vec<T>, rows: u64) {
     let _ = v.try_reserve(rows.min(1 << 20) as usize);
 }
 
+/// Writes `ops` sealed; the change to each table's digest, for `write_meta`.
 fn apply_ops(
-    leases: &mut redb::Table<i64, (u64, u64, i64)>,
+    leases: &mut redb::Table<i64, &[u8]>,
     kv: &mut redb::Table<&[u8], &[u8]>,
     meta: &mut redb::Table<&str, i64>,
     history: &mut Recorder<'_>,
     ops: &[StoreOp],
-) -> Result<()> {
+) -> Result<[(&'static str, Digest); 2]> {
+    let (mut lease_digest, mut kv_digest) = (Digest::default(), Digest::default());
     for op in ops {
         match op {
             StoreOp::PutLease {
@@ -332,30 +406,48 @@ fn apply_ops(
                 remaining,
                 wall_ms,
             } => {
-                leases
-                    .insert(*id, (*ttl, *remaining, *wall_ms))
-                    .map_err(storage)?;
+                let row = seal(
+                    LEASES_NAME,
+                    &id.to_le_bytes(),
+                    &encode_lease(*ttl, *remaining, *wall_ms),
+                );
+                if let Some(old) = leases.insert(*id, row.as_slice()).map_err(storage)? {
+                    lease_digest.remove(old.value());
+                }
+                lease_digest.add(&row);
             }
             StoreOp::DelLease(id) => {
-                leases.remove(*id).map_err(storage)?;
+                if let Some(old) = leases.remove(*id).map_err(storage)? {
+                    lease_digest.remove(old.value());
+                }
             }
             StoreOp::PutKey(k, rec) => {
-                kv.insert(k.as_slice(), encode(rec).as_slice())
-                    .map_err(storage)?;
+                let row = seal(KV_NAME, k, &encode(rec));
+                if let Some(old) = kv.insert(k.as_slice(), row.as_slice()).map_err(storage)? {
+                    kv_digest.remove(old.value());
+                }
+                kv_digest.add(&row);
                 if let Some(d) = &rec.data {
                     history.put(k, d.mod_revision, rec)?;
                 }
             }
             StoreOp::DelKey(k) => {
-                kv.remove(k.as_slice()).map_err(storage)?;
+                if let Some(old) = kv.remove(k.as_slice()).map_err(storage)? {
+                    kv_digest.remove(old.value());
+                }
             }
             StoreOp::DelKeyAt(k, rev) => {
-                kv.remove(k.as_slice()).map_err(storage)?;
+                if let Some(old) = kv.remove(k.as_slice()).map_err(storage)? {
+                    kv_digest.remove(old.value());
+                }
                 history.tombstone(k, *rev)?;
             }
             StoreOp::LeaseKey(k, rec) => {
-                kv.insert(k.as_slice(), encode(rec).as_slice())
-                    .map_err(storage)?;
+                let row = seal(KV_NAME, k, &encode(rec));
+                if let Some(old) = kv.insert(k.as_slice(), row.as_slice()).map_err(storage)? {
+                    kv_digest.remove(old.value());
+                }
+                kv_digest.add(&row);
                 if let Some(d) = &rec.data {
                     history.relabel(k, d.mod_revision, rec)?;
                 }
@@ -365,7 +457,7 @@ fn apply_ops(
             }
         }
     }
-    Ok(())
+    Ok([(LEASES_NAME, lease_digest), (KV_NAME, kv_digest)])
 }
 
 impl Store {
@@ -392,12 +484,13 @@ impl Store {
                 let mut kv = tx.open_table(KV).map_err(storage)?;
                 let mut meta = tx.open_table(META).map_err(storage)?;
                 let mut history = Recorder::open(&tx)?;
-                apply_ops(&mut leases, &mut kv, &mut meta, &mut history, ops)?;
+                let changes = apply_ops(&mut leases, &mut kv, &mut meta, &mut history, ops)?;
                 meta.insert("revision", revision).map_err(storage)?;
                 meta.insert("next_lease_id", next_id).map_err(storage)?;
                 if let Some(lsn) = applied {
                     meta.insert("log_applied", lsn as i64).map_err(storage)?;
                 }
+                write_meta(&mut meta, &changes).map_err(storage)?;
             }
             tx.commit().map_err(storage)
         })
@@ -410,10 +503,11 @@ impl Store {
             let mut tx = self.db.begin_write().map_err(storage)?;
             tx.set_durability(Durability::Immediate).map_err(storage)?;
             tx.set_quick_repair(true);
-            tx.open_table(META)
-                .map_err(storage)?
-                .insert("format", FORMAT_VERSION)
-                .map_err(storage)?;
+            {
+                let mut meta = tx.open_table(META).map_err(storage)?;
+                meta.insert("format", FORMAT_VERSION).map_err(storage)?;
+                write_meta(&mut meta, &[]).map_err(storage)?;
+            }
             tx.commit().map_err(storage)
         })
     }

@@ -9,10 +9,11 @@ use redb::backends::FileBackend;
 use redb::{DatabaseError, Durability};
 
 use super::files::{create, open_read_only_held, probe, Found};
+use super::scratch::Scratch;
 use super::{
     apply_ops, corrupt_at, guarded, init, load, load_tables, log_meta, new_log_id, storage, wal,
-    FaultyBackend, LogMeta, Progress, Recorder, StorageFaults, Store, SyncCounter, CACHE,
-    FORMAT_LOGGED, FORMAT_VERSION, KV, LEASES, META,
+    write_meta, FaultyBackend, LogMeta, Progress, Recorder, StorageFaults, Store, SyncCounter,
+    CACHE, FORMAT_LOGGED, FORMAT_VERSION, KV, LEASES, META,
 };
 use crate::error::{Error, Result};
 use crate::rows::Loaded;
@@ -36,6 +37,13 @@ pub(super) fn open_error(path: &Path, e: DatabaseError) -> Error {
         DatabaseError::UpgradeRequired(v) => {
             corrupt(format!("redb file format {v} needs an upgrade"))
         }
+        // A damaged header can make redb read past the end of the file: damage, not an I/O
+        // failure.
+        DatabaseError::Storage(redb::StorageError::Io(e))
+            if e.kind() == std::io::ErrorKind::UnexpectedEof =>
+        {
+            corrupt(format!("damaged file: {e}"))
+        }
         DatabaseError::Storage(redb::StorageError::Io(e)) => Error::io("cannot open", path, &e),
         DatabaseError::Storage(e) => corrupt(e.to_string()),
         other => corrupt(other.to_string()),
@@ -58,8 +66,15 @@ pub(super) fn replay(
         let mut leases = tx.open_table(LEASES).map_err(|e| opening(path, e))?;
         let mut kv = tx.open_table(KV).map_err(|e| opening(path, e))?;
         let mut history = Recorder::open(&tx)?;
+        let mut changes = Vec::new();
         for r in records {
-            apply_ops(&mut leases, &mut kv, &mut meta, &mut history, &r.ops)?;
+            changes.extend(apply_ops(
+                &mut leases,
+                &mut kv,
+                &mut meta,
+                &mut history,
+                &r.ops,
+            )?);
         }
         if let Some(last) = records.last() {
             meta.insert("revision", last.revision)
@@ -78,6 +93,7 @@ pub(super) fn replay(
         };
         meta.insert("format", format)
             .map_err(|e| opening(path, e))?;
+        write_meta(&mut meta, &changes).map_err(|e| opening(path, e))?;
         load_tables(&meta, &leases, &kv, path)
     })();
     match loaded {
@@ -108,6 +124,7 @@ fn set_log_id(db: &redb::Database, path: &Path, id: u64) -> Result<()> {
             .map_err(|e| opening(path, e))?;
         meta.insert("format", FORMAT_LOGGED)
             .map_err(|e| opening(path, e))?;
+        write_meta(&mut meta, &[]).map_err(|e| opening(path, e))?;
     }
     tx.commit().map_err(|e| opening(path, e))
 }
@@ -137,6 +154,106 @@ fn read_only_pass(file: &File, path: &Path) -> Result<Checked> {
         Err(DatabaseError::RepairAborted) => wal::check(path).map(|()| Checked::Repair),
         Err(e) => Err(open_error(path, e)),
     }
+}
+
+/// What [`write_open`] did.
+struct Written {
+    /// What the database holds, when the writes read it (a replay; a load after a repair).
+    loaded: Option<Loaded>,
+    /// Where it stands with respect to its log.
+    log: LogMeta,
+    /// The log beside the file is this file's (its records were replayed or are none).
+    log_is_ours: bool,
+}
+
+/// The writes of an open, made on `db` (the file itself, or a scratch copy of it that keeps
+/// them in memory): the log's records replayed, or a new log id given, or the tables of a file
+/// that has none made. After a repair (`Checked::Repair`) the database is read and validated
+/// here first.
+fn write_open(
+    db: &redb::Database,
+    path: &Path,
+    checked: &Checked,
+    use_log: bool,
+    new_id: u64,
+) -> Result<Written> {
+    let after_repair;
+    let (read, found) = match checked {
+        Checked::Read(read, found) => (read.as_ref().map(|(_, m)| *m), found),
+        Checked::Repair => {
+            let before = log_meta(db, path)?;
+            after_repair = wal::read(
+                path,
+                before.and_then(|m| m.id),
+                before.map_or(0, |m| m.applied),
+            )?;
+            (before, &after_repair)
+        }
+    };
+    let log_is_ours = matches!(found, wal::Found::Ours(_));
+    let records = match found {
+        wal::Found::Ours(r) => r.as_slice(),
+        _ => &[],
+    };
+    let fresh_id = |m: LogMeta| match m.id {
+        Some(id) if !use_log => id,
+        _ => new_id,
+    };
+    if let Some(m) = read.filter(|_| !records.is_empty()) {
+        let (loaded, log) = replay(db, path, records, fresh_id(m), use_log)?;
+        return Ok(Written {
+            loaded: Some(loaded),
+            log,
+            log_is_ours,
+        });
+    }
+    let (loaded, read) = match checked {
+        Checked::Repair => match load(db, path)? {
+            Some((l, m)) => (Some(l), Some(m)),
+            None => (None, None),
+        },
+        Checked::Read(..) => (None, read),
+    };
+    let log = match read {
+        // Nothing to replay: the new id alone (as fast as without a log).
+        Some(m) if use_log => {
+            let id = fresh_id(m);
+            set_log_id(db, path, id)?;
+            LogMeta { id: Some(id), ..m }
+        }
+        Some(m) => m,
+        None => LogMeta {
+            id: Some(init(db)?),
+            applied: 0,
+        },
+    };
+    Ok(Written {
+        loaded,
+        log,
+        log_is_ours,
+    })
+}
+
+/// Makes the open's writes ([`write_open`]) on a scratch copy of `file` that keeps them in
+/// memory, after redb's check of its pages (D5): a damaged file that reads as valid rows can
+/// still fail redb's writes part way (a damaged allocator state), and redb writes the file as
+/// soon as it opens it for writing, so the real write open comes only after this succeeded.
+/// The same writes on the same bytes then succeed on the file.
+fn dry_run(file: &File, path: &Path, checked: &Checked, use_log: bool, new_id: u64) -> Result<()> {
+    let cannot = |e: std::io::Error| Error::io("cannot read", path, &e);
+    let len = file.metadata().map_err(cannot)?.len();
+    let scratch = Scratch::new(file.try_clone().map_err(cannot)?, len);
+    let mut db = redb::Builder::new()
+        .set_cache_size(CACHE)
+        .create_with_backend(scratch)
+        .map_err(|e| open_error(path, e))?;
+    if !db.check_integrity().map_err(|e| open_error(path, e))? {
+        return Err(corrupt_at(
+            path,
+            "damaged file: redb's page checksums or allocator state do not match its trees",
+        ));
+    }
+    write_open(&db, path, checked, use_log, new_id).map(drop)
 }
 
 /// What [`Store::open`] gives the engine.
@@ -222,6 +339,10 @@ impl Store {
             }
         };
         let checked = guarded(path, || read_only_pass(&file, path))?;
+        // With the log in use, every open gives it a new id: records left from an earlier
+        // session can never be replayed onto another copy of the file.
+        let new_id = new_log_id();
+        guarded(path, || dry_run(&file, path, &checked, use_log, new_id))?;
         let opened = guarded(path, || {
             let backend = FaultyBackend {
                 file: FileBackend::new(file).map_err(storage)?,
@@ -231,60 +352,22 @@ impl Store {
                 .set_cache_size(CACHE)
                 .create_with_backend(backend)
                 .map_err(|e| open_error(path, e))?;
-            // What the read-only pass read, still true under the lock it held; after a repair,
-            // read now.
-            let (before, found, read) = match checked {
-                Checked::Read(Some((l, m)), found) => (Some(m), found, Some(Some((l, m)))),
-                Checked::Read(None, found) => (None, found, Some(None)),
-                Checked::Repair => {
-                    let before = log_meta(&db, path)?;
-                    let found = wal::read(
-                        path,
-                        before.and_then(|m| m.id),
-                        before.map_or(0, |m| m.applied),
-                    )?;
-                    (before, found, None)
-                }
+            let written = write_open(&db, path, &checked, use_log, new_id)?;
+            // What the writes read (a replay, a load after a repair), else what the read-only
+            // pass read, still true under the lock it held.
+            let loaded = match (written.loaded, checked) {
+                (Some(l), _) => l,
+                (None, Checked::Read(Some((l, _)), _)) => l,
+                (None, _) => Loaded::default(),
             };
-            let records = match &found {
-                wal::Found::Ours(r) => r.as_slice(),
-                _ => &[],
-            };
-            // With the log in use, every open gives it a new id: records left from an earlier
-            // session can never be replayed onto another copy of the file.
-            let fresh_id = |m: LogMeta| match m.id {
-                Some(id) if !use_log => id,
-                _ => new_log_id(),
-            };
-            let (loaded, lm) = match before {
-                Some(m) if !records.is_empty() => replay(&db, path, records, fresh_id(m), use_log)?,
-                _ => match read.map_or_else(|| load(&db, path), Ok)? {
-                    // Nothing to replay: the new id alone (as fast as without a log).
-                    Some((l, m)) if use_log => {
-                        let id = fresh_id(m);
-                        set_log_id(&db, path, id)?;
-                        (l, LogMeta { id: Some(id), ..m })
-                    }
-                    Some(l) => l,
-                    None => {
-                        let id = init(&db)?;
-                        (
-                            Loaded::default(),
-                            LogMeta {
-                                id: Some(id),
-                                applied: 0,
-                            },
-                        )
-                    }
-                },
-            };
+            let lm = written.log;
             let log = match (use_log, lm.id) {
                 (true, Some(id)) => Some(wal::Writer::open(
                     path,
                     id,
                     lm.applied,
                     faults.clone(),
-                    matches!(found, wal::Found::Ours(_)),
+                    written.log_is_ours,
                     log_region,
                 )?),
                 _ => None,

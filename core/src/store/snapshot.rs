@@ -11,8 +11,10 @@ use redb::backends::FileBackend;
 use redb::{Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use super::{
-    codec::decode, guarded, new_private, sibling_temp, FaultyBackend, StorageFaults, Store, KV,
-    LEASES, META,
+    codec::{decode, decode_lease},
+    guarded, new_private,
+    seal::{unseal, write_meta},
+    sibling_temp, FaultyBackend, StorageFaults, Store, KV, KV_NAME, LEASES, LEASES_NAME, META,
 };
 use crate::error::{Error, Result};
 use crate::types::{ContentHash, SnapshotInfo, SnapshotProgress, StorageSize};
@@ -252,6 +254,10 @@ impl View {
                 if super::LOG_ROWS.contains(&k.value()) {
                     continue;
                 }
+                // Nor its history (not copied): the copy's history starts at its revision.
+                if super::HISTORY_ROWS.contains(&k.value()) {
+                    continue;
+                }
                 // ... and it is complete on its own.
                 let v = if k.value() == "format" {
                     super::FORMAT_VERSION
@@ -260,9 +266,12 @@ impl View {
                 };
                 out.insert(k.value(), v).map_err(dst)?;
             }
+            // Rows are copied sealed as they are (same tables, same keys), digests with them.
+            write_meta(&mut out, &[]).map_err(dst)?;
             let mut out = tx.open_table(LEASES).map_err(|e| write_error(dest, e))?;
             for row in leases.iter().map_err(src)? {
                 let (k, v) = row.map_err(src)?;
+                self.lease(k.value(), v.value())?;
                 out.insert(k.value(), v.value()).map_err(dst)?;
                 info.leases += 1;
             }
@@ -277,7 +286,7 @@ impl View {
                 tx = begin(false)?;
                 in_chunk = 0;
             }
-            if decode(v.value()).is_some_and(|e| e.data.is_some()) {
+            if self.entry(k.value(), v.value())?.data.is_some() {
                 info.keys += 1;
             }
             tx.open_table(KV)
@@ -295,6 +304,29 @@ impl View {
         begin(true)?.commit().map_err(|e| write_error(dest, e))?;
         progress(SnapshotProgress { done, total });
         Ok(info)
+    }
+
+    /// A key row read, checked against its seal: a damaged one is `Corrupt`, never copied.
+    fn entry(&self, key: &[u8], stored: &[u8]) -> Result<crate::rows::Entry> {
+        unseal(KV_NAME, key, stored)
+            .and_then(decode)
+            .ok_or_else(|| Error::Corrupt {
+                path: self.path.clone(),
+                detail: format!(
+                    "damaged record for key {:?} (checksum)",
+                    String::from_utf8_lossy(key)
+                ),
+            })
+    }
+
+    /// A lease row read, checked as [`View::entry`].
+    fn lease(&self, id: i64, stored: &[u8]) -> Result<crate::rows::LeaseRow> {
+        unseal(LEASES_NAME, &id.to_le_bytes(), stored)
+            .and_then(|p| decode_lease(id, p))
+            .ok_or_else(|| Error::Corrupt {
+                path: self.path.clone(),
+                detail: format!("damaged record for lease {id} (checksum)"),
+            })
     }
 
     /// The checksums of SPEC D9, over this view in key (and lease ID) order.
@@ -325,18 +357,12 @@ impl View {
         {
             let (id, v) = row.map_err(src)?;
             all.int(id.value());
-            all.int(v.value().0 as i64);
+            all.int(self.lease(id.value(), v.value())?.ttl as i64);
         }
         for row in self.tx.open_table(KV).map_err(open)?.iter().map_err(src)? {
             let (k, v) = row.map_err(src)?;
             let key = k.value();
-            let entry = decode(v.value()).ok_or_else(|| Error::Corrupt {
-                path: self.path.clone(),
-                detail: format!(
-                    "undecodable record for key {:?}",
-                    String::from_utf8_lossy(key)
-                ),
-            })?;
+            let entry = self.entry(key, v.value())?;
             all.field(key);
             match &entry.data {
                 Some(d) => {
