@@ -1099,5 +1099,32 @@ mod history {
             assert_eq!(db.get_at("b", 2).unwrap_err().code(), ErrorCode::Compacted);
             db.close().unwrap();
         }
+
+        #[test]
+        fn k12_revisions_retention_compacts_on_its_own_and_zero_is_refused() {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Tenure::builder()
+                .path(dir.path().join("k12.db"))
+                .auto_compaction(tenure::AutoCompaction::Revisions(5))
+                .open()
+                .unwrap();
+            for i in 0..20 {
+                db.put("k", i.to_string(), None).unwrap();
+            }
+            // The compactor checks every second: wait for it, not for a time.
+            eventually("the retention compacts to 15", || {
+                db.compacted_revision().unwrap() == 15
+            });
+            assert_eq!(db.get_at("k", 15).unwrap().unwrap().value, b"14");
+            assert_eq!(db.get_at("k", 14).unwrap_err().code(), ErrorCode::Compacted);
+            db.close().unwrap();
+            let zero = Tenure::builder()
+                .path(dir.path().join("zero.db"))
+                .auto_compaction(tenure::AutoCompaction::Revisions(0))
+                .open()
+                .unwrap_err();
+            assert_eq!(zero.code(), ErrorCode::InvalidArgument);
+            assert!(!dir.path().join("zero.db").exists(), "nothing created");
+        }
     }
 }
