@@ -488,6 +488,12 @@ impl Tenure {
         self.engine("try_execute_read")?.try_execute_read(op)
     }
 
+    /// Returns once the last compaction is carried out on the file (its rows removed; etcd's
+    /// `physical` Compact), instead of in the background (SPEC K10). Engine-only.
+    pub fn wait_compacted(&self) -> Result<()> {
+        self.engine("wait_compacted")?.wait_compacted()
+    }
+
     /// etcd's HashKV: [`ContentHash::kv`](crate::ContentHash::kv) of the key space as it was at
     /// `revision` (0: the current one) and the revision hashed; errors as
     /// [`get_at`](Tenure::get_at) (SPEC E11). Engine-only.

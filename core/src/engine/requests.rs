@@ -162,6 +162,24 @@ impl Engine {
         Ok(done)
     }
 
+    /// [`Tenure::wait_compacted`](crate::Tenure::wait_compacted), for this engine.
+    pub(crate) fn wait_compacted(&self) -> Result<()> {
+        let s = self.shared();
+        if !s.cfg.persist {
+            return Ok(());
+        }
+        self.flush_to_file()?;
+        loop {
+            let more = match &*s.store.lock() {
+                Some(store) => store.compact_step()?,
+                None => return Err(s.closed.clone()),
+            };
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
     /// [`Tenure::watch_range`](crate::Tenure::watch_range), for this engine.
     pub(crate) fn watch_range(
         &self,
