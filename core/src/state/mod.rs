@@ -404,6 +404,7 @@ mod tests {
     fn image(remaining: u64, wall_ms: i64) -> Loaded {
         Loaded {
             revision: 7,
+            compacted: 0,
             next_id: 10,
             leases: vec![LeaseRow {
                 id: 5,

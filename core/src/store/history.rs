@@ -32,6 +32,9 @@ const EVENTS_NAME: &str = "tenure_events";
 pub(super) const HISTORY: TableDefinition<(&[u8], i64), &[u8]> = TableDefinition::new(HISTORY_NAME);
 pub(super) const EVENTS: TableDefinition<(i64, u32), &[u8]> = TableDefinition::new(EVENTS_NAME);
 
+/// `tenure_history` in a read transaction.
+type HistoryTable = redb::ReadOnlyTable<(&'static [u8], i64), &'static [u8]>;
+
 /// The meta rows about the history (a copy of the file, which has none, leaves them out).
 pub(crate) const HISTORY_ROWS: [&str; 2] = ["history", "compacted"];
 
@@ -220,7 +223,7 @@ fn undecodable(key: &[u8], rev: i64) -> Error {
 }
 
 impl View {
-    fn history(&self) -> Result<Option<redb::ReadOnlyTable<(&'static [u8], i64), &'static [u8]>>> {
+    fn history(&self) -> Result<Option<HistoryTable>> {
         match self.tx.open_table(HISTORY) {
             Ok(t) => Ok(Some(t)),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
