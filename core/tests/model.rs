@@ -16,13 +16,16 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, TryRecvError};
 use proptest::prelude::*;
+use tenure::etcd::Refusal;
 use tenure::{
-    Compare, CompareOp, Durability, ErrorCode, ExpiredLease, LeaseId, ManualClock, Op, Tenure, Txn,
+    Compare, CompareOp, Durability, ErrorCode, ExpiredLease, KeyValue, LeaseId, ManualClock, Op,
+    Tenure, Txn,
 };
 
 use support::model::{assert_integrity, engine_snapshot, observed, MErr, Model};
@@ -93,6 +96,8 @@ enum Step {
     Delete(usize),
     DeletePrefix(usize),
     Txn(TxnSpec),
+    /// etcd's Compact at the current revision minus this (K10).
+    Compact(i64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,6 +205,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => key().prop_map(Step::Delete),
         1 => (0usize..5).prop_map(Step::DeletePrefix),
         4 => txn_spec().prop_map(Step::Txn),
+        1 => (-1i64..6).prop_map(Step::Compact),
     ]
 }
 
@@ -233,6 +239,10 @@ struct Harness {
     db: Tenure,
     rx: Receiver<Vec<ExpiredLease>>,
     model: Model,
+    /// The reference for K9: the key space as the model had it at each revision reached.
+    past: BTreeMap<i64, Vec<KeyValue>>,
+    /// The last compaction (K10).
+    compacted: i64,
 }
 
 fn open(
@@ -282,6 +292,8 @@ impl Harness {
             db,
             rx,
             model: Model::with_revoke(primary, setup.auto_revoke, RETRY),
+            past: BTreeMap::new(),
+            compacted: 0,
         }
     }
 
@@ -484,7 +496,86 @@ impl Harness {
                 let want = self.model.txn(&txn);
                 assert_eq!(observed(self.db.txn(txn.clone())), want, "{ctx}: {txn:?}");
             }
+            Step::Compact(back) => {
+                let rev = self.model.revision - back;
+                let want = if rev > self.model.revision {
+                    Err(Refusal::FutureRevision)
+                } else if rev <= self.compacted {
+                    Err(Refusal::Compacted)
+                } else {
+                    self.compacted = rev;
+                    Ok(self.model.revision)
+                };
+                assert_eq!(self.db.compact(rev).expect("compact"), want, "{ctx}");
+                assert_eq!(
+                    self.db.compacted_revision().unwrap(),
+                    self.compacted,
+                    "{ctx}"
+                );
+            }
         }
+        self.remember();
+    }
+
+    /// Records the key space at a revision first reached; an attach or detach (no revision)
+    /// relabels the revisions from the key's last write on (K9).
+    fn remember(&mut self) {
+        let now = self.model.range(b"", None);
+        for kv in &now {
+            for (_, snap) in self.past.range_mut(kv.mod_revision..) {
+                if let Some(old) = snap.iter_mut().find(|o| o.key == kv.key) {
+                    if old.mod_revision == kv.mod_revision {
+                        old.lease = kv.lease;
+                    }
+                }
+            }
+        }
+        self.past.entry(self.model.revision).or_insert(now);
+        self.past.retain(|&r, _| r >= self.compacted);
+    }
+
+    /// K9, K10: every retained revision reads as the model had it; below the compaction,
+    /// `Compacted`; in memory only the present.
+    fn check_history(&self, ctx: &str) {
+        let current = self.model.revision;
+        for (&rev, want) in &self.past {
+            if rev >= current || rev == 0 {
+                continue;
+            }
+            let got = self.db.range_at(b"", None, rev);
+            if self.backing == Backing::Memory {
+                assert_eq!(
+                    got.map_err(|e| e.code()),
+                    Err(ErrorCode::Compacted),
+                    "{ctx}: K9 in memory a past revision {rev} is compacted"
+                );
+                continue;
+            }
+            assert_eq!(&got.expect("range_at"), want, "{ctx}: K9 range_at {rev}");
+            let k = KEYS[(rev as usize) % 5];
+            assert_eq!(
+                self.db.get_at(k, rev).expect("get_at"),
+                want.iter().find(|kv| kv.key == k).cloned(),
+                "{ctx}: K9 get_at {k:?} {rev}"
+            );
+        }
+        if self.compacted > 1 && self.backing != Backing::Memory {
+            assert_eq!(
+                self.db
+                    .get_at(b"a", self.compacted - 1)
+                    .map_err(|e| e.code()),
+                Err(ErrorCode::Compacted),
+                "{ctx}: K10 below the compaction"
+            );
+        }
+        assert_eq!(
+            self.db.get_at(b"a", current + 1).map_err(|e| e.to_string()),
+            Err(
+                "invalid argument: etcdserver: mvcc: required revision is a future revision"
+                    .to_string()
+            ),
+            "{ctx}: K9 a future revision"
+        );
     }
 
     /// Everything observable equals the model.
@@ -543,10 +634,12 @@ fn run_case(setup: Setup, primary: bool, steps: &[Step]) {
     let backing = setup.backing;
     let mut harness = Harness::new(setup, primary);
     harness.check("open");
+    harness.remember();
     for (i, step) in steps.iter().enumerate() {
         let ctx = format!("step {i} {step:?} ({setup:?})");
         harness.run(step, &ctx);
         harness.check(&ctx);
+        harness.check_history(&ctx);
     }
     harness.model.close();
     harness.db.close().expect("close");

@@ -189,9 +189,14 @@ impl PbKvService for Kv {
         &self,
         req: Request<PbCompactionRequest>,
     ) -> Result<Response<PbCompactionResponse>, Status> {
-        let rev = req.into_inner().revision;
+        let req = req.into_inner();
+        let (rev, physical) = (req.revision, req.physical);
         let db = self.0.db.clone();
         let current = blocking(move || match db.compact(rev) {
+            Ok(Ok(current)) if physical => db
+                .wait_compacted()
+                .map(|()| current)
+                .map_err(errors::status),
             Ok(Ok(current)) => Ok(current),
             Ok(Err(r)) => Err(errors::refusal(r)),
             Err(e) => Err(errors::status(e)),

@@ -83,6 +83,17 @@ impl Engine {
         self.store_view()?.hash()
     }
 
+    /// [`Tenure::hash_kv`](crate::Tenure::hash_kv), for this engine.
+    pub(crate) fn hash_kv(&self, revision: i64) -> Result<(u32, i64)> {
+        let current = self.revision()?;
+        if revision == 0 || revision == current {
+            let h = self.content_hash()?;
+            return Ok((h.kv, h.revision));
+        }
+        let kvs = self.range_at(b"", None, revision)?;
+        Ok((crate::store::kv_hash(&kvs), revision))
+    }
+
     /// [`Tenure::storage_size`](crate::Tenure::storage_size), for this engine.
     pub(crate) fn storage_size(&self) -> Result<StorageSize> {
         let s = self.file_backed()?;

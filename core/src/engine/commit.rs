@@ -450,6 +450,9 @@ pub(super) fn checkpointer(s: &Shared) {
             Some(store) => store.commit(&w.ops, w.revision, w.next_id, Some(w.lsn)),
             None => Ok(()),
         };
+        if result.is_ok() {
+            s.file_revision.fetch_max(w.revision, Ordering::Release);
+        }
         drop(w);
         if let Err(e) = &result {
             poison(
@@ -547,7 +550,11 @@ fn round(s: &Shared, l: &mut Leader, who: Round) {
         match &mut l.logged {
             Some(log) => log.commit(s, &mut batch.ops, revision, next_id),
             None => match &*s.store.lock() {
-                Some(store) => store.commit(&batch.ops, revision, next_id, None),
+                Some(store) => store
+                    .commit(&batch.ops, revision, next_id, None)
+                    .inspect(|()| {
+                        s.file_revision.fetch_max(revision, Ordering::Release);
+                    }),
                 None => Ok(()),
             },
         }

@@ -9,13 +9,14 @@
 mod backup;
 mod builder;
 mod commit;
+mod compactor;
 mod expiry;
 mod requests;
 mod wakeups;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -35,7 +36,7 @@ use crate::lease::lessor::ns;
 use crate::locks::{Condvar, Mutex};
 use crate::state::LeaseKv;
 use crate::store::{Store, SyncCounter};
-use crate::types::{Durability, ExpiredLease, KeyValue, LeaseId, LeaseInfo, Stats};
+use crate::types::{AutoCompaction, Durability, ExpiredLease, KeyValue, LeaseId, LeaseInfo, Stats};
 use crate::wait::{Stop, Wait};
 
 /// Capacity, in batches, of the `expired()` channel. When full, auto-revoke notices are
@@ -44,6 +45,7 @@ const EXPIRED_QUEUE: usize = 1 << 14;
 
 #[derive(Clone)]
 struct Config {
+    auto_compaction: AutoCompaction,
     durability: Durability,
     persist: bool,
     checkpoint_interval: u64,
@@ -125,6 +127,16 @@ pub(crate) struct Shared {
     cfg: Config,
     /// Mirrors `hub.wants_events()` so writers can skip building events.
     record_events: AtomicBool,
+    /// The revision the redb file holds (with the log it lags the log): a read at a past
+    /// revision above it first brings the file up to date (`flush_to_file`).
+    file_revision: AtomicI64,
+    /// Writes that relabeled a key's history row (attach, detach: no revision moves), and how
+    /// many of them the file held at the last past read's barrier.
+    relabels: AtomicU64,
+    relabels_flushed: AtomicU64,
+    /// Wakes the compactor (`compactor::run`) after a compaction reached the file, or on close.
+    compact_tx: Sender<()>,
+    compact_rx: Receiver<()>,
     /// Sender and receiver of `expired()`; `None` once closed.
     expired: Mutex<Option<ExpiredChannel>>,
     commits: AtomicU64,
@@ -215,6 +227,9 @@ impl Engine {
             );
             let out = f(&mut st.lease_kv, &mut st.pending, &LazyClock(&*s.clock))?;
             notify_gone(s, &mut st.pending);
+            if std::mem::take(&mut st.pending.relabeled) {
+                s.relabels.fetch_add(1, Ordering::Release);
+            }
             let after = (
                 st.pending.ops.len(),
                 st.pending.events.len(),
@@ -515,20 +530,17 @@ impl Engine {
 
     /// [`Tenure::watch`](crate::Tenure::watch), for this engine.
     pub(crate) fn watch(&self, key: impl AsRef<[u8]>, opts: WatchOptions) -> Result<Watcher> {
-        let s = self.shared();
-        let st = s.state.lock();
-        if st.closed {
-            return Err(s.closed.clone());
-        }
         let range = if opts.prefix {
             KeyRange::prefix(key.as_ref())
         } else {
             KeyRange::new(key.as_ref(), b"")
         };
-        let mut hub = s.hub.lock();
-        let w = hub.register(range, &opts, st.lease_kv.kv.revision)?;
-        s.record_events.store(true, Ordering::Relaxed);
-        Ok(w)
+        let start = opts.start_revision.unwrap_or(0);
+        self.register(range, opts)?
+            .map_err(|compacted| Error::Compacted {
+                revision: start,
+                reason: format!("the history starts at revision {compacted}"),
+            })
     }
 
     // ---- engine -------------------------------------------------------------------------------
@@ -623,6 +635,7 @@ fn close_engine(s: &Arc<Shared>, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result
         st.closed = true;
         s.commit_cv.notify_all();
         s.expiry_cv.notify_all();
+        let _ = s.compact_tx.try_send(());
         st.seq
     };
     join(threads);

@@ -3,13 +3,23 @@
 
 use super::Engine;
 use crate::error::{Error, Result};
+use crate::etcd::errors::EtcdError;
 use crate::etcd::{Outcome, Refusal, RequestOp, ResponseOp, WatchStart};
-use crate::kv::range::KeyRange;
-use crate::kv::watch::WatchOptions;
+use crate::kv::range::{respond, KeyRange, RangeRequest, RangeResponse};
+use crate::kv::watch::{WatchOptions, Watcher};
+use crate::limits::check_start_revision;
+use crate::store::View;
+use crate::types::KeyValue;
+use std::sync::atomic::Ordering;
 
 impl Engine {
     /// [`Tenure::execute`](crate::Tenure::execute), for this engine.
     pub(crate) fn execute(&self, op: &RequestOp) -> Result<Outcome> {
+        if let RequestOp::Range(r) = op {
+            if r.revision != 0 {
+                return self.range_request(r);
+            }
+        }
         if !op.writes() {
             return self.read_durable(|lease_kv| lease_kv.execute_read(op))?;
         }
@@ -25,25 +35,149 @@ impl Engine {
 
     /// [`Tenure::try_execute_read`](crate::Tenure::try_execute_read), for this engine.
     pub(crate) fn try_execute_read(&self, op: &RequestOp) -> Result<Option<Outcome>> {
-        if op.writes() {
+        if op.writes() || matches!(op, RequestOp::Range(r) if r.revision != 0) {
             return Ok(None);
         }
         self.try_read_durable(|lease_kv| lease_kv.execute_read(op))?
             .transpose()
     }
 
+    /// One etcd range at its revision: the present from memory, a past revision from the store.
+    fn range_request(&self, r: &RangeRequest) -> Result<Outcome> {
+        let (current, compacted) =
+            self.read_durable(|lease_kv| (lease_kv.kv.revision, lease_kv.kv.compacted))?;
+        if r.revision > current {
+            return Ok(Outcome::Refused(Refusal::FutureRevision));
+        }
+        if r.revision != 0 && r.revision < compacted {
+            return Ok(Outcome::Refused(Refusal::Compacted));
+        }
+        if !r.is_past(current) {
+            return self
+                .read_durable(|lease_kv| lease_kv.execute_read(&RequestOp::Range(r.clone())))?;
+        }
+        let response = self.read_past(r)?;
+        Ok(Outcome::Done {
+            revision: current,
+            response: ResponseOp::Range(response),
+        })
+    }
+
+    /// A range at a past revision, read from the store's history (SPEC K9).
+    fn read_past(&self, r: &RangeRequest) -> Result<RangeResponse> {
+        let range = KeyRange::new(&r.key, &r.range_end);
+        let view = self.history_view(r.revision)?;
+        let all = view.range_at(&range, r.revision)?;
+        drop(view);
+        // A compaction that began meanwhile may have removed rows this read needed.
+        let compacted = self.compacted_revision()?;
+        if r.revision < compacted {
+            return Err(refused(Refusal::Compacted, compacted));
+        }
+        Ok(respond(r, all))
+    }
+
+    /// A read transaction of the file once it holds `revision` (with the log, the file lags:
+    /// `flush_to_file` brings it up to date).
+    fn history_view(&self, revision: i64) -> Result<View> {
+        let s = self.shared();
+        if !s.cfg.persist {
+            // In memory no history is kept: only the present is answered.
+            return Err(refused(Refusal::Compacted, self.revision()?));
+        }
+        let relabels = s.relabels.load(Ordering::Acquire);
+        if s.file_revision.load(Ordering::Acquire) < revision
+            || s.relabels_flushed.load(Ordering::Acquire) < relabels
+        {
+            // Covers every write applied before it: the revision, and the relabels counted.
+            self.flush_to_file()?;
+            s.relabels_flushed.fetch_max(relabels, Ordering::Release);
+        }
+        let store = s.store.lock();
+        store.as_ref().ok_or_else(|| s.closed.clone())?.view()
+    }
+
+    /// [`Tenure::get_at`](crate::Tenure::get_at), for this engine.
+    pub(crate) fn get_at(&self, key: &[u8], revision: i64) -> Result<Option<KeyValue>> {
+        crate::limits::check_key(key)?;
+        let r = RangeRequest {
+            revision,
+            ..RangeRequest::new(key, b"")
+        };
+        Ok(self.range_at_request(&r)?.kvs.into_iter().next())
+    }
+
+    /// [`Tenure::range_at`](crate::Tenure::range_at), for this engine.
+    pub(crate) fn range_at(
+        &self,
+        prefix: &[u8],
+        limit: Option<usize>,
+        revision: i64,
+    ) -> Result<Vec<KeyValue>> {
+        if limit == Some(0) {
+            return Ok(Vec::new());
+        }
+        let r = RangeRequest {
+            revision,
+            limit: limit.unwrap_or(0),
+            ..RangeRequest::prefix(prefix)
+        };
+        Ok(self.range_at_request(&r)?.kvs)
+    }
+
+    fn range_at_request(&self, r: &RangeRequest) -> Result<RangeResponse> {
+        match self.range_request(r)? {
+            Outcome::Done {
+                response: ResponseOp::Range(out),
+                ..
+            } => Ok(out),
+            Outcome::Refused(why) => Err(refused(why, self.compacted_revision()?)),
+            other => Err(Error::storage(format!(
+                "internal: a range was answered {other:?}"
+            ))),
+        }
+    }
+
+    /// [`Tenure::compacted_revision`](crate::Tenure::compacted_revision), for this engine.
+    pub(crate) fn compacted_revision(&self) -> Result<i64> {
+        self.read_durable(|lease_kv| lease_kv.kv.compacted)
+    }
+
     /// [`Tenure::compact`](crate::Tenure::compact), for this engine.
     pub(crate) fn compact(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
-        self.with_hub(|hub, current| {
-            Ok(if revision > current {
-                Err(Refusal::FutureRevision)
-            } else if revision <= hub.compacted() {
-                Err(Refusal::Compacted)
-            } else {
-                hub.compact(revision);
-                Ok(current)
-            })
-        })
+        let done = self.write_with(|lease_kv, b| Ok(lease_kv.compact(revision, b)))?;
+        if done.is_ok() {
+            // The watch history keeps `revision` itself: a watch may start there (etcd).
+            self.with_hub(|hub, _| {
+                hub.compact(revision - 1);
+                Ok(())
+            })?;
+            let s = self.shared();
+            if s.cfg.persist {
+                // The compactor carries out only what the file holds: bring it there first.
+                self.flush_to_file()?;
+                let _ = s.compact_tx.try_send(());
+            }
+        }
+        Ok(done)
+    }
+
+    /// [`Tenure::wait_compacted`](crate::Tenure::wait_compacted), for this engine.
+    pub(crate) fn wait_compacted(&self) -> Result<()> {
+        let s = self.shared();
+        if !s.cfg.persist {
+            return Ok(());
+        }
+        self.flush_to_file()?;
+        loop {
+            let more = match &*s.store.lock() {
+                Some(store) => store.compact_step()?,
+                None => return Err(s.closed.clone()),
+            };
+            if !more {
+                return Ok(());
+            }
+        }
     }
 
     /// [`Tenure::watch_range`](crate::Tenure::watch_range), for this engine.
@@ -54,11 +188,73 @@ impl Engine {
         opts: WatchOptions,
     ) -> Result<WatchStart> {
         let range = KeyRange::new(key.as_ref(), range_end.as_ref());
-        self.with_hub(|hub, current| match hub.register(range, &opts, current) {
-            Ok(w) => Ok(WatchStart::Started(w)),
-            Err(Error::Compacted { .. }) => Ok(WatchStart::Compacted(hub.floor(current))),
-            Err(e) => Err(e),
+        Ok(match self.register(range, opts)? {
+            Ok(w) => WatchStart::Started(w),
+            Err(compacted) => WatchStart::Compacted(compacted),
         })
+    }
+
+    /// A watcher of `range` from `opts.start_revision` (SPEC K11): the revisions the watch
+    /// hub still holds come from it, older ones from the store's history, queued first.
+    /// `Ok(Err(c))`: the start is below the compaction at `c`.
+    pub(crate) fn register(
+        &self,
+        range: KeyRange,
+        opts: WatchOptions,
+    ) -> Result<std::result::Result<Watcher, i64>> {
+        let s = self.shared();
+        let first = opts.start_revision.map(check_start_revision).transpose()?;
+        let mut next = first;
+        let mut earlier = Vec::new();
+        // Each round reads up to the revision applied when it began; writes meanwhile may need
+        // another round when the hub keeps no history (a few, under a steady stream of writes).
+        for _ in 0..16 {
+            let (from, to) = {
+                let st = s.state.lock();
+                if st.closed {
+                    return Err(s.closed.clone());
+                }
+                let current = st.lease_kv.kv.revision;
+                let compacted = st.lease_kv.kv.compacted;
+                if first.is_some_and(|f| f < compacted) {
+                    return Ok(Err(compacted));
+                }
+                let mut hub = s.hub.lock();
+                let start = next.unwrap_or(current + 1);
+                if start >= hub.floor(current) || !s.cfg.persist {
+                    let o = WatchOptions {
+                        start_revision: Some(start),
+                        ..opts
+                    };
+                    let out = match hub.register_after(range, &o, current, earlier) {
+                        Ok(w) => Ok(w),
+                        Err(Error::Compacted { .. }) => Err(hub.floor(current).max(compacted)),
+                        Err(e) => return Err(e),
+                    };
+                    s.record_events.store(hub.wants_events(), Ordering::Relaxed);
+                    return Ok(out);
+                }
+                (start, current)
+            };
+            let view = self.history_view(to)?;
+            earlier.extend(view.events(&range, from, to, opts.prev_kv)?);
+            next = Some(to + 1);
+        }
+        Err(Error::Compacted {
+            revision: next.unwrap_or(0),
+            reason: "writes outpaced the replay of the history; retry the watch".into(),
+        })
+    }
+}
+
+/// The error of a refused read at a revision (`compacted`: the first revision still kept).
+fn refused(why: Refusal, compacted: i64) -> Error {
+    match why {
+        Refusal::Compacted => Error::Compacted {
+            revision: compacted,
+            reason: EtcdError::Compacted.text().to_owned(),
+        },
+        other => EtcdError::of_refusal(other).error(None),
     }
 }
 

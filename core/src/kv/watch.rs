@@ -327,11 +327,14 @@ impl WatchHub {
 
     /// Registers a watcher. `revision` is the engine's current (applied) revision: "from now"
     /// means every event after it.
-    pub(crate) fn register(
+    /// With `earlier` events (read from the store's history, in
+    /// order, on keys of `range`) queued before the ones from `opts.start_revision` on.
+    pub(crate) fn register_after(
         &mut self,
         range: KeyRange,
         opts: &WatchOptions,
         revision: i64,
+        earlier: Vec<Event>,
     ) -> Result<Watcher> {
         let start = match opts.start_revision {
             None => revision + 1,
@@ -356,6 +359,11 @@ impl WatchHub {
         // The history is in revision order: only its tail from `start` is looked at.
         let from = self.history.partition_point(|e| e.revision() < start);
         let (mut replayed, mut bytes) = (0usize, 0usize);
+        for ev in earlier {
+            replayed += 1;
+            bytes += event_bytes(&ev, opts.prev_kv);
+            let _ = tx.send(Arc::new(ev));
+        }
         for ev in self.history.range(from..) {
             if range.contains(&ev.kv.key) {
                 replayed += 1;
@@ -517,11 +525,6 @@ impl WatchHub {
             self.compacted
         };
         compacted + 1
-    }
-
-    /// The highest revision no longer in the history (a watch must start after it).
-    pub(crate) fn compacted(&self) -> i64 {
-        self.compacted
     }
 
     /// Drops the history up to and including `revision` (etcd's Compact, SPEC E2).

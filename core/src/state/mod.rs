@@ -66,6 +66,7 @@ impl LeaseKv {
         wall: i64,
     ) -> std::result::Result<(), String> {
         self.kv.revision = loaded.revision;
+        self.kv.compacted = loaded.compacted;
         self.lessor.set_next_id(loaded.next_id);
         for row in loaded.leases {
             let base = if row.remaining == NO_TIME {
@@ -349,6 +350,26 @@ impl LeaseKv {
         crate::limits::next_revision(self.kv.revision)
     }
 
+    /// K10, etcd's Compact: every revision below `revision` is forgotten, `revision` itself
+    /// stays readable. Refused above the current revision or at or below an earlier compaction.
+    /// Moves no revision.
+    pub(crate) fn compact(
+        &mut self,
+        revision: i64,
+        b: &mut Batch,
+    ) -> std::result::Result<i64, crate::etcd::Refusal> {
+        use crate::etcd::Refusal;
+        if revision > self.kv.revision {
+            return Err(Refusal::FutureRevision);
+        }
+        if revision <= self.kv.compacted {
+            return Err(Refusal::Compacted);
+        }
+        self.kv.compacted = revision;
+        b.op(|| StoreOp::Compact(revision));
+        Ok(self.kv.revision)
+    }
+
     /// K5: lowered to etcd's request and applied by the one algorithm, with the embedded rules;
     /// validated in full before anything is applied, one revision if anything was written.
     pub(crate) fn txn(&mut self, txn: Txn, b: &mut Batch) -> Result<TxnResponse> {
@@ -388,6 +409,7 @@ mod tests {
     fn image(remaining: u64, wall_ms: i64) -> Loaded {
         Loaded {
             revision: 7,
+            compacted: 0,
             next_id: 10,
             leases: vec![LeaseRow {
                 id: 5,

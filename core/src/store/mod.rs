@@ -6,6 +6,8 @@
 //! - `tenure_leases`: lease ID → sealed (ttl ns, remaining ns or `NO_TIME`, wall ms when
 //!   persisted) (`codec`, `seal`).
 //! - `tenure_kv`: key → sealed encoded entry (`codec`, `seal`): value, revisions, lease.
+//! - `tenure_history`, `tenure_events`: every revision until compacted, sealed rows
+//!   (`history`).
 //!
 //! Deadlines are never stored: only durations and the wall time they were measured at.
 
@@ -47,6 +49,7 @@ macro_rules! delegate_locks {
 mod codec;
 mod faults;
 mod files;
+mod history;
 mod in_place;
 mod open;
 mod scratch;
@@ -59,10 +62,12 @@ pub(crate) use faults::SyncCounter;
 use faults::{injected, FaultyBackend, LOG};
 pub use files::temp_beside;
 use files::{new_private, open_read_only_held, sibling_temp};
+pub(crate) use history::Progress;
+use history::{Recorder, HISTORY_ROWS};
 pub(crate) use in_place::{copy_in_place, read_in_place};
 use open::{open_error, replay};
 use seal::{meta_intact, seal, unseal, write_meta, Digest};
-pub(crate) use snapshot::View;
+pub(crate) use snapshot::{kv_hash, View};
 
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
 const LEASES_NAME: &str = "tenure_leases";
@@ -91,6 +96,8 @@ pub(crate) struct Store {
     path: PathBuf,
     /// The faults injected into this store; a snapshot's copy gets them too.
     faults: StorageFaults,
+    /// The history's seeding and physical compaction.
+    history: Progress,
 }
 
 fn storage(e: impl fmt::Display) -> Error {
@@ -128,6 +135,8 @@ fn init(db: &redb::Database) -> Result<u64> {
     let id = new_log_id();
     let mut tx = db.begin_write().map_err(storage)?;
     tx.set_durability(Durability::Immediate).map_err(storage)?;
+    // First: the meta rows it writes are covered by the checksum `write_meta` writes below.
+    history::init(&tx)?;
     {
         let mut meta = tx.open_table(META).map_err(storage)?;
         meta.insert("format", FORMAT_VERSION).map_err(storage)?;
@@ -285,6 +294,13 @@ fn load_tables(
         next_id: get("next_lease_id")?,
         ..Loaded::default()
     };
+    loaded.compacted = history::compacted_of(meta, loaded.revision).map_err(read)?;
+    if loaded.compacted < 0 || loaded.compacted > loaded.revision {
+        return Err(corrupt(format!(
+            "impossible compaction revision {} (store revision {})",
+            loaded.compacted, loaded.revision
+        )));
+    }
     if loaded.revision < 0 || loaded.next_id < 1 {
         return Err(corrupt(format!(
             "impossible revision {} or next lease ID {}",
@@ -377,6 +393,8 @@ fn reserve<T>(v: &mut Vec<T>, rows: u64) {
 fn apply_ops(
     leases: &mut redb::Table<i64, &[u8]>,
     kv: &mut redb::Table<&[u8], &[u8]>,
+    meta: &mut redb::Table<&str, i64>,
+    history: &mut Recorder<'_>,
     ops: &[StoreOp],
 ) -> Result<[(&'static str, Digest); 2]> {
     let (mut lease_digest, mut kv_digest) = (Digest::default(), Digest::default());
@@ -409,11 +427,33 @@ fn apply_ops(
                     kv_digest.remove(old.value());
                 }
                 kv_digest.add(&row);
+                if let Some(d) = &rec.data {
+                    history.put(k, d.mod_revision, rec)?;
+                }
             }
             StoreOp::DelKey(k) => {
                 if let Some(old) = kv.remove(k.as_slice()).map_err(storage)? {
                     kv_digest.remove(old.value());
                 }
+            }
+            StoreOp::DelKeyAt(k, rev) => {
+                if let Some(old) = kv.remove(k.as_slice()).map_err(storage)? {
+                    kv_digest.remove(old.value());
+                }
+                history.tombstone(k, *rev)?;
+            }
+            StoreOp::LeaseKey(k, rec) => {
+                let row = seal(KV_NAME, k, &encode(rec));
+                if let Some(old) = kv.insert(k.as_slice(), row.as_slice()).map_err(storage)? {
+                    kv_digest.remove(old.value());
+                }
+                kv_digest.add(&row);
+                if let Some(d) = &rec.data {
+                    history.relabel(k, d.mod_revision, rec)?;
+                }
+            }
+            StoreOp::Compact(rev) => {
+                meta.insert("compacted", *rev).map_err(storage)?;
             }
         }
     }
@@ -438,11 +478,13 @@ impl Store {
             // Checkpoints of the log are rare: each may as well save redb's allocator state,
             // so that the open after a crash needs no walk of the whole file.
             tx.set_quick_repair(applied.is_some());
+            history::seed(&tx, &self.history)?;
             {
                 let mut leases = tx.open_table(LEASES).map_err(storage)?;
                 let mut kv = tx.open_table(KV).map_err(storage)?;
-                let changes = apply_ops(&mut leases, &mut kv, ops)?;
                 let mut meta = tx.open_table(META).map_err(storage)?;
+                let mut history = Recorder::open(&tx)?;
+                let changes = apply_ops(&mut leases, &mut kv, &mut meta, &mut history, ops)?;
                 meta.insert("revision", revision).map_err(storage)?;
                 meta.insert("next_lease_id", next_id).map_err(storage)?;
                 if let Some(lsn) = applied {

@@ -12,8 +12,8 @@ use super::files::{create, open_read_only_held, probe, Found};
 use super::scratch::Scratch;
 use super::{
     apply_ops, corrupt_at, guarded, init, load, load_tables, log_meta, new_log_id, storage, wal,
-    write_meta, FaultyBackend, LogMeta, StorageFaults, Store, SyncCounter, CACHE, FORMAT_LOGGED,
-    FORMAT_VERSION, KV, LEASES, META,
+    write_meta, FaultyBackend, LogMeta, Progress, Recorder, StorageFaults, Store, SyncCounter,
+    CACHE, FORMAT_LOGGED, FORMAT_VERSION, KV, LEASES, META,
 };
 use crate::error::{Error, Result};
 use crate::rows::Loaded;
@@ -37,6 +37,13 @@ pub(super) fn open_error(path: &Path, e: DatabaseError) -> Error {
         DatabaseError::UpgradeRequired(v) => {
             corrupt(format!("redb file format {v} needs an upgrade"))
         }
+        // A damaged header can make redb read past the end of the file: damage, not an I/O
+        // failure.
+        DatabaseError::Storage(redb::StorageError::Io(e))
+            if e.kind() == std::io::ErrorKind::UnexpectedEof =>
+        {
+            corrupt(format!("damaged file: {e}"))
+        }
         DatabaseError::Storage(redb::StorageError::Io(e)) => Error::io("cannot open", path, &e),
         DatabaseError::Storage(e) => corrupt(e.to_string()),
         other => corrupt(other.to_string()),
@@ -58,9 +65,16 @@ pub(super) fn replay(
         let mut meta = tx.open_table(META).map_err(|e| opening(path, e))?;
         let mut leases = tx.open_table(LEASES).map_err(|e| opening(path, e))?;
         let mut kv = tx.open_table(KV).map_err(|e| opening(path, e))?;
+        let mut history = Recorder::open(&tx)?;
         let mut changes = Vec::new();
         for r in records {
-            changes.extend(apply_ops(&mut leases, &mut kv, &r.ops)?);
+            changes.extend(apply_ops(
+                &mut leases,
+                &mut kv,
+                &mut meta,
+                &mut history,
+                &r.ops,
+            )?);
         }
         if let Some(last) = records.last() {
             meta.insert("revision", last.revision)
@@ -363,6 +377,7 @@ impl Store {
                     db,
                     path: path.to_path_buf(),
                     faults,
+                    history: Progress::default(),
                 },
                 loaded,
                 syncs: counter,
