@@ -393,6 +393,41 @@ impl Tenure {
         }
     }
 
+    /// The key as it was at `revision` (0: the current one), as etcd answers a read at a
+    /// revision: its value, create and mod revisions, version and lease then, or `None` if it
+    /// did not exist then (SPEC K9). `Compacted` below the compaction point; a revision above
+    /// the current one is `InvalidArgument` with etcd's "required revision is a future
+    /// revision".
+    pub fn get_at(&self, key: impl AsRef<[u8]>, revision: i64) -> Result<Option<KeyValue>> {
+        match self.backend() {
+            Backend::Engine(e) => e.get_at(key.as_ref(), revision),
+            #[cfg(feature = "remote")]
+            Backend::Etcd(r) => r.get_at(key.as_ref(), revision),
+        }
+    }
+
+    /// [`range`](Tenure::range) as it was at `revision` (0: the current one); errors as
+    /// [`get_at`](Tenure::get_at) (SPEC K9).
+    pub fn range_at(
+        &self,
+        prefix: impl AsRef<[u8]>,
+        limit: Option<usize>,
+        revision: i64,
+    ) -> Result<Vec<KeyValue>> {
+        match self.backend() {
+            Backend::Engine(e) => e.range_at(prefix.as_ref(), limit, revision),
+            #[cfg(feature = "remote")]
+            Backend::Etcd(r) => r.range_at(prefix.as_ref(), limit, None, revision),
+        }
+    }
+
+    /// The revision of the last compaction (0: none): reads and watches from it on are
+    /// answered, those below it are `Compacted` (SPEC K10). Engine-only (etcd has no call that
+    /// tells it).
+    pub fn compacted_revision(&self) -> Result<i64> {
+        self.engine("compacted_revision")?.compacted_revision()
+    }
+
     /// Deletes a key; returns whether it existed (SPEC K3).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         match self.backend() {
@@ -453,9 +488,9 @@ impl Tenure {
         self.engine("try_execute_read")?.try_execute_read(op)
     }
 
-    /// etcd's Compact: drops the watch history up to `revision`. `Ok(Err(..))` for a revision
-    /// above the current one or at or below an earlier compaction. Over `connect` it is the
-    /// server's Compact.
+    /// etcd's Compact: drops the history below `revision` (`revision` itself stays readable).
+    /// `Ok(Err(..))` for a revision above the current one or at or below an earlier
+    /// compaction. Over `connect` it is the server's Compact.
     pub fn compact(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
         match self.backend() {
             Backend::Engine(e) => e.compact(revision),

@@ -17,6 +17,9 @@ pub(crate) struct KvIndex {
     map: BTreeMap<Vec<u8>, Entry>,
     /// The store revision: +1 per write (K4). Owned here, bumped by the state machine.
     pub(crate) revision: i64,
+    /// The revision of the last compaction (0: none): reads at a revision below it are
+    /// `Compacted` (K10). Raised by `Machine::compact`, persisted by the store.
+    pub(crate) compacted: i64,
     live: u64,
 }
 

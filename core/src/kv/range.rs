@@ -153,7 +153,8 @@ pub struct RangeRequest {
     pub range_end: Vec<u8>,
     /// At most this many key-values (0 = no limit); `more` tells whether some were left out.
     pub limit: usize,
-    /// The revision to read at: 0 or the current one (no older state is kept).
+    /// The revision to read at (0: the current one); any revision from the last compaction
+    /// on is answered as it was (SPEC K9).
     pub revision: i64,
     /// Sort direction.
     pub sort_order: SortOrder,
@@ -181,6 +182,23 @@ impl RangeRequest {
             range_end: range_end.as_ref().to_vec(),
             ..RangeRequest::default()
         }
+    }
+
+    /// Every key starting with `prefix` (every key for an empty one), in etcd's terms.
+    pub fn prefix(prefix: impl AsRef<[u8]>) -> RangeRequest {
+        let prefix = prefix.as_ref();
+        let end = match prefix_end(prefix) {
+            Bound::Excluded(e) => e,
+            _ => vec![0],
+        };
+        let key = if prefix.is_empty() { vec![0] } else { prefix.to_vec() };
+        RangeRequest::new(key, end)
+    }
+
+    /// Whether this read asks for a revision older than `current` (0 and `current` are the
+    /// present).
+    pub(crate) fn is_past(&self, current: i64) -> bool {
+        self.revision != 0 && self.revision < current
     }
 
     fn keep(&self, kv: &KeyValue) -> bool {

@@ -519,11 +519,6 @@ impl WatchHub {
         compacted + 1
     }
 
-    /// The highest revision no longer in the history (a watch must start after it).
-    pub(crate) fn compacted(&self) -> i64 {
-        self.compacted
-    }
-
     /// Drops the history up to and including `revision` (etcd's Compact, SPEC E2).
     pub(crate) fn compact(&mut self, revision: i64) {
         while self

@@ -59,6 +59,9 @@ impl Machine {
         match r.revision {
             0 => Ok(()),
             rev if rev > self.kv.revision => Err(Refusal::FutureRevision),
+            rev if rev < self.kv.compacted => Err(Refusal::Compacted),
+            // A past revision is read from the store by the engine (`Engine::execute`); inside
+            // a txn only the current state is at hand: said as etcd's compacted answer.
             rev if rev < self.kv.revision => Err(Refusal::Compacted),
             _ => Ok(()),
         }

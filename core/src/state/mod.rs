@@ -344,6 +344,26 @@ impl Machine {
         n
     }
 
+    /// K10, etcd's Compact: every revision below `revision` is forgotten, `revision` itself
+    /// stays readable. Refused above the current revision or at or below an earlier compaction.
+    /// Moves no revision.
+    pub(crate) fn compact(
+        &mut self,
+        revision: i64,
+        b: &mut Batch,
+    ) -> std::result::Result<i64, crate::etcd::Refusal> {
+        use crate::etcd::Refusal;
+        if revision > self.kv.revision {
+            return Err(Refusal::FutureRevision);
+        }
+        if revision <= self.kv.compacted {
+            return Err(Refusal::Compacted);
+        }
+        self.kv.compacted = revision;
+        let _ = b;
+        Ok(self.kv.revision)
+    }
+
     /// K5: lowered to etcd's request and applied by the one algorithm, with the embedded rules;
     /// validated in full before anything is applied, one revision if anything was written.
     pub(crate) fn txn(&mut self, txn: Txn, b: &mut Batch) -> Result<TxnResponse> {

@@ -23,17 +23,20 @@ impl Remote {
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<KeyValue>> {
+        self.get_at(key, 0)
+    }
+
+    /// `key` as it was at `revision` (0: the current one).
+    pub(crate) fn get_at(&self, key: &[u8], revision: i64) -> Result<Option<KeyValue>> {
         // No key is empty: as the engine answers (etcd would refuse the request).
         if key.is_empty() {
             return Ok(None);
         }
-        let r = self.call(
-            true,
-            None,
-            None,
-            |mut c| async move { c.get(key, None).await },
-        )?;
-        self.seen(r.header());
+        let r = self.call(true, None, None, |mut c| {
+            let o = (revision != 0).then(|| etcd::GetOptions::new().with_revision(revision));
+            async move { c.get(key, o).await }
+        })?;
+        self.seen(r.header()); // etcd's header holds the current revision, at any read
         Ok(r.kvs().first().map(kv))
     }
 
@@ -44,6 +47,17 @@ impl Remote {
         limit: Option<usize>,
         order: Option<RangeOptions>,
     ) -> Result<Vec<KeyValue>> {
+        self.range_at(prefix, limit, order, 0)
+    }
+
+    /// [`range`](Self::range) at `revision` (0: the current one).
+    pub(crate) fn range_at(
+        &self,
+        prefix: &[u8],
+        limit: Option<usize>,
+        order: Option<RangeOptions>,
+        revision: i64,
+    ) -> Result<Vec<KeyValue>> {
         let limit = order.map_or(limit, |o| o.limit);
         // etcd reads limit 0 as "no limit"; tenure's limit 0 is no key.
         if limit == Some(0) {
@@ -53,6 +67,9 @@ impl Remote {
             let mut o = etcd::GetOptions::new().with_prefix();
             if let Some(n) = limit {
                 o = o.with_limit(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+            if revision != 0 {
+                o = o.with_revision(revision);
             }
             if let Some(opts) = order {
                 let dir = match opts.order {
@@ -66,7 +83,7 @@ impl Remote {
             }
             async move { c.get(prefix, Some(o)).await }
         })?;
-        self.seen(r.header());
+        self.seen(r.header()); // etcd's header holds the current revision, at any read
         Ok(r.kvs().iter().map(kv).collect())
     }
 
