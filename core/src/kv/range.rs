@@ -191,7 +191,11 @@ impl RangeRequest {
             Bound::Excluded(e) => e,
             _ => vec![0],
         };
-        let key = if prefix.is_empty() { vec![0] } else { prefix.to_vec() };
+        let key = if prefix.is_empty() {
+            vec![0]
+        } else {
+            prefix.to_vec()
+        };
         RangeRequest::new(key, end)
     }
 
