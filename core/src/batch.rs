@@ -18,6 +18,9 @@ pub(crate) struct Batch {
     /// (someone waits on a lease). Drained by the engine right after each write; not committed.
     pub(crate) gone: Vec<i64>,
     pub(crate) track_gone: bool,
+    /// A write attached or detached a key with a value (`StoreOp::LeaseKey`): a past read must
+    /// then see the file updated (it moves no revision). Taken by the engine after each write.
+    pub(crate) relabeled: bool,
 }
 
 impl Batch {
@@ -50,6 +53,7 @@ impl Batch {
             expired: std::mem::take(&mut self.expired),
             gone: Vec::new(),
             track_gone: false,
+            relabeled: false,
         }
     }
 }

@@ -488,6 +488,13 @@ impl Tenure {
         self.engine("try_execute_read")?.try_execute_read(op)
     }
 
+    /// etcd's HashKV: [`ContentHash::kv`](crate::ContentHash::kv) of the key space as it was at
+    /// `revision` (0: the current one) and the revision hashed; errors as
+    /// [`get_at`](Tenure::get_at) (SPEC E11). Engine-only.
+    pub fn hash_kv(&self, revision: i64) -> Result<(u32, i64)> {
+        self.engine("hash_kv")?.hash_kv(revision)
+    }
+
     /// etcd's Compact: drops the history below `revision` (`revision` itself stays readable).
     /// `Ok(Err(..))` for a revision above the current one or at or below an earlier
     /// compaction. Over `connect` it is the server's Compact.

@@ -58,8 +58,8 @@ pub use crate::kv::watch::{WatchOptions, Watcher};
 pub use crate::store::temp_beside;
 pub use crate::store::StorageFaults;
 pub use crate::types::{
-    ContentHash, Durability, Event, EventKind, ExpiredLease, FileContents, KeyValue, LeaseId,
-    LeaseInfo, Recovery, SnapshotInfo, SnapshotProgress, Stats, StorageSize,
+    AutoCompaction, ContentHash, Durability, Event, EventKind, ExpiredLease, FileContents,
+    KeyValue, LeaseId, LeaseInfo, Recovery, SnapshotInfo, SnapshotProgress, Stats, StorageSize,
 };
 pub use crate::wait::{
     block_on, Interest, Next, Pollable, Source, Stop, StopCallback, Wait, WaitPool, WaitResult,

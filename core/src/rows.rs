@@ -30,8 +30,19 @@ pub(crate) enum StoreOp {
         wall_ms: i64,
     },
     DelLease(i64),
+    /// A key written at its `mod_revision` (a value: kept in the history too), or a bare name
+    /// attached to a lease (no value: the current row only).
     PutKey(Vec<u8>, Entry),
+    /// A bare name forgotten (no value, no history).
     DelKey(Vec<u8>),
+    /// A key with a value deleted at a revision: the current row goes, the history gets a
+    /// tombstone.
+    DelKeyAt(Vec<u8>, i64),
+    /// A key with a value attached or detached (no revision moves): the current row, and the
+    /// history row of its last write (reads at that revision or later see the new lease).
+    LeaseKey(Vec<u8>, Entry),
+    /// etcd's Compact: the history below this revision may be removed.
+    Compact(i64),
 }
 
 /// A persisted lease row.
@@ -47,6 +58,8 @@ pub(crate) struct LeaseRow {
 #[derive(Debug)]
 pub(crate) struct Loaded {
     pub(crate) revision: i64,
+    /// The last compaction (0: none): the history holds every revision from it on.
+    pub(crate) compacted: i64,
     pub(crate) next_id: i64,
     pub(crate) leases: Vec<LeaseRow>,
     pub(crate) keys: Vec<(Vec<u8>, Entry)>,
@@ -57,6 +70,7 @@ impl Default for Loaded {
     fn default() -> Loaded {
         Loaded {
             revision: 0,
+            compacted: 0,
             next_id: 1,
             leases: Vec::new(),
             keys: Vec::new(),

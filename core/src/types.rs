@@ -49,6 +49,33 @@ pub enum Durability {
     Buffered(Duration),
 }
 
+/// How much history a file-backed engine keeps on its own (SPEC K12): etcd's
+/// `--auto-compaction-mode` and `--auto-compaction-retention`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutoCompaction {
+    /// Never compacts by itself: the history grows until [`compact`](crate::Tenure::compact).
+    Off,
+    /// Keeps the last this many revisions (etcd's `revision` mode), checked every second.
+    Revisions(u64),
+    /// Keeps the revisions of the last this long (etcd's `periodic` mode), sampled every tenth
+    /// of it (at least every second, at most every hour).
+    Periodic(Duration),
+}
+
+impl AutoCompaction {
+    /// The default: the last [`DEFAULT_RETAINED_REVISIONS`](Self::DEFAULT_RETAINED_REVISIONS)
+    /// revisions, so the file does not grow with history.
+    pub const DEFAULT: AutoCompaction = AutoCompaction::Revisions(Self::DEFAULT_RETAINED_REVISIONS);
+    /// Revisions kept by default.
+    pub const DEFAULT_RETAINED_REVISIONS: u64 = 100_000;
+}
+
+impl Default for AutoCompaction {
+    fn default() -> AutoCompaction {
+        AutoCompaction::DEFAULT
+    }
+}
+
 /// How deadlines are rebuilt on open (SPEC L13).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Recovery {

@@ -974,3 +974,130 @@ mod embedded_only {
         assert_eq!(db.stats().keys, 7);
     }
 }
+
+/// Files and in-memory engines: run embedded only (the remote backends read no file).
+mod history {
+    mod embedded_only {
+        use super::super::*;
+
+        // ---- K9 Reads at a revision, K10 Compaction -------------------------------------------------
+
+        /// The history written by `history_of`: a=1 (1), b=1 lease (2), a=2 (3), delete a (4), a=3 (5).
+        fn history_of(db: &Tenure) -> LeaseId {
+            let l = db.grant(TTL).unwrap();
+            db.put("a", "1", None).unwrap();
+            db.put("b", "1", Some(l)).unwrap();
+            db.put("a", "2", None).unwrap();
+            assert!(db.delete("a").unwrap());
+            db.put("a", "3", None).unwrap();
+            l
+        }
+
+        fn assert_history(db: &Tenure, l: LeaseId, from: i64) {
+            let a = |v: &str, create, modr, version| {
+                Some(kv(b"a", v.as_bytes(), create, modr, version, None))
+            };
+            let want = [
+                (1, a("1", 1, 1, 1)),
+                (2, a("1", 1, 1, 1)),
+                (3, a("2", 1, 3, 2)),
+                (4, None),
+                (5, a("3", 5, 5, 1)),
+            ];
+            for (rev, kv) in want.into_iter().filter(|(r, _)| *r >= from) {
+                assert_eq!(db.get_at("a", rev).unwrap(), kv, "a at {rev}");
+            }
+            assert_eq!(db.get_at("b", 1.max(from)).unwrap().is_some(), from >= 2);
+            let all = db.range_at("", None, 4).unwrap();
+            assert_eq!(all, vec![kv(b"b", b"1", 2, 2, 1, Some(l))], "range at 4");
+            assert_eq!(
+                db.range_at("", Some(1), 3).unwrap(),
+                vec![kv(b"a", b"2", 1, 3, 2, None)]
+            );
+            assert_eq!(
+                db.get_at("a", 0).unwrap(),
+                db.get("a").unwrap(),
+                "0 is the present"
+            );
+        }
+
+        #[test]
+        fn k9_get_at_and_range_at_answer_each_revision_as_it_was_across_reopen() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("k9.db");
+            let db = open_file(&path);
+            let l = history_of(&db);
+            assert_history(&db, l, 1);
+            let future = db.get_at("a", 6).unwrap_err();
+            assert_eq!(
+                future.to_string(),
+                "invalid argument: etcdserver: mvcc: required revision is a future revision"
+            );
+            db.close().unwrap();
+            let db = open_file(&path);
+            assert_history(&db, l, 1);
+            db.close().unwrap();
+        }
+
+        #[test]
+        fn k9_etcd_range_at_a_revision_counts_sorts_and_filters_as_it_was() {
+            let dir = tempfile::tempdir().unwrap();
+            let db = open_file(&dir.path().join("k9e.db"));
+            history_of(&db);
+            let mut r = tenure::etcd::RangeRequest::new("\0", "\0");
+            r.revision = 3;
+            r.sort_order = tenure::etcd::SortOrder::Descend;
+            r.limit = 1;
+            match db.execute(&tenure::etcd::RequestOp::Range(r)).unwrap() {
+                tenure::etcd::Outcome::Done {
+                    revision,
+                    response: tenure::etcd::ResponseOp::Range(out),
+                } => {
+                    assert_eq!(revision, 5, "the header holds the current revision (etcd)");
+                    assert_eq!((out.count, out.more), (2, true));
+                    assert_eq!(keys_of(&out.kvs), bytes(&["b"]));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+
+        #[test]
+        fn k9_in_memory_only_the_present_is_kept() {
+            let db = Tenure::in_memory().unwrap();
+            history_of(&db);
+            assert_eq!(db.get_at("a", 5).unwrap().unwrap().value, b"3");
+            assert_eq!(db.get_at("a", 3).unwrap_err().code(), ErrorCode::Compacted);
+        }
+
+        #[test]
+        fn k10_compact_keeps_its_revision_refuses_older_ones_and_survives_reopen() {
+            use tenure::etcd::Refusal;
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("k10.db");
+            let db = open_file(&path);
+            let l = history_of(&db);
+            assert_eq!(db.compacted_revision().unwrap(), 0);
+            assert_eq!(db.compact(3).unwrap(), Ok(5));
+            assert_eq!(db.compact(3).unwrap(), Err(Refusal::Compacted));
+            assert_eq!(db.compact(9).unwrap(), Err(Refusal::FutureRevision));
+            assert_eq!(db.compacted_revision().unwrap(), 3);
+            assert_history(&db, l, 3);
+            match db.get_at("a", 2).unwrap_err() {
+                Error::Compacted { revision, reason } => {
+                    assert_eq!(revision, 3, "where reads can resume");
+                    assert_eq!(
+                        reason,
+                        "etcdserver: mvcc: required revision has been compacted"
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+            db.close().unwrap();
+            let db = open_file(&path);
+            assert_eq!(db.compacted_revision().unwrap(), 3);
+            assert_history(&db, l, 3);
+            assert_eq!(db.get_at("b", 2).unwrap_err().code(), ErrorCode::Compacted);
+            db.close().unwrap();
+        }
+    }
+}

@@ -284,7 +284,7 @@ mod embedded_only {
     }
 
     #[test]
-    fn k6_history_does_not_survive_reopen_so_older_starts_are_compacted() {
+    fn k11_history_survives_reopen_so_older_starts_replay() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("hist.tenure");
         let db = open_file(&path);
@@ -292,17 +292,17 @@ mod embedded_only {
         db.put("a", "2", None).unwrap();
         db.close().unwrap();
         let db = open_file(&path);
-        assert!(matches!(
-            watch_from(&db, "a", false, 1),
-            Err(Error::Compacted { revision: 1, .. })
-        ));
-        assert!(matches!(
-            watch_from(&db, "a", false, 2),
-            Err(Error::Compacted { revision: 2, .. })
-        ));
-        let mut w = watch_from(&db, "a", false, 3).unwrap();
+        let mut w = watch_from(&db, "a", false, 1).unwrap();
         db.put("a", "3", None).unwrap();
-        assert_eq!(next(&mut w), put_event(b"a", b"3", 1, 3, 3, None));
+        assert_next(
+            &mut w,
+            [
+                put_event(b"a", b"1", 1, 1, 1, None),
+                put_event(b"a", b"2", 1, 2, 2, None),
+                put_event(b"a", b"3", 1, 3, 3, None),
+            ],
+        );
+        assert_idle(&mut w);
     }
 
     #[test]
@@ -511,5 +511,75 @@ mod embedded_only {
             "each delete exactly once"
         );
         assert!(resumed.try_recv().unwrap().is_none());
+    }
+}
+
+/// Files and in-memory engines: run embedded only (the remote backends read no file).
+mod history {
+    mod embedded_only {
+        use super::super::*;
+
+        // ---- K11 Watch from history -------------------------------------------------------------------
+
+        #[test]
+        fn k11_a_watch_from_a_past_revision_replays_the_file_history_after_reopen_then_goes_live() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("k11.db");
+            let db = open_file(&path);
+            db.put("k", "1", None).unwrap(); // 1
+            db.put("k", "2", None).unwrap(); // 2
+            db.put("other", "x", None).unwrap(); // 3
+            assert!(db.delete("k").unwrap()); // 4
+            db.put("k", "3", None).unwrap(); // 5
+            db.close().unwrap();
+            let db = open_file(&path);
+            let mut w = db
+                .watch(
+                    "k",
+                    WatchOptions {
+                        prefix: false,
+                        start_revision: Some(2),
+                        prev_kv: true,
+                    },
+                )
+                .expect("a retained start");
+            let mut first = put_event(b"k", b"2", 1, 2, 2, None);
+            first.prev_kv = Some(kv(b"k", b"1", 1, 1, 1, None));
+            let mut gone = delete_event(b"k", 4);
+            gone.prev_kv = Some(kv(b"k", b"2", 1, 2, 2, None));
+            assert_next(&mut w, [first, gone, put_event(b"k", b"3", 5, 5, 1, None)]);
+            db.put("k", "4", None).unwrap(); // 6, live
+            let mut live = put_event(b"k", b"4", 5, 6, 2, None);
+            live.prev_kv = Some(kv(b"k", b"3", 5, 5, 1, None));
+            assert_next(&mut w, [live]);
+            assert_idle(&mut w);
+            // After a compaction at 4, a start at 4 is kept (etcd), one at 3 is refused with 4.
+            assert_eq!(db.compact(4).unwrap(), Ok(6));
+            let mut from4 = watch_from(&db, "k", false, 4).unwrap();
+            assert_next(
+                &mut from4,
+                [
+                    delete_event(b"k", 4),
+                    put_event(b"k", b"3", 5, 5, 1, None),
+                    put_event(b"k", b"4", 5, 6, 2, None),
+                ],
+            );
+            match db.watch_range(
+                "k",
+                "",
+                WatchOptions {
+                    start_revision: Some(3),
+                    ..WatchOptions::default()
+                },
+            ) {
+                Ok(tenure::etcd::WatchStart::Compacted(rev)) => assert_eq!(rev, 4),
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(
+                watch_from(&db, "k", false, 3).unwrap_err().code(),
+                ErrorCode::Compacted
+            );
+            db.close().unwrap();
+        }
     }
 }

@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use etcd_client::proto::*;
 use sha2::{Digest, Sha256};
-use tenure::etcd::errors::EtcdError;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
@@ -136,28 +135,27 @@ impl PbMaintenanceService for Maintenance {
         }))
     }
 
-    /// SPEC D9's `kv` checksum. Only the current state is kept: revision 0 or the current one
-    /// is hashed, an older one is compacted and a later one is in the future (as Range, E2).
+    /// SPEC D9's `kv` checksum of the key space at the revision asked (0: the current one),
+    /// with the compaction revision (E11, K9: an older one is compacted, a later one future).
     async fn hash_kv(
         &self,
         req: Request<PbHashKvRequest>,
     ) -> Result<Response<PbHashKvResponse>, Status> {
         let want = req.into_inner().revision;
         let ctx = self.0.clone();
-        let h = blocking(move || ctx.db.content_hash().map_err(errors::status)).await?;
-        // The server starts at revision 1 (DESIGN); an empty file still says 0.
-        let rev = h.revision.max(1);
-        if want > rev {
-            return Err(errors::etcd(EtcdError::FutureRevision));
-        }
-        if want != 0 && want < rev {
-            return Err(errors::etcd(EtcdError::Compacted));
-        }
+        let (hash, rev, compacted, current) = blocking(move || {
+            let (hash, rev) = ctx.db.hash_kv(want).map_err(errors::status)?;
+            let compacted = ctx.db.compacted_revision().map_err(errors::status)?;
+            let current = ctx.db.revision().map_err(errors::status)?;
+            Ok::<_, Status>((hash, rev, compacted, current))
+        })
+        .await?;
         Ok(Response::new(PbHashKvResponse {
-            header: self.0.ids.header(rev),
-            hash: h.kv,
-            compact_revision: rev,
-            hash_revision: rev,
+            // The server starts at revision 1 (DESIGN); an empty file still says 0.
+            header: self.0.ids.header(current.max(1)),
+            hash,
+            compact_revision: compacted,
+            hash_revision: rev.max(1),
         }))
     }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 use etcd_client::proto::{
     PbClusterServer, PbKvServer, PbLeaseServer, PbMaintenanceServer, PbWatchServer,
 };
-use tenure::{Durability, Tenure, WaitPool};
+use tenure::{AutoCompaction, Durability, Tenure, WaitPool};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tonic::transport::Server;
@@ -86,9 +86,61 @@ pub(crate) struct Args {
     /// Bytes of recent events kept for watches that start from a past revision
     #[arg(long, value_name = "BYTES", default_value_t = tenure::Builder::DEFAULT_WATCH_HISTORY_BYTES)]
     watch_history_bytes: usize,
+    /// How --auto-compaction-retention is read: periodic (a duration) or revision (a count),
+    /// as etcd's flag
+    #[arg(long, value_name = "MODE", default_value = "periodic",
+          value_parser = ["periodic", "revision"])]
+    auto_compaction_mode: String,
+    /// History kept (SPEC K12): periodic: a duration (1h, 30m, 10s; a bare number is hours, as
+    /// etcd); revision: how many revisions; 0 turns compaction off. Default: the embedded
+    /// default, the last 100000 revisions
+    #[arg(long, value_name = "RETENTION")]
+    auto_compaction_retention: Option<String>,
     /// error, warn, info, debug or trace
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
+}
+
+/// etcd's `--auto-compaction-mode` and `--auto-compaction-retention`, read as etcd reads them.
+fn auto_compaction(mode: &str, retention: Option<&str>) -> Result<AutoCompaction, String> {
+    let Some(r) = retention else {
+        return Ok(AutoCompaction::DEFAULT);
+    };
+    let bad = || {
+        format!(
+            "invalid --auto-compaction-retention {r:?} for --auto-compaction-mode {mode}: \
+             expected {}",
+            if mode == "revision" {
+                "a number of revisions"
+            } else {
+                "a duration such as 1h, 30m or 10s (a bare number is hours)"
+            }
+        )
+    };
+    if r == "0" {
+        return Ok(AutoCompaction::Off);
+    }
+    if mode == "revision" {
+        return r
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .map(AutoCompaction::Revisions)
+            .ok_or_else(bad);
+    }
+    let d = if let Ok(hours) = r.parse::<u64>() {
+        hours.checked_mul(3600).map(Duration::from_secs)
+    } else if let Some(m) = r.strip_suffix('m').and_then(|n| n.parse::<u64>().ok()) {
+        m.checked_mul(60).map(Duration::from_secs)
+    } else if let Some(h) = r.strip_suffix('h').and_then(|n| n.parse::<u64>().ok()) {
+        h.checked_mul(3600).map(Duration::from_secs)
+    } else {
+        parse_duration(r)
+    };
+    match d {
+        Some(d) if !d.is_zero() && d <= tenure::MAX_DURATION => Ok(AutoCompaction::Periodic(d)),
+        _ => Err(bad()),
+    }
 }
 
 fn parse_duration(s: &str) -> Option<Duration> {
@@ -217,6 +269,13 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Ok(d) => d,
         Err(m) => return fail(m),
     };
+    let retention = match auto_compaction(
+        &args.auto_compaction_mode,
+        args.auto_compaction_retention.as_deref(),
+    ) {
+        Ok(r) => r,
+        Err(m) => return fail(m),
+    };
     let Ok(mode) = u32::from_str_radix(&args.socket_mode, 8) else {
         return fail(format!(
             "invalid --socket-mode {:?}: expected octal, e.g. 600",
@@ -245,6 +304,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         .base_revision(1)
         .watch_queue_bytes(args.watch_queue_bytes)
         .watch_history_bytes(args.watch_history_bytes)
+        .auto_compaction(retention)
         .open()
     {
         Ok(db) => db,

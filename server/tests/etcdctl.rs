@@ -62,11 +62,18 @@ fn e2_put_get_with_prefix_limit_sort_keys_only_rev_and_del() {
         json.contains("\"revision\":5") && json.contains("\"raft_term\":1"),
         "{json}"
     );
-    // --rev: the current revision reads; an older one is etcd's compacted error.
+    // --rev (K9): the current revision reads, an older one as it was; below a compaction,
+    // etcd's compacted error.
     assert_eq!(
         lines(&s.ok(&["get", "other", "--rev", "5"])),
         ["other", "x"]
     );
+    assert!(lines(&s.ok(&["get", "other", "--rev", "4"])).is_empty());
+    assert_eq!(
+        lines(&s.ok(&["get", "svc/", "--prefix", "--rev", "3"])),
+        ["svc/a", "3", "svc/b", "2"]
+    );
+    s.ok(&["compact", "3"]);
     let old = s.etcdctl(&["get", "other", "--rev", "2"]);
     assert!(!old.status.success());
     assert!(String::from_utf8_lossy(&old.stderr)

@@ -83,6 +83,17 @@ impl Engine {
         self.store_view()?.hash()
     }
 
+    /// [`Tenure::hash_kv`](crate::Tenure::hash_kv), for this engine.
+    pub(crate) fn hash_kv(&self, revision: i64) -> Result<(u32, i64)> {
+        let current = self.revision()?;
+        if revision == 0 || revision == current {
+            let h = self.content_hash()?;
+            return Ok((h.kv, h.revision));
+        }
+        let kvs = self.range_at(b"", None, revision)?;
+        Ok((crate::store::kv_hash(&kvs), revision))
+    }
+
     /// [`Tenure::storage_size`](crate::Tenure::storage_size), for this engine.
     pub(crate) fn storage_size(&self) -> Result<StorageSize> {
         let s = self.file_backed()?;
@@ -130,10 +141,11 @@ impl Engine {
             if st.poisoned.is_some() {
                 false
             } else {
-                if st.m.lessor.is_primary() && st.m.lessor.has_dirty() {
+                if st.lease_kv.lessor.is_primary() && st.lease_kv.lessor.has_dirty() {
                     let (now, wall) = (s.clock.now_ns(), s.clock.wall_ms());
-                    while st.m.lessor.has_dirty() {
-                        st.m.checkpoint_dirty(now, wall, usize::MAX, &mut st.pending);
+                    while st.lease_kv.lessor.has_dirty() {
+                        st.lease_kv
+                            .checkpoint_dirty(now, wall, usize::MAX, &mut st.pending);
                     }
                     enqueued(s, st, false);
                 }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -11,7 +11,9 @@ use std::time::Duration;
 use crossbeam_channel::bounded;
 
 use super::commit::{Ckpt, Leader, Logged};
-use super::{commit, expiry, signals, Config, Done, Engine, Shared, State, EXPIRED_QUEUE};
+use super::{
+    commit, expiry, wakeups, CommitProgress, Config, Engine, Shared, WriteState, EXPIRED_QUEUE,
+};
 use crate::batch::Batch;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{panic_message, Error, Result};
@@ -20,9 +22,9 @@ use crate::lease::lessor::ns;
 use crate::limits::{check_duration, check_interval, check_log_region, check_watch_events};
 use crate::locks::{Condvar, Mutex};
 use crate::rows::Loaded;
-use crate::state::Machine;
+use crate::state::LeaseKv;
 use crate::store::{StorageFaults, Store};
-use crate::types::{Durability, Recovery};
+use crate::types::{AutoCompaction, Durability, Recovery};
 
 /// Options of an embedded [`Tenure`](crate::Tenure); every option has a default (see each method).
 #[derive(Clone)]
@@ -44,6 +46,7 @@ pub struct Builder {
     base_revision: i64,
     log: bool,
     log_region: u64,
+    auto_compaction: AutoCompaction,
 }
 
 impl std::fmt::Debug for Builder {
@@ -96,6 +99,7 @@ impl Default for Builder {
             base_revision: 0,
             log: true,
             log_region: crate::store::wal::REGION,
+            auto_compaction: AutoCompaction::DEFAULT,
         }
     }
 }
@@ -178,6 +182,15 @@ impl Builder {
         self
     }
 
+    /// How much revision history a file-backed engine keeps on its own (SPEC K12): older
+    /// revisions are compacted in the background as [`Tenure::compact`](crate::Tenure::compact)
+    /// does. Default: [`AutoCompaction::DEFAULT`], the last 100 000 revisions.
+    /// `Revisions(0)` is `InvalidArgument`.
+    pub fn auto_compaction(mut self, policy: AutoCompaction) -> Builder {
+        self.auto_compaction = policy;
+        self
+    }
+
     /// How many bytes of recent events the history keeps (as well as at most `watch_history`
     /// events). An event counts its keys and values, its previous key-value and 192 bytes.
     /// Default: 64 MiB.
@@ -249,6 +262,17 @@ impl Builder {
         check_log_region(self.log_region)?;
         check_watch_events(self.watch_history, "watch_history")?;
         check_watch_events(self.watch_queue, "watch_queue")?;
+        match self.auto_compaction {
+            AutoCompaction::Revisions(0) => {
+                return Err(Error::invalid(
+                    "auto_compaction: Revisions(0) would keep no history; use Off or at least 1",
+                ))
+            }
+            AutoCompaction::Periodic(d) => {
+                check_interval(d, "the auto-compaction retention")?;
+            }
+            _ => {}
+        }
         Ok(())
     }
 }
@@ -293,20 +317,22 @@ impl Engine {
             None => (None, Loaded::default(), None, None),
         };
         let now = clock.now_ns();
-        let mut m = Machine::new(
+        let mut lease_kv = LeaseKv::new(
             b.primary,
             b.auto_revoke,
             b.min_ttl,
             b.expired_retry_interval,
         );
-        m.recover(loaded, b.recovery, now, clock.wall_ms())
+        lease_kv
+            .recover(loaded, b.recovery, now, clock.wall_ms())
             .map_err(|detail| Error::Corrupt {
                 path: b.path.clone().unwrap_or_default(),
                 detail,
             })?;
-        m.kv.revision = m.kv.revision.max(b.base_revision);
-        let revision = m.kv.revision;
+        lease_kv.kv.revision = lease_kv.kv.revision.max(b.base_revision);
+        let revision = lease_kv.kv.revision;
         let cfg = Config {
+            auto_compaction: b.auto_compaction,
             durability: b.durability,
             persist: store.is_some(),
             checkpoint_interval: ns(b.checkpoint_interval),
@@ -321,10 +347,16 @@ impl Engine {
         let hub = WatchHub::new(limits, revision, closed.clone());
         let with_log = log.is_some();
         let (ckpt_tx, ckpt_rx) = bounded(1);
+        let (compact_tx, compact_rx) = bounded(1);
         let shared = Arc::new(Shared {
             record_events: AtomicBool::new(hub.wants_events()),
-            state: Mutex::new(State {
-                m,
+            file_revision: AtomicI64::new(revision),
+            relabels: AtomicU64::new(0),
+            relabels_flushed: AtomicU64::new(0),
+            compact_tx,
+            compact_rx,
+            state: Mutex::new(WriteState {
+                lease_kv,
                 pending: Batch::new(cfg.persist, hub.wants_events()),
                 seq: 0,
                 closed: false,
@@ -338,9 +370,9 @@ impl Engine {
             commit_cv: Condvar::new(),
             gather_cv: Condvar::new(),
             hub: Mutex::new(hub),
-            done: Mutex::new(Done {
+            done: Mutex::new(CommitProgress {
                 revision,
-                ..Done::default()
+                ..CommitProgress::default()
             }),
             done_cv: Condvar::new(),
             store: Mutex::new(store),
@@ -360,7 +392,7 @@ impl Engine {
             closed,
             path: b.path.clone(),
         });
-        signals::subscribe_clock(&shared);
+        wakeups::subscribe_clock(&shared);
 
         let mut threads = vec![spawn(&shared, "expiry", expiry::run)?];
         if shared.cfg.persist {
@@ -368,6 +400,11 @@ impl Engine {
         }
         if with_log {
             threads.push(spawn(&shared, "checkpoint", commit::checkpointer)?);
+        }
+        if shared.cfg.persist {
+            // An interrupted compaction goes on where it stopped.
+            let _ = shared.compact_tx.try_send(());
+            threads.push(spawn(&shared, "compactor", super::compactor::run)?);
         }
         Ok(Engine {
             shared,

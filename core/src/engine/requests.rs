@@ -5,9 +5,12 @@ use super::Engine;
 use crate::error::{Error, Result};
 use crate::etcd::errors::EtcdError;
 use crate::etcd::{Outcome, Refusal, RequestOp, ResponseOp, WatchStart};
-use crate::kv::range::{KeyRange, RangeRequest, RangeResponse};
-use crate::kv::watch::WatchOptions;
+use crate::kv::range::{respond, KeyRange, RangeRequest, RangeResponse};
+use crate::kv::watch::{WatchOptions, Watcher};
+use crate::limits::check_start_revision;
+use crate::store::View;
 use crate::types::KeyValue;
+use std::sync::atomic::Ordering;
 
 impl Engine {
     /// [`Tenure::execute`](crate::Tenure::execute), for this engine.
@@ -18,9 +21,9 @@ impl Engine {
             }
         }
         if !op.writes() {
-            return self.read_durable(|m| m.execute_read(op))?;
+            return self.read_durable(|lease_kv| lease_kv.execute_read(op))?;
         }
-        let out = self.write_with(|m, b| m.execute(op, b))?;
+        let out = self.write_with(|lease_kv, b| lease_kv.execute(op, b))?;
         if let Outcome::Done { response, .. } = &out {
             if !wrote(response) {
                 // It only read (a failed compare, an empty delete): what it read must be durable.
@@ -35,20 +38,23 @@ impl Engine {
         if op.writes() || matches!(op, RequestOp::Range(r) if r.revision != 0) {
             return Ok(None);
         }
-        self.try_read_durable(|m| m.execute_read(op))?.transpose()
+        self.try_read_durable(|lease_kv| lease_kv.execute_read(op))?
+            .transpose()
     }
 
     /// One etcd range at its revision: the present from memory, a past revision from the store.
     fn range_request(&self, r: &RangeRequest) -> Result<Outcome> {
-        let (current, compacted) = self.read_durable(|m| (m.kv.revision, m.kv.compacted))?;
+        let (current, compacted) =
+            self.read_durable(|lease_kv| (lease_kv.kv.revision, lease_kv.kv.compacted))?;
         if r.revision > current {
             return Ok(Outcome::Refused(Refusal::FutureRevision));
         }
-        if r.revision < compacted {
+        if r.revision != 0 && r.revision < compacted {
             return Ok(Outcome::Refused(Refusal::Compacted));
         }
         if !r.is_past(current) {
-            return self.read_durable(|m| m.execute_read(&RequestOp::Range(r.clone())))?;
+            return self
+                .read_durable(|lease_kv| lease_kv.execute_read(&RequestOp::Range(r.clone())))?;
         }
         let response = self.read_past(r)?;
         Ok(Outcome::Done {
@@ -57,10 +63,38 @@ impl Engine {
         })
     }
 
-    /// A range at a past revision, read from the store's history.
+    /// A range at a past revision, read from the store's history (SPEC K9).
     fn read_past(&self, r: &RangeRequest) -> Result<RangeResponse> {
-        let _ = r;
-        Err(refused(Refusal::Compacted, self.compacted_revision()?))
+        let range = KeyRange::new(&r.key, &r.range_end);
+        let view = self.history_view(r.revision)?;
+        let all = view.range_at(&range, r.revision)?;
+        drop(view);
+        // A compaction that began meanwhile may have removed rows this read needed.
+        let compacted = self.compacted_revision()?;
+        if r.revision < compacted {
+            return Err(refused(Refusal::Compacted, compacted));
+        }
+        Ok(respond(r, all))
+    }
+
+    /// A read transaction of the file once it holds `revision` (with the log, the file lags:
+    /// `flush_to_file` brings it up to date).
+    fn history_view(&self, revision: i64) -> Result<View> {
+        let s = self.shared();
+        if !s.cfg.persist {
+            // In memory no history is kept: only the present is answered.
+            return Err(refused(Refusal::Compacted, self.revision()?));
+        }
+        let relabels = s.relabels.load(Ordering::Acquire);
+        if s.file_revision.load(Ordering::Acquire) < revision
+            || s.relabels_flushed.load(Ordering::Acquire) < relabels
+        {
+            // Covers every write applied before it: the revision, and the relabels counted.
+            self.flush_to_file()?;
+            s.relabels_flushed.fetch_max(relabels, Ordering::Release);
+        }
+        let store = s.store.lock();
+        store.as_ref().ok_or_else(|| s.closed.clone())?.view()
     }
 
     /// [`Tenure::get_at`](crate::Tenure::get_at), for this engine.
@@ -106,18 +140,24 @@ impl Engine {
 
     /// [`Tenure::compacted_revision`](crate::Tenure::compacted_revision), for this engine.
     pub(crate) fn compacted_revision(&self) -> Result<i64> {
-        self.read_durable(|m| m.kv.compacted)
+        self.read_durable(|lease_kv| lease_kv.kv.compacted)
     }
 
     /// [`Tenure::compact`](crate::Tenure::compact), for this engine.
     pub(crate) fn compact(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
-        let done = self.write_with(|m, b| Ok(m.compact(revision, b)))?;
+        let done = self.write_with(|lease_kv, b| Ok(lease_kv.compact(revision, b)))?;
         if done.is_ok() {
             // The watch history keeps `revision` itself: a watch may start there (etcd).
             self.with_hub(|hub, _| {
                 hub.compact(revision - 1);
                 Ok(())
             })?;
+            let s = self.shared();
+            if s.cfg.persist {
+                // The compactor carries out only what the file holds: bring it there first.
+                self.flush_to_file()?;
+                let _ = s.compact_tx.try_send(());
+            }
         }
         Ok(done)
     }
@@ -130,10 +170,61 @@ impl Engine {
         opts: WatchOptions,
     ) -> Result<WatchStart> {
         let range = KeyRange::new(key.as_ref(), range_end.as_ref());
-        self.with_hub(|hub, current| match hub.register(range, &opts, current) {
-            Ok(w) => Ok(WatchStart::Started(w)),
-            Err(Error::Compacted { .. }) => Ok(WatchStart::Compacted(hub.floor(current))),
-            Err(e) => Err(e),
+        Ok(match self.register(range, opts)? {
+            Ok(w) => WatchStart::Started(w),
+            Err(compacted) => WatchStart::Compacted(compacted),
+        })
+    }
+
+    /// A watcher of `range` from `opts.start_revision` (SPEC K11): the revisions the watch
+    /// hub still holds come from it, older ones from the store's history, queued first.
+    /// `Ok(Err(c))`: the start is below the compaction at `c`.
+    pub(crate) fn register(
+        &self,
+        range: KeyRange,
+        opts: WatchOptions,
+    ) -> Result<std::result::Result<Watcher, i64>> {
+        let s = self.shared();
+        let first = opts.start_revision.map(check_start_revision).transpose()?;
+        let mut next = first;
+        let mut earlier = Vec::new();
+        // Each round reads up to the revision applied when it began; writes meanwhile may need
+        // another round when the hub keeps no history (a few, under a steady stream of writes).
+        for _ in 0..16 {
+            let (from, to) = {
+                let st = s.state.lock();
+                if st.closed {
+                    return Err(s.closed.clone());
+                }
+                let current = st.lease_kv.kv.revision;
+                let compacted = st.lease_kv.kv.compacted;
+                if first.is_some_and(|f| f < compacted) {
+                    return Ok(Err(compacted));
+                }
+                let mut hub = s.hub.lock();
+                let start = next.unwrap_or(current + 1);
+                if start >= hub.floor(current) || !s.cfg.persist {
+                    let o = WatchOptions {
+                        start_revision: Some(start),
+                        ..opts
+                    };
+                    let out = match hub.register_after(range, &o, current, earlier) {
+                        Ok(w) => Ok(w),
+                        Err(Error::Compacted { .. }) => Err(hub.floor(current).max(compacted)),
+                        Err(e) => return Err(e),
+                    };
+                    s.record_events.store(hub.wants_events(), Ordering::Relaxed);
+                    return Ok(out);
+                }
+                (start, current)
+            };
+            let view = self.history_view(to)?;
+            earlier.extend(view.events(&range, from, to, opts.prev_kv)?);
+            next = Some(to + 1);
+        }
+        Err(Error::Compacted {
+            revision: next.unwrap_or(0),
+            reason: "writes outpaced the replay of the history; retry the watch".into(),
         })
     }
 }

@@ -18,7 +18,7 @@ pub(crate) struct KvIndex {
     /// The store revision: +1 per write (K4). Owned here, bumped by the state machine.
     pub(crate) revision: i64,
     /// The revision of the last compaction (0: none): reads at a revision below it are
-    /// `Compacted` (K10). Raised by `Machine::compact`, persisted by the store.
+    /// `Compacted` (K10). Raised by `LeaseKv::compact`, persisted by the store.
     pub(crate) compacted: i64,
     live: u64,
 }
@@ -175,8 +175,12 @@ impl KvIndex {
         let Some(e) = self.map.remove(key) else {
             return (false, 0);
         };
-        b.op(|| StoreOp::DelKey(key.to_vec()));
         let existed = e.data.is_some();
+        if existed {
+            b.op(|| StoreOp::DelKeyAt(key.to_vec(), rev));
+        } else {
+            b.op(|| StoreOp::DelKey(key.to_vec()));
+        }
         if let Some(d) = e.data {
             self.live -= 1;
             if b.record_events {
@@ -208,6 +212,10 @@ impl KvIndex {
                 if e.data.is_none() && lease == 0 {
                     self.map.remove(key);
                     b.op(|| StoreOp::DelKey(key.to_vec()));
+                } else if e.data.is_some() {
+                    let e = &*e;
+                    b.op(|| StoreOp::LeaseKey(key.to_vec(), e.clone()));
+                    b.relabeled = true;
                 } else {
                     let e = &*e;
                     b.op(|| StoreOp::PutKey(key.to_vec(), e.clone()));

@@ -266,41 +266,58 @@ impl KvIndex {
             && r.max_mod_revision == 0
             && r.min_create_revision == 0
             && r.max_create_revision == 0;
-        let mut kvs = self.visit(range.bounds(), |kv| {
+        let kvs = self.visit(range.bounds(), |kv| {
             count += 1;
             !r.count_only
                 && r.keep(kv)
                 && !(plain_limit && r.limit > 0 && (count as usize) > r.limit + 1)
         });
-        if r.count_only {
-            return RangeResponse {
-                kvs: Vec::new(),
-                more: false,
-                count,
-            };
-        }
-        let order = match (r.sort_target, r.sort_order) {
-            (SortTarget::Key, SortOrder::Ascend) => SortOrder::None,
-            (t, SortOrder::None) if t != SortTarget::Key => SortOrder::Ascend,
-            (_, o) => o,
-        };
-        match order {
-            SortOrder::None => {}
-            SortOrder::Ascend => kvs.sort_by(|a, b| compare(r.sort_target, a, b)),
-            SortOrder::Descend => kvs.sort_by(|a, b| compare(r.sort_target, b, a)),
-        }
-        let mut more = false;
-        if r.limit > 0 && kvs.len() > r.limit {
-            kvs.truncate(r.limit);
-            more = true;
-        }
-        if r.keys_only {
-            for kv in &mut kvs {
-                kv.value = Vec::new();
-            }
-        }
-        RangeResponse { kvs, more, count }
+        shape(r, kvs, count)
     }
+}
+
+/// etcd's answer from the key-values of the range that pass its filters (`kvs`, in key order)
+/// and how many keys the range holds: sorted, cut at the limit, values left out if asked.
+pub(crate) fn shape(r: &RangeRequest, mut kvs: Vec<KeyValue>, count: i64) -> RangeResponse {
+    if r.count_only {
+        return RangeResponse {
+            kvs: Vec::new(),
+            more: false,
+            count,
+        };
+    }
+    let order = match (r.sort_target, r.sort_order) {
+        (SortTarget::Key, SortOrder::Ascend) => SortOrder::None,
+        (t, SortOrder::None) if t != SortTarget::Key => SortOrder::Ascend,
+        (_, o) => o,
+    };
+    match order {
+        SortOrder::None => {}
+        SortOrder::Ascend => kvs.sort_by(|a, b| compare(r.sort_target, a, b)),
+        SortOrder::Descend => kvs.sort_by(|a, b| compare(r.sort_target, b, a)),
+    }
+    let mut more = false;
+    if r.limit > 0 && kvs.len() > r.limit {
+        kvs.truncate(r.limit);
+        more = true;
+    }
+    if r.keys_only {
+        for kv in &mut kvs {
+            kv.value = Vec::new();
+        }
+    }
+    RangeResponse { kvs, more, count }
+}
+
+/// etcd's range over every key-value of the range (in key order), as it was at some revision.
+pub(crate) fn respond(r: &RangeRequest, all: Vec<KeyValue>) -> RangeResponse {
+    let count = all.len() as i64;
+    let kvs = if r.count_only {
+        Vec::new()
+    } else {
+        all.into_iter().filter(|kv| r.keep(kv)).collect()
+    };
+    shape(r, kvs, count)
 }
 
 #[cfg(test)]

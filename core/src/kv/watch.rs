@@ -327,11 +327,14 @@ impl WatchHub {
 
     /// Registers a watcher. `revision` is the engine's current (applied) revision: "from now"
     /// means every event after it.
-    pub(crate) fn register(
+    /// With `earlier` events (read from the store's history, in
+    /// order, on keys of `range`) queued before the ones from `opts.start_revision` on.
+    pub(crate) fn register_after(
         &mut self,
         range: KeyRange,
         opts: &WatchOptions,
         revision: i64,
+        earlier: Vec<Event>,
     ) -> Result<Watcher> {
         let start = match opts.start_revision {
             None => revision + 1,
@@ -356,6 +359,11 @@ impl WatchHub {
         // The history is in revision order: only its tail from `start` is looked at.
         let from = self.history.partition_point(|e| e.revision() < start);
         let (mut replayed, mut bytes) = (0usize, 0usize);
+        for ev in earlier {
+            replayed += 1;
+            bytes += event_bytes(&ev, opts.prev_kv);
+            let _ = tx.send(Arc::new(ev));
+        }
         for ev in self.history.range(from..) {
             if range.contains(&ev.kv.key) {
                 replayed += 1;
@@ -482,8 +490,8 @@ impl WatchHub {
             self.history_bytes += event_bytes(&ev, true);
             self.history.push_back(ev);
         }
-        let over = |h: &WatchHub| {
-            h.history.len() > h.limits.history || h.history_bytes > h.limits.history_bytes
+        let over = |hub: &WatchHub| {
+            hub.history.len() > hub.limits.history || hub.history_bytes > hub.limits.history_bytes
         };
         if over(self) {
             while over(self) {
@@ -742,13 +750,13 @@ impl Drop for Watcher {
 
 impl Source for Watcher {
     type Item = Event;
-    type Signal = Arc<Event>;
+    type Wakeup = Arc<Event>;
 
     fn try_next(&mut self) -> Result<Option<Event>> {
         self.try_recv()
     }
 
-    fn signal(&self) -> &Receiver<Arc<Event>> {
+    fn wakeup(&self) -> &Receiver<Arc<Event>> {
         &self.rx
     }
 }

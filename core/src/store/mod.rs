@@ -4,6 +4,7 @@
 //!   records the file lacks), `revision`, `next_lease_id`.
 //! - `tenure_leases`: lease ID → (ttl ns, remaining ns or `NO_TIME`, wall ms when persisted).
 //! - `tenure_kv`: key → encoded entry (`codec`): value, revisions, lease.
+//! - `tenure_history`, `tenure_events`: every revision until compacted (`history`).
 //!
 //! Deadlines are never stored: only durations and the wall time they were measured at.
 
@@ -45,6 +46,7 @@ macro_rules! delegate_locks {
 mod codec;
 mod faults;
 mod files;
+mod history;
 mod in_place;
 mod open;
 mod snapshot;
@@ -55,9 +57,11 @@ pub(crate) use faults::SyncCounter;
 use faults::{injected, FaultyBackend, LOG};
 pub use files::temp_beside;
 use files::{new_private, open_read_only_held, sibling_temp};
+pub(crate) use history::Progress;
+use history::Recorder;
 pub(crate) use in_place::{copy_in_place, read_in_place};
 use open::{open_error, replay};
-pub(crate) use snapshot::View;
+pub(crate) use snapshot::{kv_hash, View};
 
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
 const LEASES: TableDefinition<i64, (u64, u64, i64)> = TableDefinition::new("tenure_leases");
@@ -78,6 +82,8 @@ pub(crate) struct Store {
     path: PathBuf,
     /// The faults injected into this store; a snapshot's copy gets them too.
     faults: StorageFaults,
+    /// The history's seeding and physical compaction.
+    history: Progress,
 }
 
 fn storage(e: impl fmt::Display) -> Error {
@@ -124,6 +130,7 @@ fn init(db: &redb::Database) -> Result<u64> {
         tx.open_table(LEASES).map_err(storage)?;
         tx.open_table(KV).map_err(storage)?;
     }
+    history::init(&tx)?;
     tx.commit().map_err(storage)?;
     Ok(id)
 }
@@ -229,6 +236,13 @@ fn load_tables(
         next_id: get("next_lease_id")?,
         ..Loaded::default()
     };
+    loaded.compacted = history::compacted_of(meta, loaded.revision).map_err(read)?;
+    if loaded.compacted < 0 || loaded.compacted > loaded.revision {
+        return Err(corrupt(format!(
+            "impossible compaction revision {} (store revision {})",
+            loaded.compacted, loaded.revision
+        )));
+    }
     if loaded.revision < 0 || loaded.next_id < 1 {
         return Err(corrupt(format!(
             "impossible revision {} or next lease ID {}",
@@ -306,6 +320,8 @@ fn reserve<T>(v: &mut Vec<T>, rows: u64) {
 fn apply_ops(
     leases: &mut redb::Table<i64, (u64, u64, i64)>,
     kv: &mut redb::Table<&[u8], &[u8]>,
+    meta: &mut redb::Table<&str, i64>,
+    history: &mut Recorder<'_>,
     ops: &[StoreOp],
 ) -> Result<()> {
     for op in ops {
@@ -326,9 +342,26 @@ fn apply_ops(
             StoreOp::PutKey(k, rec) => {
                 kv.insert(k.as_slice(), encode(rec).as_slice())
                     .map_err(storage)?;
+                if let Some(d) = &rec.data {
+                    history.put(k, d.mod_revision, rec)?;
+                }
             }
             StoreOp::DelKey(k) => {
                 kv.remove(k.as_slice()).map_err(storage)?;
+            }
+            StoreOp::DelKeyAt(k, rev) => {
+                kv.remove(k.as_slice()).map_err(storage)?;
+                history.tombstone(k, *rev)?;
+            }
+            StoreOp::LeaseKey(k, rec) => {
+                kv.insert(k.as_slice(), encode(rec).as_slice())
+                    .map_err(storage)?;
+                if let Some(d) = &rec.data {
+                    history.relabel(k, d.mod_revision, rec)?;
+                }
+            }
+            StoreOp::Compact(rev) => {
+                meta.insert("compacted", *rev).map_err(storage)?;
             }
         }
     }
@@ -353,11 +386,13 @@ impl Store {
             // Checkpoints of the log are rare: each may as well save redb's allocator state,
             // so that the open after a crash needs no walk of the whole file.
             tx.set_quick_repair(applied.is_some());
+            history::seed(&tx, &self.history)?;
             {
                 let mut leases = tx.open_table(LEASES).map_err(storage)?;
                 let mut kv = tx.open_table(KV).map_err(storage)?;
-                apply_ops(&mut leases, &mut kv, ops)?;
                 let mut meta = tx.open_table(META).map_err(storage)?;
+                let mut history = Recorder::open(&tx)?;
+                apply_ops(&mut leases, &mut kv, &mut meta, &mut history, ops)?;
                 meta.insert("revision", revision).map_err(storage)?;
                 meta.insert("next_lease_id", next_id).map_err(storage)?;
                 if let Some(lsn) = applied {

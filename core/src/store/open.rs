@@ -11,8 +11,8 @@ use redb::{DatabaseError, Durability};
 use super::files::{create, open_read_only_held, probe, Found};
 use super::{
     apply_ops, corrupt_at, guarded, init, load, load_tables, log_meta, new_log_id, storage, wal,
-    FaultyBackend, LogMeta, StorageFaults, Store, SyncCounter, CACHE, FORMAT_LOGGED,
-    FORMAT_VERSION, KV, LEASES, META,
+    FaultyBackend, LogMeta, Progress, Recorder, StorageFaults, Store, SyncCounter, CACHE,
+    FORMAT_LOGGED, FORMAT_VERSION, KV, LEASES, META,
 };
 use crate::error::{Error, Result};
 use crate::rows::Loaded;
@@ -57,8 +57,9 @@ pub(super) fn replay(
         let mut meta = tx.open_table(META).map_err(|e| opening(path, e))?;
         let mut leases = tx.open_table(LEASES).map_err(|e| opening(path, e))?;
         let mut kv = tx.open_table(KV).map_err(|e| opening(path, e))?;
+        let mut history = Recorder::open(&tx)?;
         for r in records {
-            apply_ops(&mut leases, &mut kv, &r.ops)?;
+            apply_ops(&mut leases, &mut kv, &mut meta, &mut history, &r.ops)?;
         }
         if let Some(last) = records.last() {
             meta.insert("revision", last.revision)
@@ -293,6 +294,7 @@ impl Store {
                     db,
                     path: path.to_path_buf(),
                     faults,
+                    history: Progress::default(),
                 },
                 loaded,
                 syncs: counter,

@@ -24,7 +24,7 @@ const PROGRESS_EVERY: u64 = 1 << 12;
 
 /// A consistent read of the store at one revision.
 pub(crate) struct View {
-    tx: redb::ReadTransaction,
+    pub(super) tx: redb::ReadTransaction,
     /// The database file read (errors name it).
     path: PathBuf,
     /// The source's injected faults: the copy gets them too (tests of a full disk).
@@ -358,6 +358,21 @@ impl View {
             all: all.finish(),
         })
     }
+}
+
+/// [`ContentHash::kv`] of `kvs` (every key with a value, in key order), computed from key-values
+/// read at any revision (SPEC E11's HashKV at a revision).
+pub(crate) fn kv_hash(kvs: &[crate::types::KeyValue]) -> u32 {
+    let mut h = Crc::new();
+    for kv in kvs {
+        h.field(&kv.key);
+        h.field(&kv.value);
+        h.int(kv.create_revision);
+        h.int(kv.mod_revision);
+        h.int(kv.version);
+        h.int(kv.lease.map_or(0, |l| l.get()));
+    }
+    h.finish()
 }
 
 /// CRC-32C (Castagnoli, the polynomial etcd's hashes use), table-driven.

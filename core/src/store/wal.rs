@@ -138,6 +138,21 @@ fn encode_record(
                 out.push(4);
                 bytes(out, k);
             }
+            StoreOp::DelKeyAt(k, rev) => {
+                out.push(5);
+                bytes(out, k);
+                out.extend_from_slice(&rev.to_le_bytes());
+            }
+            StoreOp::LeaseKey(k, e) => {
+                out.push(6);
+                bytes(out, k);
+                out.extend_from_slice(&(codec::encoded_len(e) as u64).to_le_bytes());
+                codec::encode_into(e, out);
+            }
+            StoreOp::Compact(rev) => {
+                out.push(7);
+                out.extend_from_slice(&rev.to_le_bytes());
+            }
         }
     }
     let len = (out.len() - start - HEAD) as u32;
@@ -193,6 +208,15 @@ fn decode_payload(lsn: u64, payload: &[u8]) -> Option<Record> {
                 StoreOp::PutKey(key, codec::decode(c.bytes()?)?)
             }
             4 => StoreOp::DelKey(c.bytes()?.to_vec()),
+            5 => {
+                let key = c.bytes()?.to_vec();
+                StoreOp::DelKeyAt(key, c.u64()? as i64)
+            }
+            6 => {
+                let key = c.bytes()?.to_vec();
+                StoreOp::LeaseKey(key, codec::decode(c.bytes()?)?)
+            }
+            7 => StoreOp::Compact(c.u64()? as i64),
             _ => return None,
         });
     }

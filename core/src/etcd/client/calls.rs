@@ -73,22 +73,6 @@ impl Remote {
             attempt += 1;
         }
     }
-
-    /// Runs `f` once under the call deadline (for what cannot be repeated as a new request).
-    pub(super) fn block<T>(&self, f: impl Future<Output = Result<T>>) -> Result<T> {
-        let guard = self.rt.read().unwrap_or_else(|p| p.into_inner());
-        let Some(rt) = guard.as_ref().filter(|_| !self.is_closed()) else {
-            return Err(Error::Closed("(etcd connection)".into()));
-        };
-        rt.block_on(async { tokio::time::timeout(self.timeout, f).await })
-            .unwrap_or_else(|_| {
-                Err(unavailable(format!(
-                    "no answer from {} within {:?}",
-                    self.endpoints.join(","),
-                    self.timeout
-                )))
-            })
-    }
 }
 
 #[cfg(test)]

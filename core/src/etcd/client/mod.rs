@@ -55,9 +55,6 @@ pub(crate) struct Remote {
     /// The highest store revision any response reported (what `revision()` returns when the
     /// server cannot be asked).
     revision: AtomicI64,
-    /// Whether the server keeps past revisions (etcd, not tenure serve; from its status): then
-    /// a read at a watch's start revision tells whether that start is compacted.
-    keeps_history: AtomicBool,
     clock: Arc<dyn Clock>,
 }
 
@@ -145,7 +142,6 @@ impl Remote {
             timeout,
             closed: AtomicBool::new(false),
             revision: AtomicI64::new(0),
-            keeps_history: AtomicBool::new(false),
             clock: Arc::new(SystemClock::new()),
         };
         // Fail early on an unreachable server (or one that refuses us), as `open` fails on an
@@ -188,10 +184,6 @@ impl Remote {
         // Status, not a read of some key: a user whose roles allow only a prefix may ask it.
         let s = self.call(true, None, None, |mut c| async move { c.status().await })?;
         let rev = self.seen(s.header());
-        // tenure serve has no raft: it answers term 1 and raft index = revision, which no etcd
-        // member does (its first election makes the term 2). Only etcd keeps past revisions.
-        let serve = s.raft_term() <= 1 && s.raft_index() == u64::try_from(rev).unwrap_or(0);
-        self.keeps_history.store(!serve, Ordering::Relaxed);
         Ok(rev)
     }
 

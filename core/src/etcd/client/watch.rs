@@ -1,8 +1,6 @@
 //! Watches over etcd: created before `watch` returns (as the engine's), a start revision checked
 //! for compaction, events pumped into a [`Watcher`] by a task on the connection's runtime.
 
-use std::sync::atomic::Ordering;
-
 use etcd_client as etcd;
 
 use super::convert::event;
@@ -27,7 +25,7 @@ impl Remote {
         }
         // The server's first answer says the watch exists (or why not): only then does a write
         // made after `watch` returns reach it, as with the embedded engine.
-        let (mut stream, created) = self.call(true, None, None, |mut c| {
+        let (stream, created) = self.call(true, None, None, |mut c| {
             let o = o.clone();
             async move {
                 let mut stream = c.watch(key, Some(o)).await?;
@@ -38,10 +36,10 @@ impl Remote {
         let created = created.ok_or_else(|| unavailable("the watch stream ended"))?;
         let start = opts.start_revision.unwrap_or(0);
         refused(&created, start)?;
-        let mut early = created.events().to_vec();
+        let early = created.events().to_vec();
         let current = created.header().map_or(0, etcd::ResponseHeader::revision);
         if start > 0 && start <= current {
-            early.extend(self.past_start(&mut stream, key, start)?);
+            self.past_start(key, start)?;
         }
         let (feed, watcher) = WatchFeed::new();
         for e in &early {
@@ -58,47 +56,22 @@ impl Remote {
     }
 
     /// Whether a watch from `start` (at or below the server's revision when it created the
-    /// watch) is compacted, decided before `watch` returns as the engine does. etcd
-    /// creates such a watch at once and cancels it later (when it catches up), so a read at
-    /// `start` answers instead. tenure serve refuses every read at a past revision, but it
-    /// decides at creation: its cancel precedes its reply to a progress request. The events
-    /// read meanwhile are returned, to be delivered first.
-    fn past_start(
-        &self,
-        stream: &mut etcd::WatchStream,
-        key: &[u8],
-        start: i64,
-    ) -> Result<Vec<etcd::Event>> {
-        if self.keeps_history.load(Ordering::Relaxed) {
-            let read = self.call(true, None, None, |mut c| async move {
-                let o = etcd::GetOptions::new()
-                    .with_revision(start)
-                    .with_count_only();
-                c.get(key, Some(o)).await
-            });
-            return match read {
-                Ok(_) => Ok(Vec::new()),
-                Err(Error::Compacted { .. }) => Err(compacted(start, None)),
-                Err(e) => Err(e),
-            };
+    /// watch) is compacted, decided before `watch` returns as the engine does. etcd creates
+    /// such a watch at once and cancels it later (when it catches up), so a read at `start`
+    /// answers instead (etcd and `tenure serve` alike keep every revision since the last
+    /// compaction, SPEC K9). Nothing is read from the stream: its events are delivered in order.
+    fn past_start(&self, key: &[u8], start: i64) -> Result<()> {
+        let read = self.call(true, None, None, |mut c| async move {
+            let o = etcd::GetOptions::new()
+                .with_revision(start)
+                .with_count_only();
+            c.get(key, Some(o)).await
+        });
+        match read {
+            Ok(_) => Ok(()),
+            Err(Error::Compacted { .. }) => Err(compacted(start, None)),
+            Err(e) => Err(e),
         }
-        // No history to read: the server's own outcome, fenced by a progress request.
-        self.block(async move {
-            stream
-                .request_progress()
-                .await
-                .map_err(|e| map_err(e, None))?;
-            let mut events = Vec::new();
-            loop {
-                let m = stream.message().await.map_err(|e| map_err(e, None))?;
-                let m = m.ok_or_else(|| unavailable("the watch stream ended"))?;
-                refused(&m, start)?;
-                events.extend_from_slice(m.events());
-                if m.watch_id() == -1 {
-                    return Ok(events);
-                }
-            }
-        })
     }
 }
 
