@@ -5,6 +5,15 @@
 
 #include "check.h"
 
+/* A new file-backed engine: an in-memory one keeps only the present (K9). */
+static tenure *open_file(const char *name) {
+    char path[512];
+    test_path(path, sizeof path, name);
+    tenure *db = NULL;
+    CHECK_OK(tenure_open(path, NULL, &db));
+    return db;
+}
+
 /* k=v1 (1), k=v2 with `lease` (2), other=o (3), delete k (4). */
 static void write_history(tenure *db, int64_t lease) {
     int64_t r = 0;
@@ -20,7 +29,7 @@ static void write_history(tenure *db, int64_t lease) {
 }
 
 static void get_at_answers_the_key_as_it_was_at_each_revision(void) {
-    tenure *db = open_memory(NULL);
+    tenure *db = open_file("get_at.tenure");
     int64_t lease = 0;
     CHECK_OK(tenure_lease_grant(db, 600000, 0, &lease));
     write_history(db, lease);
@@ -59,7 +68,7 @@ static void get_at_answers_the_key_as_it_was_at_each_revision(void) {
 }
 
 static void range_at_lists_the_keys_of_then_with_a_limit(void) {
-    tenure *db = open_memory(NULL);
+    tenure *db = open_file("range_at.tenure");
     write_history(db, 0);
     tenure_kv_list *list = NULL;
     CHECK_OK(tenure_range_at(db, S(""), 0, 2, &list));
@@ -85,7 +94,7 @@ static void range_at_lists_the_keys_of_then_with_a_limit(void) {
 }
 
 static void future_and_negative_revisions_are_invalid_and_write_nothing(void) {
-    tenure *db = open_memory(NULL);
+    tenure *db = open_file("future.tenure");
     write_history(db, 0);
     tenure_kv *kv = (tenure_kv *)1;
     CHECK_RC(tenure_get_at(db, S("k"), 5, &kv), TENURE_ERR_INVALID_ARGUMENT);
@@ -111,7 +120,7 @@ static void future_and_negative_revisions_are_invalid_and_write_nothing(void) {
 }
 
 static void compaction_keeps_its_own_revision_and_refuses_below(void) {
-    tenure *db = open_memory(NULL);
+    tenure *db = open_file("compact.tenure");
     write_history(db, 0);
     CHECK_OK(tenure_compact(db, 2));
     tenure_kv *kv = NULL;
@@ -179,7 +188,21 @@ static void history_and_a_watch_from_the_past_survive_a_reopen(void) {
     tenure_close(db);
 }
 
+static void an_in_memory_engine_keeps_only_the_present(void) {
+    tenure *db = open_memory(NULL);
+    write_history(db, 0);
+    tenure_kv *kv = (tenure_kv *)1;
+    CHECK_RC(tenure_get_at(db, S("k"), 2, &kv), TENURE_ERR_COMPACTED);
+    CHECK(kv == (tenure_kv *)1);
+    tenure_kv_list *list = NULL;
+    CHECK_OK(tenure_range_at(db, S(""), 0, 4, &list));
+    CHECK_EQ(tenure_kv_list_len(list), 1);
+    tenure_kv_list_free(list);
+    tenure_close(db);
+}
+
 void history_tests(void) {
+    RUN(an_in_memory_engine_keeps_only_the_present);
     RUN(get_at_answers_the_key_as_it_was_at_each_revision);
     RUN(range_at_lists_the_keys_of_then_with_a_limit);
     RUN(future_and_negative_revisions_are_invalid_and_write_nothing);

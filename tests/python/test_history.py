@@ -5,12 +5,23 @@ from a past revision after a reopen."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import tenure
 import tenure.aio
+
+
+@pytest.fixture
+def hdb(request: pytest.FixtureRequest, place: str, tmp_path: Path) -> Iterator[tenure.Tenure]:
+    """`db`, but file-backed when embedded: an in-memory engine keeps only the present (K9)."""
+    if place != "embedded":
+        yield request.getfixturevalue("db")
+        return
+    with tenure.open(tmp_path / "history.tenure") as d:
+        yield d
 
 
 def write_history(db: tenure.Tenure) -> int:
@@ -24,7 +35,8 @@ def write_history(db: tenure.Tenure) -> int:
 
 
 @pytest.mark.everywhere
-def test_k9_get_at_a_revision_answers_the_key_as_it_was(db: tenure.Tenure) -> None:
+def test_k9_get_at_a_revision_answers_the_key_as_it_was(hdb: tenure.Tenure) -> None:
+    db = hdb
     r = write_history(db)
     kv = db.get("k", revision=r + 1)
     assert kv is not None
@@ -39,7 +51,8 @@ def test_k9_get_at_a_revision_answers_the_key_as_it_was(db: tenure.Tenure) -> No
 
 
 @pytest.mark.everywhere
-def test_k9_range_at_a_revision_lists_the_keys_of_then_with_a_limit(db: tenure.Tenure) -> None:
+def test_k9_range_at_a_revision_lists_the_keys_of_then_with_a_limit(hdb: tenure.Tenure) -> None:
+    db = hdb
     r = write_history(db)
     assert [(kv.key, kv.value) for kv in db.range("", revision=r + 2)] == [(b"k", b"v2")]
     assert [kv.key for kv in db.range("", revision=r + 3)] == [b"k", b"other"]
@@ -48,7 +61,8 @@ def test_k9_range_at_a_revision_lists_the_keys_of_then_with_a_limit(db: tenure.T
 
 
 @pytest.mark.everywhere
-def test_k9_a_future_revision_is_invalid_argument_with_etcds_text(db: tenure.Tenure) -> None:
+def test_k9_a_future_revision_is_invalid_argument_with_etcds_text(hdb: tenure.Tenure) -> None:
+    db = hdb
     write_history(db)
     future = db.revision + 1
     with pytest.raises(tenure.InvalidArgument, match="required revision is a future revision"):
@@ -69,7 +83,8 @@ def test_k9_a_negative_revision_is_invalid_argument(db: tenure.Tenure) -> None:
 
 
 @pytest.mark.everywhere
-def test_k10_compact_keeps_its_revision_and_below_it_is_compacted(db: tenure.Tenure) -> None:
+def test_k10_compact_keeps_its_revision_and_below_it_is_compacted(hdb: tenure.Tenure) -> None:
+    db = hdb
     r = write_history(db)
     db.compact(r + 2)
     kv = db.get("k", revision=r + 2)
@@ -99,9 +114,9 @@ def test_k9_history_and_a_watch_from_the_past_survive_a_reopen(path: Path) -> No
     assert events == [("put", r + 2), ("delete", r + 4)]
 
 
-def test_k9_asyncio_reads_at_a_revision_and_compacts() -> None:
+def test_k9_asyncio_reads_at_a_revision_and_compacts(path: Path) -> None:
     async def main() -> None:
-        async with tenure.aio.open() as db:
+        async with tenure.aio.open(path) as db:
             r = write_history(db.sync)
             kv = await db.get("k", revision=r + 1)
             assert kv is not None and kv.value == b"v1"
@@ -113,3 +128,10 @@ def test_k9_asyncio_reads_at_a_revision_and_compacts() -> None:
                 await db.range("", revision=r + 9)
 
     asyncio.run(main())
+
+
+def test_k9_an_in_memory_engine_keeps_only_the_present(db: tenure.Tenure) -> None:
+    r = write_history(db)
+    with pytest.raises(tenure.Compacted):
+        db.get("k", revision=r + 1)
+    assert [kv.key for kv in db.range("", revision=r + 4)] == [b"other"]
