@@ -98,9 +98,9 @@ def test_k10_compact_keeps_its_revision_and_below_it_is_compacted(hdb: tenure.Te
     with pytest.raises(tenure.InvalidArgument, match="future revision"):
         db.compact(db.revision + 1)
     # A watch from the compacted revision replays it and what followed.
-    with db.watch("", prefix=True, start_revision=r + 2, timeout=10.0) as w:
-        got = [(e.revision, e.key) for e in (w.recv(), w.recv(), w.recv())]
-    assert got == [(r + 2, b"k"), (r + 3, b"other"), (r + 4, b"k")]
+    with db.watch("k", start_revision=r + 2, timeout=10.0) as w:
+        got = [(e.type, e.revision) for e in (w.recv(), w.recv())]
+    assert got == [("put", r + 2), ("delete", r + 4)]
 
 
 def test_k9_history_and_a_watch_from_the_past_survive_a_reopen(path: Path) -> None:
