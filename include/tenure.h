@@ -575,6 +575,21 @@ tenure_result tenure_get(const struct tenure *db,
                          size_t key_len,
                          struct tenure_kv **out);
 
+// Reads a key as it was at `revision` (0: the current one), as etcd answers a read at a
+// revision: `*out` receives a new key-value with its value, revisions, version and lease of
+// then, owned by the caller (free it with `tenure_kv_free`), or NULL when the key did not exist
+// then.
+//
+// Errors: `TENURE_ERR_COMPACTED` (`revision` is below the compaction point: etcd's "required
+// revision has been compacted"), `TENURE_ERR_INVALID_ARGUMENT` (a negative revision, or one
+// above the current: etcd's "required revision is a future revision"),
+// `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_get_at(const struct tenure *db,
+                            const uint8_t *key,
+                            size_t key_len,
+                            int64_t revision,
+                            struct tenure_kv **out);
+
 // Deletes a key (non-empty); `*out_deleted` receives whether it existed.
 //
 // Errors: `TENURE_ERR_NULL_POINTER` (also a NULL key with a non-zero length),
@@ -604,10 +619,31 @@ tenure_result tenure_range(const struct tenure *db,
                            size_t limit,
                            struct tenure_kv_list **out);
 
+// [`tenure_range`] as it was at `revision` (0: the current one): the keys that existed then
+// under `prefix`, with their values, revisions, versions and leases of then, at most `limit`
+// (0 = no limit). `*out` is owned by the caller: free it with `tenure_kv_list_free`.
+//
+// Errors: as `tenure_get_at`.
+tenure_result tenure_range_at(const struct tenure *db,
+                              const uint8_t *prefix,
+                              size_t prefix_len,
+                              size_t limit,
+                              int64_t revision,
+                              struct tenure_kv_list **out);
+
 // The current store revision (0 for a new database).
 //
 // Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`.
 tenure_result tenure_revision(const struct tenure *db, int64_t *out);
+
+// etcd's Compact: drops the history below `revision`; `revision` itself stays readable
+// (`tenure_get_at`, `tenure_range_at` and watches from it on are answered).
+//
+// Errors: `TENURE_ERR_COMPACTED` (`revision` is at or below an earlier compaction),
+// `TENURE_ERR_INVALID_ARGUMENT` (a revision below 1, or above the current one: etcd's
+// "required revision is a future revision"), `TENURE_ERR_STORAGE`, `TENURE_ERR_NULL_POINTER`,
+// `TENURE_ERR_CLOSED`.
+tenure_result tenure_compact(const struct tenure *db, int64_t revision);
 
 // The key (`{NULL, 0}` if `kv` is NULL). Borrowed: valid while `kv` lives.
 struct tenure_bytes tenure_kv_key(const struct tenure_kv *kv);

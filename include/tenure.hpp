@@ -619,6 +619,24 @@ class engine {
         detail::handle<tenure_kv_list, tenure_kv_list_free> list(raw);
         return detail::to_key_values(list.get());
     }
+    // The key as it was at `revision` (0: the current one); throws for a compacted or future
+    // revision (tenure_get_at).
+    std::optional<key_value> get_at(std::string_view key, std::int64_t revision) const {
+        tenure_kv *raw = nullptr;
+        detail::check(tenure_get_at(h_.get(), detail::bytes(key), key.size(), revision, &raw));
+        return detail::take_key_value(raw);
+    }
+    // `range` as it was at `revision` (0: the current one).
+    std::vector<key_value> range_at(std::string_view prefix, std::size_t limit,
+                                    std::int64_t revision) const {
+        tenure_kv_list *raw = nullptr;
+        detail::check(tenure_range_at(h_.get(), detail::bytes(prefix), prefix.size(), limit,
+                                      revision, &raw));
+        detail::handle<tenure_kv_list, tenure_kv_list_free> list(raw);
+        return detail::to_key_values(list.get());
+    }
+    // etcd's Compact: drops the history below `revision`, which stays readable.
+    void compact(std::int64_t revision) const { detail::check(tenure_compact(h_.get(), revision)); }
     std::int64_t revision() const {
         std::int64_t out = 0;
         detail::check(tenure_revision(h_.get(), &out));

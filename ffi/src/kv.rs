@@ -1,9 +1,11 @@
-//! TTL keys: put, get, delete, range, revision, and the key-value objects they return.
+//! TTL keys: put, get, delete, range (now or as at a past revision), revision, and the
+//! key-value objects they return.
 
+use tenure_core::etcd::errors::EtcdError;
 use tenure_core::{KeyValue, LeaseId};
 
 use crate::engine::{engine, tenure};
-use crate::error::{guard, shield, tenure_result};
+use crate::error::{guard, invalid, shield, tenure_result};
 use crate::util::{boxed, bytes, free, Out};
 
 /// A borrowed byte string returned by accessors: `len` bytes at `data`, valid while the object
@@ -115,6 +117,43 @@ pub unsafe extern "C" fn tenure_get(
     })
 }
 
+/// Reads a key as it was at `revision` (0: the current one), as etcd answers a read at a
+/// revision: `*out` receives a new key-value with its value, revisions, version and lease of
+/// then, owned by the caller (free it with `tenure_kv_free`), or NULL when the key did not exist
+/// then.
+///
+/// Errors: `TENURE_ERR_COMPACTED` (`revision` is below the compaction point: etcd's "required
+/// revision has been compacted"), `TENURE_ERR_INVALID_ARGUMENT` (a negative revision, or one
+/// above the current: etcd's "required revision is a future revision"),
+/// `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_get_at(
+    db: *const tenure,
+    key: *const u8,
+    key_len: usize,
+    revision: i64,
+    out: *mut *mut tenure_kv,
+) -> tenure_result {
+    guard("tenure_get_at", || {
+        // SAFETY: the caller promises a live handle, readable bytes and a writable pointer.
+        let (db, key, out) = unsafe {
+            (
+                engine(db)?,
+                bytes(key, key_len, "key")?,
+                Out::new(out, "out")?,
+            )
+        };
+        if revision < 0 {
+            return Err(invalid(format!(
+                "revision {revision} is negative (0: the current one)"
+            )));
+        }
+        let kv = db.get_at(key, revision)?;
+        out.set(kv.map_or(std::ptr::null_mut(), |kv| boxed(tenure_kv::new(kv))));
+        Ok(())
+    })
+}
+
 /// Deletes a key (non-empty); `*out_deleted` receives whether it existed.
 ///
 /// Errors: `TENURE_ERR_NULL_POINTER` (also a NULL key with a non-zero length),
@@ -193,6 +232,40 @@ pub unsafe extern "C" fn tenure_range(
     })
 }
 
+/// [`tenure_range`] as it was at `revision` (0: the current one): the keys that existed then
+/// under `prefix`, with their values, revisions, versions and leases of then, at most `limit`
+/// (0 = no limit). `*out` is owned by the caller: free it with `tenure_kv_list_free`.
+///
+/// Errors: as `tenure_get_at`.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_range_at(
+    db: *const tenure,
+    prefix: *const u8,
+    prefix_len: usize,
+    limit: usize,
+    revision: i64,
+    out: *mut *mut tenure_kv_list,
+) -> tenure_result {
+    guard("tenure_range_at", || {
+        // SAFETY: the caller promises a live handle, readable bytes and a writable pointer.
+        let (db, prefix, out) = unsafe {
+            (
+                engine(db)?,
+                bytes(prefix, prefix_len, "prefix")?,
+                Out::new(out, "out")?,
+            )
+        };
+        if revision < 0 {
+            return Err(invalid(format!(
+                "revision {revision} is negative (0: the current one)"
+            )));
+        }
+        let kvs = db.range_at(prefix, (limit != 0).then_some(limit), revision)?;
+        out.set(boxed(tenure_kv_list::new(kvs)));
+        Ok(())
+    })
+}
+
 /// The current store revision (0 for a new database).
 ///
 /// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`.
@@ -203,6 +276,30 @@ pub unsafe extern "C" fn tenure_revision(db: *const tenure, out: *mut i64) -> te
         let (db, out) = unsafe { (engine(db)?, Out::new(out, "out")?) };
         out.set(db.revision()?);
         Ok(())
+    })
+}
+
+/// etcd's Compact: drops the history below `revision`; `revision` itself stays readable
+/// (`tenure_get_at`, `tenure_range_at` and watches from it on are answered).
+///
+/// Errors: `TENURE_ERR_COMPACTED` (`revision` is at or below an earlier compaction),
+/// `TENURE_ERR_INVALID_ARGUMENT` (a revision below 1, or above the current one: etcd's
+/// "required revision is a future revision"), `TENURE_ERR_STORAGE`, `TENURE_ERR_NULL_POINTER`,
+/// `TENURE_ERR_CLOSED`.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_compact(db: *const tenure, revision: i64) -> tenure_result {
+    guard("tenure_compact", || {
+        // SAFETY: the caller promises a live handle.
+        let db = unsafe { engine(db)? };
+        if revision < 1 {
+            return Err(invalid(format!(
+                "compaction revision {revision} is below 1"
+            )));
+        }
+        match db.compact(revision)? {
+            Ok(_) => Ok(()),
+            Err(refusal) => Err(EtcdError::of_refusal(refusal).error(None).into()),
+        }
     })
 }
 

@@ -141,3 +141,14 @@ pub(crate) fn limit_arg(limit: Option<i64>) -> PyResult<Option<usize>> {
         Some(n) => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
     }
 }
+
+/// A read revision: `None` reads the present; a negative one is refused (0 is the current one,
+/// as in etcd).
+pub(crate) fn revision_arg(revision: Option<i64>) -> PyResult<Option<i64>> {
+    match revision {
+        Some(n) if n < 0 => Err(invalid(format!(
+            "revision {n} is negative (0 or None: the current one)"
+        ))),
+        r => Ok(r),
+    }
+}

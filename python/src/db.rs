@@ -4,13 +4,15 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
+use tenure::etcd::errors::EtcdError;
 use tenure::{Builder, Credentials, Durability, LeaseId, Recovery, Tenure, Txn, WatchOptions};
 
 use crate::clock::PyManualClock;
 use crate::convert::{
-    bytes_arg, keys_arg, limit_arg, opt_int_arg, opt_secs_arg, seconds, secs_arg, timeout, ttl,
+    bytes_arg, keys_arg, limit_arg, opt_int_arg, opt_secs_arg, revision_arg, seconds, secs_arg,
+    timeout, ttl,
 };
-use crate::errors::{blocking, invalid};
+use crate::errors::{blocking, invalid, to_py};
 use crate::handle::PyTenure;
 use crate::iter::{PyExpiredIter, PyWatcher};
 use crate::lease::PyLease;
@@ -331,26 +333,63 @@ impl PyTenure {
         blocking(py, || e.put(&key, &value, lease))
     }
 
-    /// The key's value and revisions, or `None`.
-    fn get(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<PyKeyValue>> {
+    /// The key's value and revisions, or `None`. With `revision`, the key as it was at that
+    /// revision (value, revisions, version and lease of then), as etcd answers a read at a
+    /// revision: `tenure.Compacted` below the compaction point, `tenure.InvalidArgument`
+    /// (etcd's "required revision is a future revision") above the current one.
+    #[pyo3(signature = (key, revision=None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = opt_int_arg)] revision: Option<i64>,
+    ) -> PyResult<Option<PyKeyValue>> {
         let key = bytes_arg(key, "key")?;
+        let revision = revision_arg(revision)?;
         let e = self.engine()?;
-        Ok(blocking(py, || e.get(&key))?.map(PyKeyValue))
+        let kv = match revision {
+            None => blocking(py, || e.get(&key))?,
+            Some(rev) => blocking(py, || e.get_at(&key, rev))?,
+        };
+        Ok(kv.map(PyKeyValue))
     }
 
-    /// Keys starting with `prefix`, in key order, at most `limit`.
-    #[pyo3(signature = (prefix, limit=None))]
+    /// Keys starting with `prefix`, in key order, at most `limit`. With `revision`, the keys
+    /// as they were at that revision; errors as `get`.
+    #[pyo3(signature = (prefix, limit=None, revision=None))]
     fn range<'py>(
         &self,
         py: Python<'py>,
         prefix: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = opt_int_arg)] limit: Option<i64>,
+        #[pyo3(from_py_with = opt_int_arg)] revision: Option<i64>,
     ) -> PyResult<Bound<'py, PyList>> {
         let prefix = bytes_arg(prefix, "prefix")?;
         let limit = limit_arg(limit)?;
+        let revision = revision_arg(revision)?;
         let e = self.engine()?;
-        let kvs = blocking(py, || e.range(&prefix, limit))?;
+        let kvs = match revision {
+            None => blocking(py, || e.range(&prefix, limit))?,
+            Some(rev) => blocking(py, || e.range_at(&prefix, limit, rev))?,
+        };
         PyList::new(py, kvs.into_iter().map(PyKeyValue))
+    }
+
+    /// etcd's Compact: drops the history below `revision`; `revision` itself stays readable.
+    /// Raises `tenure.Compacted` at or below an earlier compaction, `tenure.InvalidArgument`
+    /// below 1 or above the current revision. Writes: `tenure.StorageError` if the file cannot
+    /// be written, `tenure.Closed` after close.
+    fn compact(&self, py: Python<'_>, revision: i64) -> PyResult<()> {
+        if revision < 1 {
+            return Err(invalid(format!(
+                "compaction revision {revision} is below 1"
+            )));
+        }
+        let e = self.engine()?;
+        match blocking(py, || e.compact(revision))? {
+            Ok(_) => Ok(()),
+            Err(refusal) => Err(to_py(py, EtcdError::of_refusal(refusal).error(None))),
+        }
     }
 
     /// Deletes a key; returns whether it existed. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.

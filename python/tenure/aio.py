@@ -420,13 +420,28 @@ class Tenure:
         lid = None if lease is None else _lease_id(lease)
         return await _run(lambda: self.sync.put(key, value, lid))
 
-    async def get(self, key: _Key) -> KeyValue | None:
-        """The key's ``KeyValue``, or ``None``."""
-        return await self._read(lambda: self.sync.get(key))
+    async def get(self, key: _Key, revision: int | None = None) -> KeyValue | None:
+        """The key's ``KeyValue``, or ``None``; with ``revision``, the key as it was at that
+        revision. Raises ``tenure.Compacted`` below the compaction point and
+        ``tenure.InvalidArgument`` ("required revision is a future revision") above the
+        current revision."""
+        call = lambda: self.sync.get(key, revision)  # noqa: E731
+        # A read of the past may go to the file: off the event loop.
+        return await (self._read(call) if revision is None else _run(call))
 
-    async def range(self, prefix: _Key, limit: int | None = None) -> list[KeyValue]:
-        """The keys under ``prefix`` in key order, at most ``limit``."""
-        return await self._read(lambda: self.sync.range(prefix, limit))
+    async def range(
+        self, prefix: _Key, limit: int | None = None, revision: int | None = None
+    ) -> list[KeyValue]:
+        """The keys under ``prefix`` in key order, at most ``limit``; with ``revision``, as they
+        were at that revision (errors as ``get``)."""
+        call = lambda: self.sync.range(prefix, limit, revision)  # noqa: E731
+        return await (self._read(call) if revision is None else _run(call))
+
+    async def compact(self, revision: int) -> None:
+        """etcd's Compact: drops the history below ``revision`` (which stays readable). Raises
+        ``tenure.Compacted`` at or below an earlier compaction, ``tenure.InvalidArgument`` below 1
+        or above the current revision."""
+        await _run(lambda: self.sync.compact(revision))
 
     async def delete(self, key: _Key) -> bool:
         """Deletes a key; whether it existed. Writes raise ``tenure.StorageError`` if the file cannot be written, ``tenure.Closed`` after close."""

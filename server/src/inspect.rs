@@ -106,15 +106,24 @@ pub(crate) fn leases(file: &Path, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub(crate) fn get(file: &Path, key: &str, prefix: bool, json: bool) -> ExitCode {
+pub(crate) fn get(file: &Path, key: &str, prefix: bool, rev: i64, json: bool) -> ExitCode {
     let c = match read(file) {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let kvs = if prefix {
-        in_range(&c, key.as_bytes(), &prefix_end(key.as_bytes()))
+    let past;
+    let kvs: Vec<&KeyValue> = if rev == 0 || rev == c.revision {
+        if prefix {
+            in_range(&c, key.as_bytes(), &prefix_end(key.as_bytes()))
+        } else {
+            in_range(&c, key.as_bytes(), b"")
+        }
     } else {
-        in_range(&c, key.as_bytes(), b"")
+        past = match read_at(file, key.as_bytes(), prefix, rev) {
+            Ok(kvs) => kvs,
+            Err(code) => return code,
+        };
+        past.iter().collect()
     };
     if json {
         emit(kvs.iter().map(|kv| kv_json(kv).to_string()));
@@ -127,6 +136,42 @@ pub(crate) fn get(file: &Path, key: &str, prefix: bool, json: bool) -> ExitCode 
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The key (or the keys under the prefix) as they were at `rev`. The read-only view has the
+/// present only, so the file and its log are copied into a private temporary directory and
+/// the copy is opened there: as a standby on a clock that never moves, so nothing expires or
+/// renews and the copy stays at the file's revision. The file and its directory are only read.
+fn read_at(file: &Path, key: &[u8], prefix: bool, rev: i64) -> Result<Vec<KeyValue>, ExitCode> {
+    let fail = |what: &dyn std::fmt::Display| {
+        eprintln!("tenure: {}: {what}", file.display());
+        ExitCode::from(1)
+    };
+    let dir = tempfile::tempdir().map_err(|e| fail(&format!("temporary directory: {e}")))?;
+    let copy = dir.path().join("copy.tenure");
+    std::fs::copy(file, &copy).map_err(|e| fail(&e))?;
+    let mut log = file.as_os_str().to_owned();
+    log.push(".wal");
+    let log = std::path::PathBuf::from(log);
+    if log.exists() {
+        let mut copy_log = copy.as_os_str().to_owned();
+        copy_log.push(".wal");
+        std::fs::copy(&log, copy_log).map_err(|e| fail(&e))?;
+    }
+    let db = Tenure::builder()
+        .path(&copy)
+        .clock(tenure::ManualClock::new())
+        .primary(false)
+        .auto_revoke(false)
+        .open()
+        .map_err(|e| fail(&e))?;
+    let kvs = if prefix {
+        db.range_at(key, None, rev)
+    } else {
+        db.get_at(key, rev).map(|kv| kv.into_iter().collect())
+    };
+    let _ = db.close();
+    kvs.map_err(|e| fail(&e))
 }
 
 fn prefix_end(prefix: &[u8]) -> Vec<u8> {

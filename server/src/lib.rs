@@ -71,6 +71,9 @@ enum Cmd {
         /// Every key starting with KEY
         #[arg(long)]
         prefix: bool,
+        /// The keys as they were at this revision (etcdctl's --rev; 0: the current one)
+        #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..))]
+        rev: i64,
         /// One JSON object per line
         #[arg(long)]
         json: bool,
@@ -173,8 +176,9 @@ fn run(cli: Cli) -> ExitCode {
             file,
             key,
             prefix,
+            rev,
             json,
-        } => inspect::get(&file, &key, prefix, json),
+        } => inspect::get(&file, &key, prefix, rev, json),
         Cmd::Dump { file } => inspect::dump(&file),
         Cmd::Stats { file, json } => inspect::stats(&file, json),
         Cmd::Snapshot(s) => match (s.action, s.file, s.out) {

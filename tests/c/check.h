@@ -93,6 +93,7 @@ void api_tests(void);
 void lease_tests(void);
 void key_tests(void);
 void txn_tests(void);
+void history_tests(void);
 void watch_tests(void);
 void expiry_tests(void);
 void file_tests(void);

@@ -75,6 +75,7 @@ int main(void) {
     lease_tests();
     key_tests();
     txn_tests();
+    history_tests();
     watch_tests();
     expiry_tests();
     file_tests();
