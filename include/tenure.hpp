@@ -820,6 +820,23 @@ class permit_guard {
     detail::handle<tenure_permit, tenure_permit_free> h_;
 };
 
+// A held read or write lock (session::rw_lock, SPEC S8). Destroying it
+// releases it if still held.
+class rw_guard {
+  public:
+    explicit rw_guard(tenure_rwhold *raw) noexcept : h_(raw) {}
+    std::int64_t fencing_token() const noexcept { return tenure_rwhold_fencing_token(h_.get()); }
+    bool is_write() const noexcept { return tenure_rwhold_is_write(h_.get()); }
+    // False once released or lost with the session's lease.
+    bool is_held() const noexcept { return tenure_rwhold_is_held(h_.get()); }
+    // Throws TENURE_ERR_NOT_LEADER when no longer held.
+    void release() const { detail::check(tenure_rwhold_release(h_.get())); }
+    tenure_rwhold *get() const noexcept { return h_.get(); }
+
+  private:
+    detail::handle<tenure_rwhold, tenure_rwhold_free> h_;
+};
+
 // Leadership won by session::campaign. Destroying it does not resign (the candidacy ends with
 // resign() or the session's lease).
 class leadership {
@@ -926,6 +943,21 @@ class session {
         tenure_permit *raw = nullptr;
         detail::check(tenure_semaphore_try_acquire(h_.get(), n.c_str(), permits, &raw));
         return permit_guard(raw);
+    }
+    // Waits (FIFO) until the session holds read-write lock `name` for reading (`write`
+    // false) or writing; throws TENURE_ERR_TIMEOUT.
+    rw_guard rw_lock(std::string_view name, bool write, milliseconds timeout = forever) const {
+        const std::string n = detail::c_string(name, "read-write lock name");
+        tenure_rwhold *raw = nullptr;
+        detail::check(tenure_rwlock_lock(h_.get(), n.c_str(), write, detail::ms(timeout), &raw));
+        return rw_guard(raw);
+    }
+    // Never blocks: throws TENURE_ERR_LOCKED when a writer (or, to write, anyone) is before it.
+    rw_guard try_rw_lock(std::string_view name, bool write) const {
+        const std::string n = detail::c_string(name, "read-write lock name");
+        tenure_rwhold *raw = nullptr;
+        detail::check(tenure_rwlock_try_lock(h_.get(), n.c_str(), write, &raw));
+        return rw_guard(raw);
     }
     // Campaigns in election `name` with `value` until leader; throws TENURE_ERR_TIMEOUT.
     leadership campaign(std::string_view name, std::string_view value,

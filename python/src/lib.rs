@@ -68,7 +68,10 @@ mod _tenure {
     };
     // Issue 26 part 1 (S7–S9).
     #[pymodule_export]
-    use super::sync::{_semaphore_acquire_async, PySemaphore, PySemaphoreGuard};
+    use super::sync::{
+        _rwlock_async, _semaphore_acquire_async, PyRwLock, PyRwLockGuard, PySemaphore,
+        PySemaphoreGuard,
+    };
     #[pymodule_export]
     use super::txn::{PyCompare, PyOp};
     #[pymodule_export]

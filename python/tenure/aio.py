@@ -37,6 +37,8 @@ __all__ = [
     "LockGuard",
     "Semaphore",
     "SemaphoreGuard",
+    "RwLock",
+    "RwLockGuard",
     "Mutex",
     "Observer",
     "Session",
@@ -104,7 +106,7 @@ def _unlock(guard: _tenure.LockGuard) -> None:
     guard.unlock()
 
 
-def _release(guard: _tenure.SemaphoreGuard) -> None:
+def _release(guard: _tenure.SemaphoreGuard | _tenure.RwLockGuard) -> None:
     """Releases a permit won in a race with the cancellation of its wait."""
     guard.release()
 
@@ -598,6 +600,10 @@ class Session(_Scope):
         1 ≤ permits ≤ 4096."""
         return Semaphore(self.sync.semaphore(name, permits))
 
+    def rwlock(self, name: str) -> RwLock:
+        """The read-write lock ``name`` of this session."""
+        return RwLock(self.sync.rwlock(name))
+
     async def _end(self) -> None:
         await self.close()
 
@@ -689,7 +695,8 @@ class Semaphore:
         return SemaphoreGuard(g)
 
     def acquiring(self, timeout: float | None = None) -> _Opening[SemaphoreGuard]:
-        """``acquire`` as an ``async with``: the permit is released on exit."""
+        """``acquire`` (at most ``timeout`` seconds) as an ``async with``: the permit is
+        released on exit."""
         return _Opening(lambda: self.acquire(timeout), SemaphoreGuard.release)
 
     async def try_acquire(self) -> SemaphoreGuard:
@@ -719,6 +726,77 @@ class SemaphoreGuard(_Scope):
 
     async def release(self) -> None:
         """Releases the permit; ``tenure.NotLeader`` if it had been lost or released."""
+        await _run(self.sync.release)
+
+    async def _end(self) -> None:
+        try:
+            await self.release()
+        except (NotLeader, Closed):
+            pass  # already released, or lost with the session: as the sync guard's exit
+
+    def __repr__(self) -> str:
+        return _repr(self.sync)
+
+
+@final
+class RwLock:
+    """A read-write lock of one session (``Session.rwlock()``, SPEC S8): many readers or one
+    writer, in arrival order. ``async with await lock.read(5):`` holds it for the block."""
+
+    def __init__(self, sync: _tenure.RwLock) -> None:
+        self.sync = sync
+
+    name = _Attr[str]("The lock's name.")
+
+    async def read(self, timeout: float | None = None) -> RwLockGuard:
+        """Waits until held for reading (after every earlier writer), at most ``timeout``
+        seconds (then ``tenure.Timeout``); a cancelled wait withdraws its key."""
+        g = await _wait(
+            lambda wake: _tenure._rwlock_async(self.sync, False, timeout, wake), _release
+        )
+        return RwLockGuard(g)
+
+    async def write(self, timeout: float | None = None) -> RwLockGuard:
+        """Waits until held for writing (alone, after everyone earlier), at most ``timeout``
+        seconds (then ``tenure.Timeout``); a cancelled wait withdraws its key."""
+        g = await _wait(
+            lambda wake: _tenure._rwlock_async(self.sync, True, timeout, wake), _release
+        )
+        return RwLockGuard(g)
+
+    async def try_read(self) -> RwLockGuard:
+        """Takes it for reading if no writer holds or awaits it, else ``tenure.Locked``."""
+        return RwLockGuard(await _run(self.sync.try_read))
+
+    async def try_write(self) -> RwLockGuard:
+        """Takes it for writing if no one holds or awaits it, else ``tenure.Locked``."""
+        return RwLockGuard(await _run(self.sync.try_write))
+
+    def __repr__(self) -> str:
+        return _repr(self.sync)
+
+
+@final
+class RwLockGuard(_Scope):
+    """A held read or write lock; ``async with`` releases it on exit."""
+
+    def __init__(self, sync: _tenure.RwLockGuard) -> None:
+        self.sync: _tenure.RwLockGuard = sync
+
+    name = _Attr[str]("The lock's name.")
+
+    key = _Attr[bytes]("This hold's key.")
+
+    is_write = _Attr[bool]("Whether this is a write hold.")
+
+    fencing_token = _Attr[int]("The fencing token: the create revision of this hold's key.")
+
+    def is_held(self) -> bool:
+        """Whether the hold's key still exists."""
+        return self.sync.is_held()
+
+    async def release(self) -> None:
+        """Releases the hold; ``tenure.NotLeader`` if it had been lost or released."""
         await _run(self.sync.release)
 
     async def _end(self) -> None:

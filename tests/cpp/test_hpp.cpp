@@ -348,6 +348,20 @@ void locks_unlock_when_destroyed_and_sessions_orphan() {
         CHECK_THROWS(pa.release(), TENURE_ERR_NOT_LEADER);
     }
 
+    // A read-write lock (SPEC S8): readers share, a writer is refused until they release.
+    {
+        tenurecpp::rw_guard ra = a.rw_lock("cfg", false, wait_bound);
+        tenurecpp::rw_guard rb = b.try_rw_lock("cfg", false);
+        CHECK(!ra.is_write() && rb.is_held() && rb.fencing_token() > ra.fencing_token());
+        CHECK_THROWS(tenurecpp::session(db, opts).try_rw_lock("cfg", true), TENURE_ERR_LOCKED);
+        ra.release();
+        rb.release();
+        tenurecpp::rw_guard w = a.try_rw_lock("cfg", true);
+        CHECK(w.is_write() && w.is_held());
+        w.release();
+        CHECK_THROWS(w.release(), TENURE_ERR_NOT_LEADER);
+    }
+
     // A cancelled session's waits end with TENURE_ERR_TIMEOUT.
     std::thread canceller([&] { a.cancel(); });
     CHECK_THROWS(a.lock("other", tenurecpp::forever), TENURE_ERR_TIMEOUT);

@@ -8,6 +8,7 @@ use tenure::sync::{Election, Mutex as SyncMutex, Session, SessionOptions};
 
 use super::election::PyElection;
 use super::mutex::{PyLockGuard, PyMutex};
+use super::rwlock::PyRwLock;
 use super::semaphore::PySemaphore;
 use crate::convert::{opt_interval, opt_secs_arg, timeout};
 use crate::errors::blocking;
@@ -199,6 +200,16 @@ impl PySession {
             name: name.to_owned(),
             permits,
             inner: ForkSafe::new(s),
+        })
+    }
+
+    /// The read-write lock `name` (SPEC S8), through which this session reads or writes.
+    fn rwlock(slf: &Bound<'_, Self>, name: &str) -> PyResult<PyRwLock> {
+        let l = tenure::sync::RwLock::new(slf.get().inner.get()?, name);
+        Ok(PyRwLock {
+            session: slf.clone().into_any().unbind(),
+            name: name.to_owned(),
+            inner: ForkSafe::new(l),
         })
     }
 
