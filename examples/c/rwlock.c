@@ -57,7 +57,8 @@ int main(void) {
     TRY(tenure_rwlock_lock(w, "config", true, 10000, &h));
     printf("the writer holds it alone (fencing token %lld)\n",
            (long long)tenure_rwhold_fencing_token(h));
-    TRY(tenure_put(db, (const uint8_t *)"config.value", 12, (const uint8_t *)"v2", 2, 0, NULL));
+    int64_t revision = 0;
+    TRY(tenure_put(db, (const uint8_t *)"config.value", 12, (const uint8_t *)"v2", 2, 0, &revision));
     TRY(tenure_rwhold_release(h));
     tenure_rwhold_free(h);
     for (int i = 0; i < 3; i++) {
