@@ -335,7 +335,8 @@ mod elector {
         let run_b = b.spawn(None).unwrap();
         eventually("b sees a", || b.leader().as_deref() == Some("a"));
         run_a.stop();
-        eventually("b leads", || b.is_leader());
+        // b's callback runs on b's callback thread, after b counts as leader.
+        eventually("b's callback started", || log.lock().unwrap().len() >= 3);
         assert!(matches!(run_a.join(WAIT), Some(Ok(()))));
         let seen = log.lock().unwrap().clone();
         assert_eq!(
