@@ -101,11 +101,11 @@ impl RwLock {
     fn enter(&self, mode: Mode) -> Result<Entry> {
         let db = self.session.backend();
         let lease = self.session.lease_id();
-        let mut nanos = SystemTime::now()
+        let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         // A key taken by another contender at the same nanosecond: the next one.
-        for _ in 0..64 {
+        for nanos in now..now + 64 {
             let mut key = self.prefix.clone();
             key.extend_from_slice(format!("{}/{nanos}", mode.word()).as_bytes());
             let r = db
@@ -123,7 +123,6 @@ impl RwLock {
                     claim: None,
                 });
             }
-            nanos += 1;
         }
         Err(Error::storage(format!(
             "read-write lock {:?}: no free key after 64 tries",
