@@ -133,6 +133,16 @@ typedef struct tenure_lock tenure_lock;
 // any thread.
 typedef struct tenure_observer tenure_observer;
 
+// A held permit of a semaphore (SPEC S7), from `tenure_semaphore_acquire` or
+// `tenure_semaphore_try_acquire`. Thread-safe. Freeing it without `tenure_permit_release`
+// releases it. It stays valid after its session is freed.
+typedef struct tenure_permit tenure_permit;
+
+// A held read or write lock (SPEC S8), from `tenure_rwlock_read`, `_write`, `_try_read` or
+// `_try_write`. Thread-safe. Freeing it without `tenure_rwhold_release` releases it. It stays
+// valid after its session is freed.
+typedef struct tenure_rwhold tenure_rwhold;
+
 // A session (SPEC S1): a lease renewed by a background thread until closed, orphaned or lost.
 // Thread-safe: any number of threads may lock, campaign or wait through one session, and
 // another thread may cancel or close it meanwhile; only `tenure_session_free` needs that no
@@ -290,7 +300,8 @@ typedef struct tenure_elector_config {
     // How often to try to acquire or renew, ms (with jitter up to 2.2×). Default 2000.
     int64_t retry_period_ms;
     // On `tenure_elector_stop`, revoke the leader's lease so another candidate can lead at
-    // once. Default false.
+    // once, after `on_started_leading` has returned (at most `lease_duration_ms`): two
+    // leaders' callbacks never overlap. Default false.
     bool release_on_cancel;
 } tenure_elector_config;
 
@@ -1159,6 +1170,93 @@ tenure_result tenure_keep_alive_error(const struct tenure_keep_alive *ka);
 // Stops renewing (waiting for the renewal thread to finish) and frees `ka`. The lease is left as
 // it is. NULL is a no-op.
 void tenure_keep_alive_free(struct tenure_keep_alive *ka);
+
+// Waits until the session holds a permit of the semaphore `name` (NUL-terminated UTF-8) of
+// `permits` permits, in FIFO order of arrival, for up to `timeout_ms` (-1: no limit). Every
+// holder must name the same `permits`. Free `*out` with `tenure_permit_free`. On failure the
+// claim is withdrawn, so it blocks no one.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (`timeout_ms` below -1, name
+// not UTF-8, `permits` 0 or above 4096, `permits` not the holders', the session already holds
+// or is acquiring this semaphore), `TENURE_ERR_TIMEOUT` (also when the session is cancelled),
+// `TENURE_ERR_SESSION_EXPIRED`, `TENURE_ERR_NOT_PRIMARY`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_semaphore_acquire(const struct tenure_session *s,
+                                       const char *name,
+                                       uint32_t permits,
+                                       int64_t timeout_ms,
+                                       struct tenure_permit **out);
+
+// Takes a permit of the semaphore `name` if one is free and no one waits; never blocks. Free
+// `*out` with `tenure_permit_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_LOCKED` (every permit taken, or others wait),
+// `TENURE_ERR_INVALID_ARGUMENT` (as for `tenure_semaphore_acquire`),
+// `TENURE_ERR_SESSION_EXPIRED`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_semaphore_try_acquire(const struct tenure_session *s,
+                                           const char *name,
+                                           uint32_t permits,
+                                           struct tenure_permit **out);
+
+// The permit's fencing token (its key's create revision); still readable after release (0 if
+// `p` is NULL).
+int64_t tenure_permit_fencing_token(const struct tenure_permit *p);
+
+// Whether the permit is still held (false once released, once its session's lease is lost,
+// or if `p` is NULL).
+bool tenure_permit_is_held(const struct tenure_permit *p);
+
+// Releases the permit (deletes only this acquisition's key). Does not free `p`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_NOT_LEADER` (already released, or lost with
+// its session), `TENURE_ERR_CLOSED`.
+tenure_result tenure_permit_release(const struct tenure_permit *p);
+
+// Frees a permit, releasing it if still held. NULL is a no-op.
+void tenure_permit_free(struct tenure_permit *p);
+
+// Waits until the session holds the read-write lock `name` (NUL-terminated UTF-8) for
+// reading (`write` false: shared with other readers, after every writer that came before) or
+// for writing (`write` true: alone, after everyone who came before), for up to `timeout_ms`
+// (-1: no limit). Free `*out` with `tenure_rwhold_free`. On failure the key is withdrawn.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (`timeout_ms` below -1, name
+// not UTF-8), `TENURE_ERR_TIMEOUT` (also when the session is cancelled),
+// `TENURE_ERR_SESSION_EXPIRED`, `TENURE_ERR_NOT_PRIMARY`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_rwlock_lock(const struct tenure_session *s,
+                                 const char *name,
+                                 bool write,
+                                 int64_t timeout_ms,
+                                 struct tenure_rwhold **out);
+
+// Takes the read-write lock `name` for reading (no writer holds or awaits it) or writing (no
+// one holds or awaits it); never blocks. Free `*out` with `tenure_rwhold_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_LOCKED`, `TENURE_ERR_INVALID_ARGUMENT` (name
+// not UTF-8), `TENURE_ERR_SESSION_EXPIRED`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_rwlock_try_lock(const struct tenure_session *s,
+                                     const char *name,
+                                     bool write,
+                                     struct tenure_rwhold **out);
+
+// The hold's fencing token (its key's create revision); still readable after release (0 if
+// `h` is NULL).
+int64_t tenure_rwhold_fencing_token(const struct tenure_rwhold *h);
+
+// Whether this is a write hold (false for a read hold or NULL).
+bool tenure_rwhold_is_write(const struct tenure_rwhold *h);
+
+// Whether the hold is still held (false once released, once its session's lease is lost, or
+// if `h` is NULL).
+bool tenure_rwhold_is_held(const struct tenure_rwhold *h);
+
+// Releases the hold (deletes only its own key). Does not free `h`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_NOT_LEADER` (already released, or lost with
+// its session), `TENURE_ERR_CLOSED`.
+tenure_result tenure_rwhold_release(const struct tenure_rwhold *h);
+
+// Frees a hold, releasing it if still held. NULL is a no-op.
+void tenure_rwhold_free(struct tenure_rwhold *h);
 
 // A new, empty transaction (no compare: the success branch runs). `*out` is owned by the
 // caller.

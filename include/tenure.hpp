@@ -821,6 +821,40 @@ class lock_guard {
     detail::handle<tenure_lock, tenure_lock_free> h_;
 };
 
+// A held permit of a semaphore (session::acquire, SPEC S7). Destroying it releases it if
+// still held.
+class permit_guard {
+  public:
+    explicit permit_guard(tenure_permit *raw) noexcept : h_(raw) {}
+    // The permit key's create revision; still readable after release.
+    std::int64_t fencing_token() const noexcept { return tenure_permit_fencing_token(h_.get()); }
+    // False once released or lost with the session's lease.
+    bool is_held() const noexcept { return tenure_permit_is_held(h_.get()); }
+    // Throws TENURE_ERR_NOT_LEADER when no longer held.
+    void release() const { detail::check(tenure_permit_release(h_.get())); }
+    tenure_permit *get() const noexcept { return h_.get(); }
+
+  private:
+    detail::handle<tenure_permit, tenure_permit_free> h_;
+};
+
+// A held read or write lock (session::rw_lock, SPEC S8). Destroying it
+// releases it if still held.
+class rw_guard {
+  public:
+    explicit rw_guard(tenure_rwhold *raw) noexcept : h_(raw) {}
+    std::int64_t fencing_token() const noexcept { return tenure_rwhold_fencing_token(h_.get()); }
+    bool is_write() const noexcept { return tenure_rwhold_is_write(h_.get()); }
+    // False once released or lost with the session's lease.
+    bool is_held() const noexcept { return tenure_rwhold_is_held(h_.get()); }
+    // Throws TENURE_ERR_NOT_LEADER when no longer held.
+    void release() const { detail::check(tenure_rwhold_release(h_.get())); }
+    tenure_rwhold *get() const noexcept { return h_.get(); }
+
+  private:
+    detail::handle<tenure_rwhold, tenure_rwhold_free> h_;
+};
+
 // Leadership won by session::campaign. Destroying it does not resign (the candidacy ends with
 // resign() or the session's lease).
 class leadership {
@@ -910,6 +944,38 @@ class session {
         tenure_lock *raw = nullptr;
         detail::check(tenure_mutex_try_lock(h_.get(), n.c_str(), &raw));
         return lock_guard(raw);
+    }
+    // Waits (FIFO) until the session holds one of the `permits` permits of semaphore `name`;
+    // throws TENURE_ERR_TIMEOUT, or TENURE_ERR_INVALID_ARGUMENT if `permits` is not the holders'.
+    permit_guard acquire(std::string_view name, std::uint32_t permits,
+                         milliseconds timeout = forever) const {
+        const std::string n = detail::c_string(name, "semaphore name");
+        tenure_permit *raw = nullptr;
+        detail::check(
+            tenure_semaphore_acquire(h_.get(), n.c_str(), permits, detail::ms(timeout), &raw));
+        return permit_guard(raw);
+    }
+    // Never blocks: throws TENURE_ERR_LOCKED when every permit is taken or others wait.
+    permit_guard try_acquire(std::string_view name, std::uint32_t permits) const {
+        const std::string n = detail::c_string(name, "semaphore name");
+        tenure_permit *raw = nullptr;
+        detail::check(tenure_semaphore_try_acquire(h_.get(), n.c_str(), permits, &raw));
+        return permit_guard(raw);
+    }
+    // Waits (FIFO) until the session holds read-write lock `name` for reading (`write`
+    // false) or writing; throws TENURE_ERR_TIMEOUT.
+    rw_guard rw_lock(std::string_view name, bool write, milliseconds timeout = forever) const {
+        const std::string n = detail::c_string(name, "read-write lock name");
+        tenure_rwhold *raw = nullptr;
+        detail::check(tenure_rwlock_lock(h_.get(), n.c_str(), write, detail::ms(timeout), &raw));
+        return rw_guard(raw);
+    }
+    // Never blocks: throws TENURE_ERR_LOCKED when a writer (or, to write, anyone) is before it.
+    rw_guard try_rw_lock(std::string_view name, bool write) const {
+        const std::string n = detail::c_string(name, "read-write lock name");
+        tenure_rwhold *raw = nullptr;
+        detail::check(tenure_rwlock_try_lock(h_.get(), n.c_str(), write, &raw));
+        return rw_guard(raw);
     }
     // Campaigns in election `name` with `value` until leader; throws TENURE_ERR_TIMEOUT.
     leadership campaign(std::string_view name, std::string_view value,

@@ -269,9 +269,118 @@ mod elector {
         }
     }
 
+    /// An elector whose `on_started_leading` is slow to stop: after its stop is raised it goes
+    /// on working for up to `linger` (ending early if another leader starts meanwhile, which
+    /// would be an overlap). Reports "start:<id>" and "return:<id>" to `log`.
+    fn lingering(
+        db: &Tenure,
+        id: &'static str,
+        linger: Duration,
+        active: &Arc<std::sync::atomic::AtomicI32>,
+        log: &Arc<std::sync::Mutex<Vec<String>>>,
+        starts: (
+            crossbeam_channel::Sender<&'static str>,
+            Receiver<&'static str>,
+        ),
+    ) -> Arc<LeaderElector> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (active, log) = (active.clone(), log.clone());
+        let cbs = ElectorCallbacks {
+            on_started_leading: Box::new(move |_token, stop: Stop| {
+                log.lock()
+                    .unwrap()
+                    .push(format!("start:{id}:{}", active.fetch_add(1, SeqCst)));
+                let _ = starts.0.send(id);
+                stop.wait(None);
+                // Still working after the stop: another leader starting now is an overlap.
+                let until = std::time::Instant::now() + linger;
+                while let Ok(who) = starts.1.recv_deadline(until) {
+                    if who != id {
+                        break;
+                    }
+                }
+                active.fetch_sub(1, SeqCst);
+                log.lock().unwrap().push(format!("return:{id}"));
+            }),
+            on_stopped_leading: Box::new(|| {}),
+            on_new_leader: Box::new(|_| {}),
+        };
+        let c = ElectorConfig {
+            lease_duration: secs(3),
+            renew_deadline: secs(2),
+            retry_period: Duration::from_millis(200),
+            ..cfg(id, true)
+        };
+        Arc::new(LeaderElector::new(db, c, cbs).unwrap())
+    }
+
+    #[test]
+    fn s5_release_on_cancel_never_overlaps_two_leaders_callbacks() {
+        let db = mem();
+        let active = Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (starts_tx, starts_rx) = unbounded();
+        let linger = Duration::from_secs(1);
+        let a = lingering(
+            &db,
+            "a",
+            linger,
+            &active,
+            &log,
+            (starts_tx.clone(), starts_rx.clone()),
+        );
+        let run_a = a.spawn(None).unwrap();
+        eventually("a leads", || a.is_leader());
+        let b = lingering(&db, "b", linger, &active, &log, (starts_tx, starts_rx));
+        let run_b = b.spawn(None).unwrap();
+        eventually("b sees a", || b.leader().as_deref() == Some("a"));
+        run_a.stop();
+        // b's callback runs on b's callback thread, after b counts as leader.
+        eventually("b's callback started", || log.lock().unwrap().len() >= 3);
+        assert!(matches!(run_a.join(WAIT), Some(Ok(()))));
+        let seen = log.lock().unwrap().clone();
+        assert_eq!(
+            seen[..3],
+            ["start:a:0", "return:a", "start:b:0"],
+            "b started only after a's callback returned, with no other leader at work"
+        );
+        run_b.stop();
+        assert!(matches!(run_b.join(WAIT), Some(Ok(()))));
+    }
+
     /// Driven by the engine's `ManualClock`: not run against `tenure serve` or etcd.
     mod embedded_only {
         use super::*;
+
+        #[test]
+        fn s5_release_on_cancel_waits_for_the_callback_at_most_the_lease_duration() {
+            let (clock, db) = manual();
+            let (hold_tx, hold_rx) = unbounded::<()>();
+            let cbs = ElectorCallbacks {
+                // Ignores its stop until the test lets it go.
+                on_started_leading: Box::new(move |_, _| {
+                    let _ = hold_rx.recv();
+                }),
+                on_stopped_leading: Box::new(|| {}),
+                on_new_leader: Box::new(|_| {}),
+            };
+            let a = Arc::new(LeaderElector::new(&db, cfg("a", true), cbs).unwrap());
+            let run_a = a.spawn(None).unwrap();
+            eventually("a leads", || a.is_leader());
+            let lease = field(&record(&db).1, 0);
+            run_a.stop();
+            eventually("a stepped down", || !a.is_leader());
+            assert!(
+                db.time_to_live(tenure::LeaseId::new(lease)).is_ok(),
+                "not released while the callback runs"
+            );
+            clock.advance(secs(10));
+            eventually("released after the lease duration", || {
+                db.time_to_live(tenure::LeaseId::new(lease)).is_err()
+            });
+            drop(hold_tx);
+            assert!(matches!(run_a.join(WAIT), Some(Ok(()))));
+        }
 
         #[test]
         fn s5_one_leader_and_failover_only_after_the_engine_expires_its_lease() {

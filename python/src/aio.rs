@@ -44,7 +44,7 @@ type Convert<T> = Box<dyn FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send>;
 /// pool; its result, converted by `convert`, goes to `wake(ok, value)` (`value` is the
 /// exception when not `ok`). Without an interpreter to call back (finalization) the result is
 /// just dropped (a guard unlocks, a leadership ends with its session).
-fn start<P>(
+pub(crate) fn start<P>(
     wake: Py<PyAny>,
     timeout: Option<Duration>,
     make: impl FnOnce(Wait) -> P,

@@ -66,6 +66,12 @@ mod _tenure {
         PyElection, PyFenceGate, PyLeaderElector, PyLeadership, PyLockGuard, PyMutex, PyObserver,
         PyRecordLock, PySession, PyStop,
     };
+    // Issue 26 part 1 (S7–S9).
+    #[pymodule_export]
+    use super::sync::{
+        _rwlock_async, _semaphore_acquire_async, PyRwLock, PyRwLockGuard, PySemaphore,
+        PySemaphoreGuard,
+    };
     #[pymodule_export]
     use super::txn::{PyCompare, PyOp};
     #[pymodule_export]

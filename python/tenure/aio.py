@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any, Generic, ParamSpec, Self, TypeVar, final, overload
 
 from . import _tenure
-from ._errors import Closed, Timeout
+from ._errors import Closed, NotLeader, Timeout
 from ._tenure import Compare, Event, ExpiredLease, KeyValue, LeaseInfo, Op, TxnResponse
 
 __all__ = [
@@ -35,6 +35,10 @@ __all__ = [
     "Lease",
     "LeaderElector",
     "LockGuard",
+    "Semaphore",
+    "SemaphoreGuard",
+    "RwLock",
+    "RwLockGuard",
     "Mutex",
     "Observer",
     "Session",
@@ -100,6 +104,11 @@ def _ignore(_value: object) -> None:
 def _unlock(guard: _tenure.LockGuard) -> None:
     """Releases a lock won in a race with the cancellation of its wait."""
     guard.unlock()
+
+
+def _release(guard: _tenure.SemaphoreGuard | _tenure.RwLockGuard) -> None:
+    """Releases a permit won in a race with the cancellation of its wait."""
+    guard.release()
 
 
 def _resign(leadership: _tenure.Leadership) -> None:
@@ -601,6 +610,15 @@ class Session(_Scope):
         """The election ``name``, in which this session can campaign."""
         return Election(self.sync.election(name))
 
+    def semaphore(self, name: str, permits: int) -> Semaphore:
+        """The semaphore ``name`` of ``permits`` permits; ``tenure.InvalidArgument`` unless
+        1 ≤ permits ≤ 4096."""
+        return Semaphore(self.sync.semaphore(name, permits))
+
+    def rwlock(self, name: str) -> RwLock:
+        """The read-write lock ``name`` of this session."""
+        return RwLock(self.sync.rwlock(name))
+
     async def _end(self) -> None:
         await self.close()
 
@@ -665,6 +683,145 @@ class LockGuard(_Held):
 
     async def _end(self) -> None:
         await self.unlock()
+
+
+@final
+class Semaphore:
+    """A counting semaphore of one session (``Session.semaphore()``, SPEC S7): at most
+    ``permits`` holders at once, admitted in arrival order.
+
+    ``async with await sem.acquire(timeout=5):`` holds a permit for the block;
+    ``async with sem.acquiring(5):`` does the same in one step."""
+
+    def __init__(self, sync: _tenure.Semaphore) -> None:
+        self.sync = sync
+
+    name = _Attr[str]("The semaphore's name.")
+
+    permits = _Attr[int]("Its number of permits.")
+
+    async def acquire(self, timeout: float | None = None) -> SemaphoreGuard:
+        """Waits until this session holds a permit, at most ``timeout`` seconds (then
+        ``tenure.Timeout``); a cancelled wait withdraws this contender's key before the
+        cancellation completes. ``tenure.InvalidArgument`` if ``permits`` is not the holders'."""
+        g = await _wait(
+            lambda wake: _tenure._semaphore_acquire_async(self.sync, timeout, wake), _release
+        )
+        return SemaphoreGuard(g)
+
+    def acquiring(self, timeout: float | None = None) -> _Opening[SemaphoreGuard]:
+        """``acquire`` (at most ``timeout`` seconds) as an ``async with``: the permit is
+        released on exit."""
+        return _Opening(lambda: self.acquire(timeout), SemaphoreGuard.release)
+
+    async def try_acquire(self) -> SemaphoreGuard:
+        """Takes a permit if one is free and no one waits, else ``tenure.Locked``."""
+        return SemaphoreGuard(await _run(self.sync.try_acquire))
+
+    def __repr__(self) -> str:
+        return _repr(self.sync)
+
+
+@final
+class SemaphoreGuard(_Scope):
+    """A held permit; ``async with`` releases it on exit."""
+
+    def __init__(self, sync: _tenure.SemaphoreGuard) -> None:
+        self.sync: _tenure.SemaphoreGuard = sync
+
+    name = _Attr[str]("The semaphore's name.")
+
+    key = _Attr[bytes]("This permit's key.")
+
+    fencing_token = _Attr[int]("The fencing token: the create revision of this permit's key.")
+
+    def is_held(self) -> bool:
+        """Whether the permit's key still exists (the session is alive and it was not released)."""
+        return self.sync.is_held()
+
+    async def release(self) -> None:
+        """Releases the permit; ``tenure.NotLeader`` if it had been lost or released."""
+        await _run(self.sync.release)
+
+    async def _end(self) -> None:
+        try:
+            await self.release()
+        except (NotLeader, Closed):
+            pass  # already released, or lost with the session: as the sync guard's exit
+
+    def __repr__(self) -> str:
+        return _repr(self.sync)
+
+
+@final
+class RwLock:
+    """A read-write lock of one session (``Session.rwlock()``, SPEC S8): many readers or one
+    writer, in arrival order. ``async with await lock.read(5):`` holds it for the block."""
+
+    def __init__(self, sync: _tenure.RwLock) -> None:
+        self.sync = sync
+
+    name = _Attr[str]("The lock's name.")
+
+    async def read(self, timeout: float | None = None) -> RwLockGuard:
+        """Waits until held for reading (after every earlier writer), at most ``timeout``
+        seconds (then ``tenure.Timeout``); a cancelled wait withdraws its key."""
+        g = await _wait(
+            lambda wake: _tenure._rwlock_async(self.sync, False, timeout, wake), _release
+        )
+        return RwLockGuard(g)
+
+    async def write(self, timeout: float | None = None) -> RwLockGuard:
+        """Waits until held for writing (alone, after everyone earlier), at most ``timeout``
+        seconds (then ``tenure.Timeout``); a cancelled wait withdraws its key."""
+        g = await _wait(
+            lambda wake: _tenure._rwlock_async(self.sync, True, timeout, wake), _release
+        )
+        return RwLockGuard(g)
+
+    async def try_read(self) -> RwLockGuard:
+        """Takes it for reading if no writer holds or awaits it, else ``tenure.Locked``."""
+        return RwLockGuard(await _run(self.sync.try_read))
+
+    async def try_write(self) -> RwLockGuard:
+        """Takes it for writing if no one holds or awaits it, else ``tenure.Locked``."""
+        return RwLockGuard(await _run(self.sync.try_write))
+
+    def __repr__(self) -> str:
+        return _repr(self.sync)
+
+
+@final
+class RwLockGuard(_Scope):
+    """A held read or write lock; ``async with`` releases it on exit."""
+
+    def __init__(self, sync: _tenure.RwLockGuard) -> None:
+        self.sync: _tenure.RwLockGuard = sync
+
+    name = _Attr[str]("The lock's name.")
+
+    key = _Attr[bytes]("This hold's key.")
+
+    is_write = _Attr[bool]("Whether this is a write hold.")
+
+    fencing_token = _Attr[int]("The fencing token: the create revision of this hold's key.")
+
+    def is_held(self) -> bool:
+        """Whether the hold's key still exists."""
+        return self.sync.is_held()
+
+    async def release(self) -> None:
+        """Releases the hold; ``tenure.NotLeader`` if it had been lost or released."""
+        await _run(self.sync.release)
+
+    async def _end(self) -> None:
+        try:
+            await self.release()
+        except (NotLeader, Closed):
+            pass  # already released, or lost with the session: as the sync guard's exit
+
+    def __repr__(self) -> str:
+        return _repr(self.sync)
 
 
 @final

@@ -568,6 +568,81 @@ static void keep_alive_renews_until_freed_and_reports_a_lost_lease(void) {
     tenure_close(db);
 }
 
+/* ---- S7 ---------------------------------------------------------------------------------- */
+
+static void s7_semaphore_admits_its_permits_fifo_and_a_closed_holder_frees_one(void) {
+    tenure *db = open_memory(NULL);
+    tenure_session *a = new_session(db), *b = new_session(db), *c = new_session(db);
+    tenure_permit *pa = NULL, *pb = NULL, *pc = NULL, *none = (tenure_permit *)1;
+    CHECK_OK(tenure_semaphore_acquire(a, "pool", 2, WAIT_MS, &pa));
+    CHECK_OK(tenure_semaphore_try_acquire(b, "pool", 2, &pb));
+    CHECK(tenure_permit_is_held(pa) && tenure_permit_is_held(pb));
+    CHECK(tenure_permit_fencing_token(pb) > tenure_permit_fencing_token(pa));
+    CHECK_RC(tenure_semaphore_try_acquire(c, "pool", 2, &none), TENURE_ERR_LOCKED);
+    CHECK(none == (tenure_permit *)1);
+    CHECK_RC(tenure_semaphore_acquire(c, "pool", 3, 0, &none), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_semaphore_acquire(c, "pool", 0, 0, &none), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_RC(tenure_semaphore_acquire(c, "pool", 2, 50, &none), TENURE_ERR_TIMEOUT);
+    CHECK_EQ(count_prefix(db, "pool/"), 2);
+    /* a's session ends without releasing: its permit is free. */
+    CHECK_OK(tenure_session_close(a));
+    CHECK(!tenure_permit_is_held(pa));
+    CHECK_RC(tenure_permit_release(pa), TENURE_ERR_NOT_LEADER);
+    CHECK_OK(tenure_semaphore_acquire(c, "pool", 2, WAIT_MS, &pc));
+    CHECK(tenure_permit_fencing_token(pc) > tenure_permit_fencing_token(pb));
+    CHECK_OK(tenure_permit_release(pb));
+    CHECK(!tenure_permit_is_held(pb));
+    CHECK_EQ(tenure_permit_fencing_token(NULL), 0);
+    CHECK(!tenure_permit_is_held(NULL));
+    CHECK_RC(tenure_permit_release(NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_semaphore_try_acquire(c, NULL, 2, &none), TENURE_ERR_NULL_POINTER);
+    tenure_permit_free(NULL);
+    tenure_permit_free(pa);
+    tenure_permit_free(pb);
+    tenure_permit_free(pc); /* releases */
+    CHECK_EQ(count_prefix(db, "pool/"), 0);
+    tenure_session_free(a);
+    tenure_session_free(b);
+    tenure_session_free(c);
+    tenure_close(db);
+}
+
+/* ---- S8 ---------------------------------------------------------------------------------- */
+
+static void s8_readers_share_a_writer_waits_and_a_closed_reader_frees_it(void) {
+    tenure *db = open_memory(NULL);
+    tenure_session *a = new_session(db), *b = new_session(db), *c = new_session(db);
+    tenure_rwhold *ra = NULL, *rb = NULL, *w = NULL, *none = (tenure_rwhold *)1;
+    CHECK_OK(tenure_rwlock_lock(a, "cfg", false, WAIT_MS, &ra));
+    CHECK_OK(tenure_rwlock_try_lock(b, "cfg", false, &rb));
+    CHECK(!tenure_rwhold_is_write(ra) && tenure_rwhold_is_held(rb));
+    CHECK(tenure_rwhold_fencing_token(rb) > tenure_rwhold_fencing_token(ra));
+    CHECK_RC(tenure_rwlock_try_lock(c, "cfg", true, &none), TENURE_ERR_LOCKED);
+    CHECK_RC(tenure_rwlock_lock(c, "cfg", true, 50, &none), TENURE_ERR_TIMEOUT);
+    CHECK(none == (tenure_rwhold *)1);
+    CHECK_EQ(count_prefix(db, "cfg/"), 2);
+    CHECK_OK(tenure_rwhold_release(rb));
+    CHECK_RC(tenure_rwhold_release(rb), TENURE_ERR_NOT_LEADER);
+    /* The last reader's session ends without releasing: the writer gets in. */
+    CHECK_OK(tenure_session_close(a));
+    CHECK(!tenure_rwhold_is_held(ra));
+    CHECK_OK(tenure_rwlock_lock(c, "cfg", true, WAIT_MS, &w));
+    CHECK(tenure_rwhold_is_write(w) && tenure_rwhold_is_held(w));
+    CHECK_EQ(tenure_rwhold_fencing_token(NULL), 0);
+    CHECK(!tenure_rwhold_is_write(NULL) && !tenure_rwhold_is_held(NULL));
+    CHECK_RC(tenure_rwhold_release(NULL), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_rwlock_try_lock(c, NULL, false, &none), TENURE_ERR_NULL_POINTER);
+    tenure_rwhold_free(NULL);
+    tenure_rwhold_free(ra);
+    tenure_rwhold_free(rb);
+    tenure_rwhold_free(w); /* releases */
+    CHECK_EQ(count_prefix(db, "cfg/"), 0);
+    tenure_session_free(a);
+    tenure_session_free(b);
+    tenure_session_free(c);
+    tenure_close(db);
+}
+
 void sync_tests(void) {
     RUN(s1_session_holds_a_lease_closes_resumes_and_reports_its_loss);
     RUN(s1_session_renews_its_lease_past_its_ttl);
@@ -580,4 +655,6 @@ void sync_tests(void) {
     RUN(s2_closing_the_engine_ends_waits_and_later_calls_fail_closed);
     RUN(s6_record_locks_admit_one_owner_at_a_time);
     RUN(keep_alive_renews_until_freed_and_reports_a_lost_lease);
+    RUN(s7_semaphore_admits_its_permits_fifo_and_a_closed_holder_frees_one);
+    RUN(s8_readers_share_a_writer_waits_and_a_closed_reader_frees_it);
 }

@@ -337,6 +337,31 @@ void locks_unlock_when_destroyed_and_sessions_orphan() {
     CHECK(by_a.fencing_token() > first);
     CHECK_THROWS(by_a.unlock(), TENURE_ERR_NOT_LEADER);
 
+    // A semaphore of two permits (SPEC S7): a third holder is refused until one releases.
+    {
+        tenurecpp::permit_guard pa = a.acquire("pool", 2, wait_bound);
+        tenurecpp::permit_guard pb = b.try_acquire("pool", 2);
+        CHECK(pa.is_held() && pb.fencing_token() > pa.fencing_token());
+        CHECK_THROWS(tenurecpp::session(db, opts).try_acquire("pool", 2), TENURE_ERR_LOCKED);
+        pa.release();
+        CHECK(!pa.is_held());
+        CHECK_THROWS(pa.release(), TENURE_ERR_NOT_LEADER);
+    }
+
+    // A read-write lock (SPEC S8): readers share, a writer is refused until they release.
+    {
+        tenurecpp::rw_guard ra = a.rw_lock("cfg", false, wait_bound);
+        tenurecpp::rw_guard rb = b.try_rw_lock("cfg", false);
+        CHECK(!ra.is_write() && rb.is_held() && rb.fencing_token() > ra.fencing_token());
+        CHECK_THROWS(tenurecpp::session(db, opts).try_rw_lock("cfg", true), TENURE_ERR_LOCKED);
+        ra.release();
+        rb.release();
+        tenurecpp::rw_guard w = a.try_rw_lock("cfg", true);
+        CHECK(w.is_write() && w.is_held());
+        w.release();
+        CHECK_THROWS(w.release(), TENURE_ERR_NOT_LEADER);
+    }
+
     // A cancelled session's waits end with TENURE_ERR_TIMEOUT.
     std::thread canceller([&] { a.cancel(); });
     CHECK_THROWS(a.lock("other", tenurecpp::forever), TENURE_ERR_TIMEOUT);

@@ -250,6 +250,15 @@ def test_every_class_has_one_repr_convention(tmp_path: Any) -> None:
                 check(o, "name='svc'", "timeout=5.0")
             with e.campaign("a", 5.0) as leading:
                 check(leading, "name='svc'", f"fencing_token={leading.fencing_token}")
+            # Issue 26 part 1 (S7, S8).
+            sem = s.semaphore("pool", 2)
+            check(sem, "name='pool'", "permits=2")
+            with sem.acquire(5.0) as permit:
+                check(permit, "name='pool'", f"fencing_token={permit.fencing_token}")
+            rwl = s.rwlock("cfg")
+            check(rwl, "name='cfg'")
+            with rwl.read(5.0) as hold:
+                check(hold, "name='cfg'", f"fencing_token={hold.fencing_token}")
         stop = tenure.Stop()
         check(stop, "is_set=False")
         elector = tenure.LeaderElector(db, "leader/x", "a", 6.0, 4.0, 1.0)
@@ -277,6 +286,15 @@ def test_every_class_has_one_repr_convention(tmp_path: Any) -> None:
                 check(ae, "name='svc'")
                 async with await ae.campaign("b", 5.0) as al:
                     check(al, "fencing_token=")
+                # Issue 26 part 1 (S7, S8).
+                asem = asess.semaphore("pool2", 1)
+                check(asem, "name='pool2'")
+                async with await asem.acquire(5.0) as ap:
+                    check(ap, "fencing_token=")
+                arw = asess.rwlock("cfg2")
+                check(arw, "name='cfg2'")
+                async with await arw.write(5.0) as ah:
+                    check(ah, "fencing_token=")
             ael = tenure.aio.LeaderElector(adb, "leader/y", "b", 6.0, 4.0, 1.0)
             check(ael, "identity='b'")
 

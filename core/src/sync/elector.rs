@@ -54,7 +54,9 @@ pub struct ElectorConfig {
     pub renew_deadline: Duration,
     /// How often to try to acquire or renew.
     pub retry_period: Duration,
-    /// On stop, revoke the lease so another candidate can lead at once.
+    /// On stop, revoke the lease so another candidate can lead at once: after
+    /// `on_started_leading` has returned (waited for at most `lease_duration`), so two
+    /// leaders' callbacks never overlap.
     pub release_on_cancel: bool,
 }
 
@@ -142,9 +144,20 @@ impl std::fmt::Debug for ElectorCallbacks {
 }
 
 enum Call {
-    Started(i64, Stop),
+    /// The fencing token, the callback's stop, and the token the worker raises once the
+    /// callback has returned (or unwound), so the leader releases only after it (S5).
+    Started(i64, Stop, Stop),
     Stopped,
     NewLeader(String),
+}
+
+/// Raises its token when dropped: on a callback's return and on its unwind alike.
+struct RaiseOnDrop(Stop);
+
+impl Drop for RaiseOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }
 
 /// The leader record stored at the record key.
@@ -305,7 +318,10 @@ impl LeaderElector {
             .spawn(move || {
                 for call in rx {
                     match call {
-                        Call::Started(token, s) => (callbacks.on_started_leading)(token, s),
+                        Call::Started(token, s, returned) => {
+                            let _returned = RaiseOnDrop(returned);
+                            (callbacks.on_started_leading)(token, s)
+                        }
                         Call::Stopped => (callbacks.on_stopped_leading)(),
                         Call::NewLeader(who) => (callbacks.on_new_leader)(&who),
                     }
@@ -460,7 +476,8 @@ impl LeaderElector {
         let mut last_ok = clock.now();
         let mut next = last_ok.saturating_add(self.cfg.retry_period);
         self.shared.is_leader.store(true, Ordering::Release);
-        let _ = tx.send(Call::Started(token, leading.clone()));
+        let returned = Stop::new();
+        let _ = tx.send(Call::Started(token, leading.clone(), returned.clone()));
         let outcome = loop {
             if stop.sleep_until(clock, next, deadline) {
                 break Ok(());
@@ -478,10 +495,21 @@ impl LeaderElector {
             }
         };
         self.shared.is_leader.store(false, Ordering::Release);
+        leading.stop();
         if stop.is_stopped() && self.cfg.release_on_cancel {
+            // Never two leaders at work (client-go's kubernetes#139991): the callback is told
+            // to stop, and the lease is revoked only once it has returned. Past the lease
+            // duration the lease has expired anyway, so that bounds the wait.
+            let r = returned.clone();
+            let waker: Arc<Waker> = Arc::new(move || r.wake());
+            clock.subscribe(Arc::downgrade(&waker));
+            returned.sleep_until(
+                clock,
+                clock.now().saturating_add(self.cfg.lease_duration),
+                None,
+            );
             let _ = self.db.revoke(lease);
         }
-        leading.stop();
         let _ = tx.send(Call::Stopped);
         outcome
     }
@@ -520,8 +548,8 @@ pub struct ElectorRun {
 }
 
 impl ElectorRun {
-    /// Stops the elector (it releases leadership at once if `release_on_cancel`); returns at
-    /// once: [`join`](ElectorRun::join) waits for the end.
+    /// Stops the elector (with `release_on_cancel` it releases leadership as soon as
+    /// `on_started_leading` has returned); returns at once: [`join`](ElectorRun::join) waits for the end.
     pub fn stop(&self) {
         self.stop.stop();
     }

@@ -1,18 +1,22 @@
 //! Coordination recipes built on leases and TTL keys (SPEC S1–S6): sessions, a fair mutex,
-//! elections, a fence gate and record locks. Every acquisition carries a fencing token: the
-//! create revision of the acquiring key, strictly increasing per name (S3).
+//! elections, a fence gate and record locks; from issue 26 (S7–S9) a counting semaphore and a
+//! read-write lock. Every acquisition carries a fencing token: the create revision of the
+//! acquiring key, strictly increasing per name (S3).
 //!
 //! They run over one seam, [`Backend`]: only what etcd's `concurrency` package uses of its
 //! client, plus optional fast paths the embedded engine provides (lease loss, demotion).
 //! Key layout as etcd's: a mutex or election `name` keeps its entries at `name/<lease hex>`,
 //! so a tenure `Mutex` and `etcdctl lock` on the same name exclude each other on one etcd.
 
+mod admit;
 mod backend;
 mod election;
 mod elector;
 mod fence;
 mod mutex;
 mod record;
+mod rwlock;
+mod semaphore;
 mod session;
 mod turn;
 
@@ -24,3 +28,6 @@ pub use fence::FenceGate;
 pub use mutex::{LockGuard, LockWait, Mutex};
 pub use record::RecordLock;
 pub use session::{Session, SessionOptions};
+// Issue 26 part 1 (S7–S9).
+pub use rwlock::{RwLock, RwLockGuard, RwLockWait};
+pub use semaphore::{Semaphore, SemaphoreGuard, SemaphoreWait};

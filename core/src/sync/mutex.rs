@@ -3,7 +3,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
 use crate::sync::backend::Backend;
-use crate::sync::session::{Claims, Session};
+use crate::sync::session::{Claim, Session};
 use crate::sync::turn::{first_entry, key_of, prefix_of, Entered, QueueWait, Turn, TurnWait};
 use crate::types::LeaseId;
 use crate::wait::{block_on, Interest, Pollable, Stop, Wait};
@@ -43,33 +43,6 @@ pub struct Mutex {
     name: String,
     prefix: Vec<u8>,
     key: Vec<u8>,
-}
-
-/// This process's claim on one (session, mutex) pair; dropping it releases the claim.
-#[derive(Debug)]
-struct Claim {
-    claims: Claims,
-    key: Vec<u8>,
-    id: u64,
-}
-
-impl Claim {
-    fn acquired(&self, rev: i64) {
-        if let Some(c) = self.claims.lock().get_mut(&self.key) {
-            if c.0 == self.id {
-                c.1 = Some(rev);
-            }
-        }
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        let mut claims = self.claims.lock();
-        if claims.get(&self.key).is_some_and(|c| c.0 == self.id) {
-            claims.remove(&self.key);
-        }
-    }
 }
 
 /// A held lock. Its fencing token is the create revision of its key (SPEC S3). Dropping the
@@ -117,42 +90,9 @@ impl Mutex {
         &self.key
     }
 
-    /// Claims this (session, mutex) pair for one acquisition in this process. A claim whose
-    /// acquisition was lost (its key is gone or re-created) no longer counts.
+    /// Claims this (session, mutex) pair for one acquisition in this process.
     fn claim(&self) -> Result<Claim> {
-        let claims = self.session.claims().clone();
-        let held = claims.lock().get(&self.key).map(|c| c.1);
-        let live = match held {
-            None => false,
-            Some(None) => true, // being acquired
-            Some(Some(rev)) => self
-                .session
-                .backend()
-                .get(&self.key)?
-                .is_some_and(|kv| kv.create_revision == rev),
-        };
-        if live {
-            return Err(Error::invalid(format!(
-                "session {} already holds or is acquiring mutex {:?}; a mutex is held at most \
-                 once per session (use one session per concurrent holder)",
-                self.session.lease_id(),
-                String::from_utf8_lossy(&self.prefix[..self.prefix.len() - 1]),
-            )));
-        }
-        let id = self.session.next_claim();
-        let mut map = claims.lock();
-        // Re-checked under the lock: another thread may have claimed it since.
-        if map.get(&self.key).map(|c| c.1) != held {
-            drop(map);
-            return self.claim();
-        }
-        map.insert(self.key.clone(), (id, None));
-        drop(map);
-        Ok(Claim {
-            claims,
-            key: self.key.clone(),
-            id,
-        })
+        self.session.claim(&self.key, "mutex", &self.prefix)
     }
 
     /// Puts this contender's key if absent; returns its create revision and whether it was new.
@@ -294,7 +234,7 @@ impl Drop for LockWait {
 }
 
 /// Deletes `key` only if it is still the acquisition made at `rev` (etcd#22082).
-fn release(db: &dyn Backend, key: &[u8], rev: i64) -> Result<bool> {
+pub(crate) fn release(db: &dyn Backend, key: &[u8], rev: i64) -> Result<bool> {
     Ok(db
         .txn(
             Txn::new()

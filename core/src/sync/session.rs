@@ -57,6 +57,35 @@ impl Default for SessionOptions {
 /// Key → (claim number, the create revision once acquired).
 pub(crate) type Claims = Arc<locks::Mutex<HashMap<Vec<u8>, (u64, Option<i64>)>>>;
 
+/// This process's claim on one (session, key) pair: a mutex, semaphore or read-write lock
+/// entry. Dropping it releases the claim.
+#[derive(Debug)]
+pub(crate) struct Claim {
+    claims: Claims,
+    key: Vec<u8>,
+    id: u64,
+}
+
+impl Claim {
+    /// Records the acquisition made at `rev`.
+    pub(crate) fn acquired(&self, rev: i64) {
+        if let Some(c) = self.claims.lock().get_mut(&self.key) {
+            if c.0 == self.id {
+                c.1 = Some(rev);
+            }
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut claims = self.claims.lock();
+        if claims.get(&self.key).is_some_and(|c| c.0 == self.id) {
+            claims.remove(&self.key);
+        }
+    }
+}
+
 struct Inner {
     db: Arc<dyn Backend>,
     id: LeaseId,
@@ -178,10 +207,49 @@ impl Session {
         &self.inner.claims
     }
 
-    pub(crate) fn next_claim(&self) -> u64 {
+    fn next_claim(&self) -> u64 {
         self.inner
             .next_claim
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Claims the entry `key` (of the `kind` named by `prefix`) for one acquisition in this
+    /// process: a session holds a given mutex, semaphore permit or read-write lock at most once
+    /// at a time. A claim whose acquisition was lost (its key is gone or re-created) no longer
+    /// counts.
+    pub(crate) fn claim(&self, key: &[u8], kind: &str, prefix: &[u8]) -> Result<Claim> {
+        let claims = self.claims().clone();
+        let held = claims.lock().get(key).map(|c| c.1);
+        let live = match held {
+            None => false,
+            Some(None) => true, // being acquired
+            Some(Some(rev)) => self
+                .backend()
+                .get(key)?
+                .is_some_and(|kv| kv.create_revision == rev),
+        };
+        if live {
+            return Err(Error::invalid(format!(
+                "session {} already holds or is acquiring {kind} {:?}; a {kind} is held at most \
+                 once per session (use one session per concurrent holder)",
+                self.lease_id(),
+                String::from_utf8_lossy(&prefix[..prefix.len().saturating_sub(1)]),
+            )));
+        }
+        let id = self.next_claim();
+        let mut map = claims.lock();
+        // Re-checked under the lock: another thread may have claimed it since.
+        if map.get(key).map(|c| c.1) != held {
+            drop(map);
+            return self.claim(key, kind, prefix);
+        }
+        map.insert(key.to_vec(), (id, None));
+        drop(map);
+        Ok(Claim {
+            claims,
+            key: key.to_vec(),
+            id,
+        })
     }
 
     /// A channel that disconnects (receives `Err`) when the lease is lost.

@@ -462,3 +462,7 @@ fn s4_a_resumed_leadership_proclaims_and_resigns_only_while_it_leads() {
     assert!(next.fencing_token() > rev);
     assert!(matches!(resumed.proclaim("late"), Err(Error::NotLeader)));
 }
+
+// Issue 26 part 1 (S7–S9): the semaphore and the read-write lock.
+mod rwlock;
+mod semaphore;

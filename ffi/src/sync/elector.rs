@@ -30,7 +30,8 @@ pub struct tenure_elector_config {
     /// How often to try to acquire or renew, ms (with jitter up to 2.2×). Default 2000.
     pub retry_period_ms: i64,
     /// On `tenure_elector_stop`, revoke the leader's lease so another candidate can lead at
-    /// once. Default false.
+    /// once, after `on_started_leading` has returned (at most `lease_duration_ms`): two
+    /// leaders' callbacks never overlap. Default false.
     pub release_on_cancel: bool,
 }
 

@@ -26,6 +26,11 @@ mod record;
 pub use record::*;
 mod keepalive;
 pub use keepalive::*;
+// Issue 26 part 1 (S7–S9).
+mod semaphore;
+pub use semaphore::*;
+mod rwlock;
+pub use rwlock::*;
 
 /// Locks a std mutex, ignoring poisoning (no code here panics while holding one).
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -295,7 +295,8 @@ impl PyLeaderElector {
         Ok(())
     }
 
-    /// Stops the elector (releasing leadership at once if `release_on_cancel`). After `start()`,
+    /// Stops the elector (with `release_on_cancel`, releasing leadership once
+    /// `on_started_leading` has returned, so leaders never overlap). After `start()`,
     /// also waits (GIL released, Ctrl-C interrupts) until the run and its callbacks are over and
     /// raises the error that ended it, if any — except when called from inside an elector
     /// callback, where it only signals (waiting there would wait for itself). Raises e.g.

@@ -21,6 +21,9 @@ mod elector;
 mod fence;
 mod mutex;
 mod record;
+// Issue 26 part 1 (S7–S9).
+mod rwlock;
+mod semaphore;
 mod session;
 
 pub(crate) use election::{
@@ -30,4 +33,6 @@ pub(crate) use elector::{PyLeaderElector, PyStop};
 pub(crate) use fence::PyFenceGate;
 pub(crate) use mutex::{PyLockGuard, PyMutex};
 pub(crate) use record::PyRecordLock;
+pub(crate) use rwlock::{_rwlock_async, PyRwLock, PyRwLockGuard};
+pub(crate) use semaphore::{_semaphore_acquire_async, PySemaphore, PySemaphoreGuard};
 pub(crate) use session::PySession;

@@ -8,6 +8,8 @@ use tenure::sync::{Election, Mutex as SyncMutex, Session, SessionOptions};
 
 use super::election::PyElection;
 use super::mutex::{PyLockGuard, PyMutex};
+use super::rwlock::PyRwLock;
+use super::semaphore::PySemaphore;
 use crate::convert::{opt_interval, opt_secs_arg, timeout};
 use crate::errors::blocking;
 use crate::handle::PyTenure;
@@ -186,6 +188,29 @@ impl PySession {
     /// The mutex `name` of this session (SPEC S2).
     fn mutex(slf: &Bound<'_, Self>, name: &str) -> PyResult<PyMutex> {
         PySession::make_mutex(slf, name)
+    }
+
+    /// The semaphore `name` of `permits` permits (SPEC S7), through which this session takes a
+    /// permit. Raises `tenure.InvalidArgument` unless 1 ≤ permits ≤ 4096.
+    fn semaphore(slf: &Bound<'_, Self>, name: &str, permits: usize) -> PyResult<PySemaphore> {
+        let s = tenure::sync::Semaphore::new(slf.get().inner.get()?, name, permits)
+            .map_err(crate::errors::err)?;
+        Ok(PySemaphore {
+            session: slf.clone().into_any().unbind(),
+            name: name.to_owned(),
+            permits,
+            inner: ForkSafe::new(s),
+        })
+    }
+
+    /// The read-write lock `name` (SPEC S8), through which this session reads or writes.
+    fn rwlock(slf: &Bound<'_, Self>, name: &str) -> PyResult<PyRwLock> {
+        let l = tenure::sync::RwLock::new(slf.get().inner.get()?, name);
+        Ok(PyRwLock {
+            session: slf.clone().into_any().unbind(),
+            name: name.to_owned(),
+            inner: ForkSafe::new(l),
+        })
     }
 
     /// The election `name`, in which this session can campaign (SPEC S4).
