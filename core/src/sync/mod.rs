@@ -13,6 +13,8 @@ mod elector;
 mod fence;
 mod mutex;
 mod record;
+// h-recipes2: queues (S10).
+mod queue;
 mod session;
 mod turn;
 
@@ -23,4 +25,6 @@ pub use elector::{ElectorCallbacks, ElectorConfig, ElectorRun, LeaderElector};
 pub use fence::FenceGate;
 pub use mutex::{LockGuard, LockWait, Mutex};
 pub use record::RecordLock;
+// h-recipes2: queues (S10).
+pub use queue::{DequeueWait, PriorityQueue, Queue};
 pub use session::{Session, SessionOptions};

@@ -462,3 +462,6 @@ fn s4_a_resumed_leadership_proclaims_and_resigns_only_while_it_leads() {
     assert!(next.fencing_token() > rev);
     assert!(matches!(resumed.proclaim("late"), Err(Error::NotLeader)));
 }
+
+// h-recipes2: queues (S10).
+mod queue;
