@@ -198,6 +198,12 @@ test-c-examples: ffi-debug | c-tools
 	$(CC) $(C_WARN) -pthread examples/c/leader.c $$(pkg-config --cflags --libs tenure) \
 		-Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/leader-c"; \
 	"$$tmp/leader-c"; \
+	$(CC) $(C_WARN) -pthread examples/c/queue.c $$(pkg-config --cflags --libs tenure) \
+		-Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/queue-c"; \
+	"$$tmp/queue-c"; \
+	$(CC) $(C_WARN) -pthread examples/c/barrier.c $$(pkg-config --cflags --libs tenure) \
+		-Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/barrier-c"; \
+	"$$tmp/barrier-c"; \
 	$(CXX) $(CXX_WARN) -pthread examples/cpp/coordination.cpp \
 		$$(pkg-config --cflags --libs tenure) -Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/coordination-cpp"; \
 	"$$tmp/coordination-cpp"; \

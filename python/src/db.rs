@@ -470,6 +470,26 @@ impl PyTenure {
         crate::sync::PySession::resume_on(slf, lease, keepalive_interval)
     }
 
+    // h-recipes2: queues (S10).
+    /// The FIFO queue `name` (SPEC S10; etcd's `recipe.Queue` layout): see `tenure.Queue`.
+    fn queue(slf: &Bound<'_, Self>, name: &str) -> PyResult<crate::sync::PyQueue> {
+        Ok(crate::sync::new_queue(slf.get().engine()?, name))
+    }
+
+    /// The priority queue `name` (SPEC S10; etcd's `recipe.PriorityQueue` layout): see
+    /// `tenure.PriorityQueue`.
+    fn priority_queue(
+        slf: &Bound<'_, Self>,
+        name: &str,
+    ) -> PyResult<crate::sync::PyPriorityQueue> {
+        Ok(crate::sync::new_priority_queue(slf.get().engine()?, name))
+    }
+
+    /// The barrier `name` (SPEC S11; etcd's `recipe.Barrier` layout): see `tenure.Barrier`.
+    fn barrier(slf: &Bound<'_, Self>, name: &str) -> PyResult<crate::sync::PyBarrier> {
+        Ok(crate::sync::new_barrier(slf.get().engine()?, name))
+    }
+
     /// The current leader of election `name` (its key-value), or `None`.
     fn election_leader(slf: &Bound<'_, Self>, name: &str) -> PyResult<Option<PyKeyValue>> {
         crate::sync::election_leader(slf, name)

@@ -66,6 +66,11 @@ mod _tenure {
         PyElection, PyFenceGate, PyLeaderElector, PyLeadership, PyLockGuard, PyMutex, PyObserver,
         PyRecordLock, PySession, PyStop,
     };
+    // h-recipes2: queues (S10).
+    #[pymodule_export]
+    use super::aio::_dequeue_async;
+    #[pymodule_export]
+    use super::sync::{PyBarrier, PyDoubleBarrier, PyPriorityQueue, PyQueue};
     #[pymodule_export]
     use super::txn::{PyCompare, PyOp};
     #[pymodule_export]

@@ -45,6 +45,8 @@ from ._errors import (
     Timeout,
 )
 from ._tenure import (
+    Barrier,
+    DoubleBarrier,
     Election,
     Event,
     ExpiredIterator,
@@ -60,6 +62,8 @@ from ._tenure import (
     ManualClock,
     Mutex,
     Observer,
+    PriorityQueue,
+    Queue,
     RecordLock,
     Session,
     SnapshotInfo,
@@ -103,6 +107,11 @@ __all__ = [
     "Stop",
     "FenceGate",
     "RecordLock",
+    # h-recipes2: queues (S10).
+    "Queue",
+    "PriorityQueue",
+    "Barrier",
+    "DoubleBarrier",
     "txn",
     "TenureError",
     "InvalidArgument",

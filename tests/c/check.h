@@ -102,5 +102,8 @@ void sync_tests(void);
 void election_tests(void);
 void message_tests(void);
 void backup_tests(void);
+/* h-recipes2 */
+void queue_tests(void);
+void barrier_tests(void);
 
 #endif

@@ -84,6 +84,8 @@ int main(void) {
     election_tests();
     message_tests();
     backup_tests();
+    queue_tests(); /* h-recipes2 */
+    barrier_tests();
     remove_dir();
     printf("(%ld checks)\n", atomic_load(&check_count));
     printf("C tests: %d passed, %d failed\n", passed, failed);

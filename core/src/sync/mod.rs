@@ -13,7 +13,10 @@ mod elector;
 mod fence;
 mod mutex;
 mod record;
-// h-recipes2: queues (S10).
+// h-recipes2: queues (S10), barriers (S11), groups and the partitioner (S12).
+mod barrier;
+mod group;
+mod partition;
 mod queue;
 mod session;
 mod turn;
@@ -25,6 +28,9 @@ pub use elector::{ElectorCallbacks, ElectorConfig, ElectorRun, LeaderElector};
 pub use fence::FenceGate;
 pub use mutex::{LockGuard, LockWait, Mutex};
 pub use record::RecordLock;
-// h-recipes2: queues (S10).
+// h-recipes2: queues (S10), barriers (S11), groups and the partitioner (S12).
+pub use barrier::{Barrier, DoubleBarrier};
+pub use group::{Group, GroupChange, GroupWatch, Member, MAX_MEMBER_LEN};
+pub use partition::{Partitioner, Ring, MAX_REPLICAS, POINTS_PER_MEMBER};
 pub use queue::{DequeueWait, PriorityQueue, Queue};
 pub use session::{Session, SessionOptions};

@@ -74,7 +74,7 @@ impl Items {
 
     /// Claims the first item: deletes it if unchanged since read. `None`: the queue is empty.
     /// Loses races to other consumers by reading again.
-    fn try_claim(&self) -> Result<Option<Vec<u8>>> {
+    fn try_claim(&self) -> Result<Option<KeyValue>> {
         while let Some(kv) = self.first()? {
             let r = self.db.txn(
                 Txn::new()
@@ -86,7 +86,7 @@ impl Items {
                     .then([Op::delete(&kv.key)]),
             )?;
             if r.succeeded {
-                return Ok(Some(kv.value));
+                return Ok(Some(kv));
             }
         }
         Ok(None)
@@ -176,17 +176,18 @@ impl Queue {
     /// `Duration`; a [`Wait`]): `Timeout` when it runs out or is stopped. Waiting removes
     /// nothing.
     pub fn dequeue(&self, wait: impl Into<Wait>) -> Result<Vec<u8>> {
-        block_on(self.dequeue_wait(wait))
+        block_on(self.dequeue_wait(wait)).map(|kv| kv.value)
     }
 
-    /// [`dequeue`](Self::dequeue) as a state machine, for a [`WaitPool`](crate::WaitPool).
+    /// [`dequeue`](Self::dequeue) as a state machine, for a [`WaitPool`](crate::WaitPool): it
+    /// yields the item as it was before it was taken (key and value).
     pub fn dequeue_wait(&self, wait: impl Into<Wait>) -> DequeueWait {
         self.items.dequeue_wait(wait.into())
     }
 
     /// Takes the oldest item if there is one; never waits.
     pub fn try_dequeue(&self) -> Result<Option<Vec<u8>>> {
-        self.items.try_claim()
+        Ok(self.items.try_claim()?.map(|kv| kv.value))
     }
 }
 
@@ -284,17 +285,18 @@ impl PriorityQueue {
     /// Takes the first item (lowest priority, then oldest), waiting for one as long as `wait`
     /// allows: `Timeout` when it runs out or is stopped. Waiting removes nothing.
     pub fn dequeue(&self, wait: impl Into<Wait>) -> Result<Vec<u8>> {
-        block_on(self.dequeue_wait(wait))
+        block_on(self.dequeue_wait(wait)).map(|kv| kv.value)
     }
 
-    /// [`dequeue`](Self::dequeue) as a state machine, for a [`WaitPool`](crate::WaitPool).
+    /// [`dequeue`](Self::dequeue) as a state machine, for a [`WaitPool`](crate::WaitPool): it
+    /// yields the item as it was before it was taken (key and value).
     pub fn dequeue_wait(&self, wait: impl Into<Wait>) -> DequeueWait {
         self.items.dequeue_wait(wait.into())
     }
 
     /// Takes the first item if there is one; never waits.
     pub fn try_dequeue(&self) -> Result<Option<Vec<u8>>> {
-        self.items.try_claim()
+        Ok(self.items.try_claim()?.map(|kv| kv.value))
     }
 }
 
@@ -319,7 +321,8 @@ fn unix_nanos() -> u128 {
 }
 
 /// A dequeue in progress, from [`Queue::dequeue_wait`] or [`PriorityQueue::dequeue_wait`]:
-/// polled to the item's value. Dropped before its end, it has taken nothing.
+/// polled to the item taken, as it was before it was deleted (its key and value). Dropped
+/// before its end, it has taken nothing.
 #[derive(Debug)]
 pub struct DequeueWait {
     items: Items,
@@ -330,9 +333,9 @@ pub struct DequeueWait {
 }
 
 impl Pollable for DequeueWait {
-    type Output = Vec<u8>;
+    type Output = KeyValue;
 
-    fn poll(&mut self) -> Result<Option<Vec<u8>>> {
+    fn poll(&mut self) -> Result<Option<KeyValue>> {
         let watch = match &mut self.watch {
             Some(w) => w,
             None => self.watch.insert(self.items.watch()?),

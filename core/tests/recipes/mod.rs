@@ -465,3 +465,7 @@ fn s4_a_resumed_leadership_proclaims_and_resigns_only_while_it_leads() {
 
 // h-recipes2: queues (S10).
 mod queue;
+// h-recipes2: barriers (S11).
+mod barrier;
+// h-recipes2: groups and the partitioner (S12).
+mod group;

@@ -184,7 +184,7 @@ fn s10_one_wait_pool_serves_many_dequeues_and_a_dropped_one_takes_nothing() {
     for _ in 0..n {
         let tx = tx.clone();
         pool.submit(q.dequeue_wait(WAIT), move |r| {
-            let _ = tx.send(r.unwrap().unwrap());
+            let _ = tx.send(r.unwrap().unwrap().value);
         });
     }
     eventually("every dequeue pending", || pool.pending() == n);

@@ -26,6 +26,14 @@ mod record;
 pub use record::*;
 mod keepalive;
 pub use keepalive::*;
+// h-recipes2: queues (S10), barriers (S11).
+mod queue;
+pub use queue::*;
+mod barrier;
+pub use barrier::*;
+// h-recipes2: groups and the partitioner (S12).
+mod group;
+pub use group::*;
 
 /// Locks a std mutex, ignoring poisoning (no code here panics while holding one).
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -22,6 +22,9 @@ mod fence;
 mod mutex;
 mod record;
 mod session;
+// h-recipes2: queues (S10), barriers (S11).
+mod barrier;
+mod queue;
 
 pub(crate) use election::{
     election_leader, observe_election, PyElection, PyLeadership, PyObserver,
@@ -31,3 +34,8 @@ pub(crate) use fence::PyFenceGate;
 pub(crate) use mutex::{PyLockGuard, PyMutex};
 pub(crate) use record::PyRecordLock;
 pub(crate) use session::PySession;
+// h-recipes2: queues (S10), barriers (S11).
+pub(crate) use barrier::{new_barrier, new_double_barrier, PyBarrier, PyDoubleBarrier};
+pub(crate) use queue::{
+    new_priority_queue, new_queue, priority_of, Kind as QueueKind, PyPriorityQueue, PyQueue,
+};

@@ -199,6 +199,22 @@ impl PySession {
         })
     }
 
+    // h-recipes2: barriers (S11).
+    /// A participant, through this session, of the double barrier `name` for `count`
+    /// participants (SPEC S11): see `tenure.DoubleBarrier`.
+    fn double_barrier(
+        slf: &Bound<'_, Self>,
+        name: &str,
+        count: i64,
+    ) -> PyResult<super::PyDoubleBarrier> {
+        super::new_double_barrier(
+            slf.clone().into_any().unbind(),
+            slf.get().inner.get()?,
+            name,
+            count,
+        )
+    }
+
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
