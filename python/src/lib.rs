@@ -70,7 +70,9 @@ mod _tenure {
     #[pymodule_export]
     use super::aio::_dequeue_async;
     #[pymodule_export]
-    use super::sync::{PyBarrier, PyDoubleBarrier, PyPriorityQueue, PyQueue};
+    use super::sync::{
+        PyBarrier, PyDoubleBarrier, PyGroup, PyGroupWatch, PyPartitioner, PyPriorityQueue, PyQueue,
+    };
     #[pymodule_export]
     use super::txn::{PyCompare, PyOp};
     #[pymodule_export]

@@ -48,7 +48,13 @@ fn tenure_produces_and_go_consumes(endpoint: &str) {
     assert_eq!(fifo.try_dequeue().unwrap(), None, "Go took every item");
 
     let pq = PriorityQueue::new(&db, "interop-pq");
-    for (v, p) in [("low-1", 9), ("high-1", 1), ("low-2", 9), ("high-2", 1), ("top", 0)] {
+    for (v, p) in [
+        ("low-1", 9),
+        ("high-1", 1),
+        ("low-2", 9),
+        ("high-2", 1),
+        ("top", 0),
+    ] {
         pq.enqueue(v, p).unwrap();
     }
     assert_eq!(

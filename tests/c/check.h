@@ -105,5 +105,6 @@ void backup_tests(void);
 /* h-recipes2 */
 void queue_tests(void);
 void barrier_tests(void);
+void group_tests(void);
 
 #endif

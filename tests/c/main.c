@@ -86,6 +86,7 @@ int main(void) {
     backup_tests();
     queue_tests(); /* h-recipes2 */
     barrier_tests();
+    group_tests();
     remove_dir();
     printf("(%ld checks)\n", atomic_load(&check_count));
     printf("C tests: %d passed, %d failed\n", passed, failed);

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::locks;
 use crate::kv::txn::{Compare, CompareOp, Op, Txn};
 use crate::kv::watch::WatchOptions;
+use crate::locks;
 use crate::sync::backend::{Backend, RangeOptions};
 use crate::sync::session::Session;
 use crate::types::{EventKind, KeyValue};
@@ -105,7 +105,8 @@ impl Barrier {
 
     /// Releases the barrier (deletes its key; releasing a free barrier does nothing).
     pub fn release(&self) -> Result<()> {
-        self.db.txn(Txn::new().then([Op::delete(self.name.as_bytes())]))?;
+        self.db
+            .txn(Txn::new().then([Op::delete(self.name.as_bytes())]))?;
         Ok(())
     }
 
@@ -319,14 +320,26 @@ impl DoubleBarrier {
                 break;
             }
             if lowest.key == my_key {
-                wait_gone(&**db, &highest.key, Some(highest.create_revision), &wait, &what)?;
+                wait_gone(
+                    &**db,
+                    &highest.key,
+                    Some(highest.create_revision),
+                    &wait,
+                    &what,
+                )?;
             } else {
                 db.txn(
                     Txn::new()
                         .when([Compare::create_revision(&my_key, CompareOp::Equal, my_rev)])
                         .then([Op::delete(&my_key)]),
                 )?;
-                wait_gone(&**db, &lowest.key, Some(lowest.create_revision), &wait, &what)?;
+                wait_gone(
+                    &**db,
+                    &lowest.key,
+                    Some(lowest.create_revision),
+                    &wait,
+                    &what,
+                )?;
             }
         }
         self.set_mine(None);

@@ -30,10 +30,7 @@ pub struct Ring {
 impl Ring {
     /// The ring of `members` (duplicates count once).
     pub fn new<S: AsRef<str>>(members: impl IntoIterator<Item = S>) -> Ring {
-        let mut members: Vec<String> = members
-            .into_iter()
-            .map(|m| m.as_ref().to_owned())
-            .collect();
+        let mut members: Vec<String> = members.into_iter().map(|m| m.as_ref().to_owned()).collect();
         members.sort();
         members.dedup();
         let mut points = Vec::with_capacity(members.len() * POINTS_PER_MEMBER);

@@ -16,7 +16,10 @@ fn s11_a_barrier_holds_its_waiters_until_released() {
     b.wait(None).unwrap(); // free: passes at once
     assert!(b.hold().unwrap());
     assert!(!b.hold().unwrap(), "already held");
-    assert!(db.get("deploy").unwrap().is_some(), "etcd's layout: the key `name`");
+    assert!(
+        db.get("deploy").unwrap().is_some(),
+        "etcd's layout: the key `name`"
+    );
     assert!(matches!(
         b.wait(Duration::from_millis(50)),
         Err(Error::Timeout { .. })

@@ -30,15 +30,22 @@ fn s12_members_join_leave_and_a_member_whose_session_ends_leaves() {
         .collect();
     assert_eq!(
         ids,
-        [("w1".into(), b"cpu".to_vec()), ("w2".into(), b"gpu".to_vec())]
+        [
+            ("w1".into(), b"cpu".to_vec()),
+            ("w2".into(), b"gpu".to_vec())
+        ]
     );
-    assert!(matches!(changes.next(WAIT).unwrap(), GroupChange::Joined(m) if m.id == "w1" && m.capabilities == b"cpu"));
+    assert!(
+        matches!(changes.next(WAIT).unwrap(), GroupChange::Joined(m) if m.id == "w1" && m.capabilities == b"cpu")
+    );
     assert!(matches!(changes.next(WAIT).unwrap(), GroupChange::Joined(m) if m.id == "w2"));
     // Another session cannot be w1; the same one updates its capabilities.
     let r = Group::new(&b, "workers").join("w1", "x");
     assert!(matches!(r, Err(Error::Locked { .. })), "{r:?}");
     ga.join("w1", "cpu+ssd").unwrap();
-    assert!(matches!(changes.next(WAIT).unwrap(), GroupChange::Joined(m) if m.capabilities == b"cpu+ssd"));
+    assert!(
+        matches!(changes.next(WAIT).unwrap(), GroupChange::Joined(m) if m.capabilities == b"cpu+ssd")
+    );
     for bad in ["", "a/b", &"x".repeat(257)] {
         assert!(matches!(ga.join(bad, ""), Err(Error::InvalidArgument(_))));
     }
@@ -93,7 +100,10 @@ fn s12_the_partitioner_follows_the_live_members() {
     }
     groups[0].leave().unwrap();
     groups[2].leave().unwrap();
-    assert!(p.members_for("k").unwrap().is_empty(), "no members, no owner");
+    assert!(
+        p.members_for("k").unwrap().is_empty(),
+        "no members, no owner"
+    );
 }
 
 /// The primary owner of each of `keys` on `ring`.
@@ -114,10 +124,7 @@ fn s12_the_ring_is_balanced_and_moves_only_the_keys_it_must() {
     for o in &owned {
         *load.entry(o).or_default() += 1;
     }
-    let (min, max) = (
-        *load.values().min().unwrap(),
-        *load.values().max().unwrap(),
-    );
+    let (min, max) = (*load.values().min().unwrap(), *load.values().max().unwrap());
     let mean = keys.len() / members.len();
     println!("10 members, 100000 keys: load min {min}, max {max}, mean {mean}");
     assert_eq!(load.len(), 10);
@@ -162,5 +169,7 @@ fn s12_the_ring_is_balanced_and_moves_only_the_keys_it_must() {
     assert_eq!(r.len(), 3);
     assert_eq!(r[0], ring.members_for("x", 1)[0]);
     assert_eq!(ring.members_for("x", 99).len(), 10);
-    assert!(Ring::new(Vec::<String>::new()).members_for("x", 1).is_empty());
+    assert!(Ring::new(Vec::<String>::new())
+        .members_for("x", 1)
+        .is_empty());
 }

@@ -25,9 +25,9 @@ pub struct tenure_member_list {
     members: Vec<Member>,
 }
 
-/// The joins and leaves of a group, from `tenure_group_watch`. One thread at a time.
+/// The joins and leaves of a group, from `tenure_group_watch`. Thread-safe (one reader at a time).
 #[derive(Debug)]
-pub struct tenure_group_watch {
+pub struct tenure_group_watcher {
     w: std::sync::Mutex<GroupWatch>,
 }
 
@@ -153,9 +153,11 @@ pub unsafe extern "C" fn tenure_member_list_capabilities(
     l: *const tenure_member_list,
     i: usize,
 ) -> tenure_bytes {
-    shield("tenure_member_list_capabilities", tenure_bytes::NONE, || {
-        member_at(l, i).map_or(tenure_bytes::NONE, |m| tenure_bytes::of(&m.capabilities))
-    })
+    shield(
+        "tenure_member_list_capabilities",
+        tenure_bytes::NONE,
+        || member_at(l, i).map_or(tenure_bytes::NONE, |m| tenure_bytes::of(&m.capabilities)),
+    )
 }
 
 /// Frees a member list. NULL is a no-op.
@@ -166,20 +168,20 @@ pub unsafe extern "C" fn tenure_member_list_free(l: *mut tenure_member_list) {
 }
 
 /// Follows the joins and leaves of group `name` from now on. Free `*out` with
-/// `tenure_group_watch_free`.
+/// `tenure_group_watcher_free`.
 ///
 /// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT`, `TENURE_ERR_CLOSED`.
 #[no_mangle]
 pub unsafe extern "C" fn tenure_group_watch(
     db: *const tenure,
     name: *const c_char,
-    out: *mut *mut tenure_group_watch,
+    out: *mut *mut tenure_group_watcher,
 ) -> tenure_result {
     guard("tenure_group_watch", || {
         // SAFETY: the caller promises a live handle, a string and a writable pointer.
         let (db, name, out) = unsafe { (engine(db)?, text(name, "name")?, Out::new(out, "out")?) };
         let w = Group::watch(db, name)?;
-        out.set(boxed(tenure_group_watch {
+        out.set(boxed(tenure_group_watcher {
             w: std::sync::Mutex::new(w),
         }));
         Ok(())
@@ -194,13 +196,13 @@ pub unsafe extern "C" fn tenure_group_watch(
 /// `TENURE_ERR_TIMEOUT`, `TENURE_ERR_COMPACTED` (fell behind: list the members and watch
 /// again), `TENURE_ERR_CLOSED`.
 #[no_mangle]
-pub unsafe extern "C" fn tenure_group_watch_next(
-    w: *const tenure_group_watch,
+pub unsafe extern "C" fn tenure_group_watcher_next(
+    w: *const tenure_group_watcher,
     timeout_ms: i64,
     out_joined: *mut bool,
     out_member: *mut *mut tenure_member_list,
 ) -> tenure_result {
-    guard("tenure_group_watch_next", || {
+    guard("tenure_group_watcher_next", || {
         // SAFETY: the caller promises a live watch and writable pointers.
         let (w, joined, member) = unsafe {
             (
@@ -228,9 +230,9 @@ pub unsafe extern "C" fn tenure_group_watch_next(
 
 /// Frees a group watch. NULL is a no-op.
 #[no_mangle]
-pub unsafe extern "C" fn tenure_group_watch_free(w: *mut tenure_group_watch) {
+pub unsafe extern "C" fn tenure_group_watcher_free(w: *mut tenure_group_watcher) {
     // SAFETY: from tenure_group_watch and freed once.
-    shield("tenure_group_watch_free", (), || unsafe { free(w) })
+    shield("tenure_group_watcher_free", (), || unsafe { free(w) })
 }
 
 /// A partitioner over group `group` handing out `replicas` members per key (1 to 64). Free
@@ -271,17 +273,21 @@ pub unsafe extern "C" fn tenure_partitioner_members_for(
 ) -> tenure_result {
     guard("tenure_partitioner_members_for", || {
         // SAFETY: the caller promises a live partitioner, readable bytes, a writable pointer.
-        let (p, key, out) =
-            unsafe { (arg(p, "p")?, bytes(key, key_len, "key")?, Out::new(out, "out")?) };
-        let members = p
-            .p
-            .members_for(key)?
-            .into_iter()
-            .map(|id| Member {
-                id,
-                capabilities: Vec::new(),
-            })
-            .collect();
+        let (p, key, out) = unsafe {
+            (
+                arg(p, "p")?,
+                bytes(key, key_len, "key")?,
+                Out::new(out, "out")?,
+            )
+        };
+        let members =
+            p.p.members_for(key)?
+                .into_iter()
+                .map(|id| Member {
+                    id,
+                    capabilities: Vec::new(),
+                })
+                .collect();
         out.set(boxed(tenure_member_list { members }));
         Ok(())
     })

@@ -129,7 +129,11 @@ pub(crate) fn new_double_barrier(
     let count = usize::try_from(count)
         .ok()
         .filter(|&c| c > 0)
-        .ok_or_else(|| err(Error::invalid(format!("count {count} must be at least 1"))))?;
+        .ok_or_else(|| {
+            err(Error::InvalidArgument(format!(
+                "count {count} must be at least 1"
+            )))
+        })?;
     Ok(PyDoubleBarrier {
         session,
         name: name.to_owned(),

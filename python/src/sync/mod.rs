@@ -24,6 +24,7 @@ mod record;
 mod session;
 // h-recipes2: queues (S10), barriers (S11).
 mod barrier;
+mod group;
 mod queue;
 
 pub(crate) use election::{
@@ -36,6 +37,7 @@ pub(crate) use record::PyRecordLock;
 pub(crate) use session::PySession;
 // h-recipes2: queues (S10), barriers (S11).
 pub(crate) use barrier::{new_barrier, new_double_barrier, PyBarrier, PyDoubleBarrier};
-pub(crate) use queue::{
-    new_priority_queue, new_queue, priority_of, Kind as QueueKind, PyPriorityQueue, PyQueue,
+pub(crate) use group::{
+    group_members, new_group, new_partitioner, watch_group, PyGroup, PyGroupWatch, PyPartitioner,
 };
+pub(crate) use queue::{new_priority_queue, new_queue, priority_of, PyPriorityQueue, PyQueue};

@@ -168,7 +168,7 @@ impl PyPriorityQueue {
     fn enqueue(&self, py: Python<'_>, value: &Bound<'_, PyAny>, priority: i64) -> PyResult<()> {
         let value = bytes_arg(value, "value")?;
         let priority = u16::try_from(priority).map_err(|_| {
-            err(Error::invalid(format!(
+            err(Error::InvalidArgument(format!(
                 "priority {priority} is outside 0..=65535"
             )))
         })?;

@@ -199,6 +199,16 @@ impl PySession {
         })
     }
 
+    // h-recipes2: groups (S12).
+    /// This session's membership of group `name` (SPEC S12): see `tenure.Group`.
+    fn group(slf: &Bound<'_, Self>, name: &str) -> PyResult<super::PyGroup> {
+        Ok(super::new_group(
+            slf.clone().into_any().unbind(),
+            slf.get().inner.get()?,
+            name,
+        ))
+    }
+
     // h-recipes2: barriers (S11).
     /// A participant, through this session, of the double barrier `name` for `count`
     /// participants (SPEC S11): see `tenure.DoubleBarrier`.
