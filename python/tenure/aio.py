@@ -764,7 +764,8 @@ class Barrier:
         return await _run(self.sync.hold)
 
     async def release(self) -> None:
-        """Releases the barrier."""
+        """Releases the barrier. Raises ``tenure.StorageError`` if the file cannot be written,
+        ``tenure.Closed`` after close."""
         await _run(self.sync.release)
 
     async def wait(self, timeout: float | None = None) -> None:
@@ -799,11 +800,12 @@ class DoubleBarrier:
     count = _Attr[int]("How many participants it waits for.")
 
     async def enter(self, timeout: float | None = None) -> None:
-        """Enters and waits until ``count`` participants have (see ``tenure.DoubleBarrier``)."""
+        """Enters and waits until ``count`` participants have, at most ``timeout`` seconds
+        (then ``tenure.Timeout``; see ``tenure.DoubleBarrier``)."""
         await _run(lambda: self.sync.enter(timeout))
 
     async def leave(self, timeout: float | None = None) -> None:
-        """Leaves and waits until every participant has left."""
+        """Leaves and waits until every participant has left, at most ``timeout`` seconds."""
         await _run(lambda: self.sync.leave(timeout))
 
     def __repr__(self) -> str:

@@ -256,6 +256,15 @@ def test_every_class_has_one_repr_convention(tmp_path: Any) -> None:
         check(elector, "name='leader/x'", "identity='a'", "is_leader=False")
         gate = tenure.FenceGate()
         check(gate, "highest=0")
+        # h-recipes2: queues, barriers, groups and the partitioner (S10-S12).
+        check(db.queue("q"), "name='q'")
+        check(db.priority_queue("pq"), "name='pq'")
+        check(db.barrier("b"), "name='b'")
+        check(db.watch_group("g"), "name='g'")
+        check(db.partitioner("g", 2), "group='g'", "replicas=2")
+        with db.session(ttl=30.0) as s2:
+            check(s2.double_barrier("db", 2), "name='db'", "count=2")
+            check(s2.group("g"), "name='g'")
 
         async def aio() -> None:
             adb = tenure.aio.Tenure(db)
@@ -277,6 +286,11 @@ def test_every_class_has_one_repr_convention(tmp_path: Any) -> None:
                 check(ae, "name='svc'")
                 async with await ae.campaign("b", 5.0) as al:
                     check(al, "fencing_token=")
+            check(adb.queue("q"), "name='q'")
+            check(adb.priority_queue("pq"), "name='pq'")
+            check(adb.barrier("b"), "name='b'")
+            async with adb.session(ttl=30.0) as asess2:
+                check(asess2.double_barrier("db", 2), "name='db'", "count=2")
             ael = tenure.aio.LeaderElector(adb, "leader/y", "b", 6.0, 4.0, 1.0)
             check(ael, "identity='b'")
 

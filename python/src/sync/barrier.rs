@@ -54,7 +54,8 @@ impl PyBarrier {
         blocking(py, || b.hold())
     }
 
-    /// Releases the barrier (deletes its key); releasing a free barrier does nothing.
+    /// Releases the barrier (deletes its key); releasing a free barrier does nothing. Raises
+    /// `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         let b = self.inner.get()?;
         blocking(py, || b.release())

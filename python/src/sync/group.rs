@@ -134,6 +134,12 @@ type Change = (&'static str, String, Py<PyBytes>);
 
 #[pymethods]
 impl PyGroupWatch {
+    /// The group watched.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The next join or leave, waiting at most `timeout` seconds (`None`: no limit).
     #[pyo3(signature = (timeout=None))]
     fn next(
