@@ -76,15 +76,26 @@
 // Include the previous key-value in each event, when there was one (`tenure_watch` flag).
 #define TENURE_WATCH_PREV_KV 2
 
+// Revisions kept by default.
+#define AutoCompaction_DEFAULT_RETAINED_REVISIONS 100000
+
 // An engine handle. Thread-safe: any number of threads may call functions on one handle at
 // once. Each handle (from `tenure_open` or `tenure_clone`) is released exactly once, with
 // `tenure_close` or `tenure_free`, when no other thread is still using *that* handle.
 typedef struct tenure tenure;
 
+// A barrier (SPEC S11), from `tenure_barrier_new`. Thread-safe; another thread may cancel its
+// waits. It keeps its engine open until freed.
+typedef struct tenure_barrier tenure_barrier;
+
 // A manual clock for deterministic tests: time moves only with `tenure_clock_advance`.
 // Thread-safe. An engine opened with it keeps its own reference, so the clock may be freed
 // before the engine.
 typedef struct tenure_clock tenure_clock;
+
+// One participant of a double barrier (SPEC S11), from `tenure_double_barrier_new`. Its waits
+// end with `tenure_session_cancel` of its session. Thread-safe.
+typedef struct tenure_double_barrier tenure_double_barrier;
 
 // A running leader elector (from `tenure_elector_start`). Thread-safe.
 typedef struct tenure_elector tenure_elector;
@@ -100,6 +111,16 @@ typedef struct tenure_expired tenure_expired;
 // Admits fencing tokens in non-decreasing order (SPEC S3): put one in front of the resource a
 // lock or leadership guards. Thread-safe.
 typedef struct tenure_fence_gate tenure_fence_gate;
+
+// A group handle (SPEC S12) of one session, from `tenure_group_new`: joins as one member at a
+// time. Thread-safe.
+typedef struct tenure_group tenure_group;
+
+// The joins and leaves of a group, from `tenure_group_watch`. Thread-safe (one reader at a time).
+typedef struct tenure_group_watcher tenure_group_watcher;
+
+// An item taken from a queue: its value, owned until `tenure_item_free`.
+typedef struct tenure_item tenure_item;
 
 // A background renewal of one lease (from `tenure_keep_alive_start`), on a library thread, every
 // third of the lease's TTL on the engine's clock. Thread-safe. It ends when freed, when a renew
@@ -128,15 +149,26 @@ typedef struct tenure_lease_list tenure_lease_list;
 // Freeing it without `tenure_lock_unlock` unlocks. It stays valid after its session is freed.
 typedef struct tenure_lock tenure_lock;
 
+// A list of members (`tenure_group_members`, `tenure_partitioner_members_for`).
+typedef struct tenure_member_list tenure_member_list;
+
 // Follows the leadership of one election (from `tenure_election_observe`). Thread-safe:
 // concurrent `tenure_observer_next` calls take turns; `tenure_observer_cancel` may come from
 // any thread.
 typedef struct tenure_observer tenure_observer;
 
+// A partitioner over a group's live members, from `tenure_partitioner_new`. Thread-safe.
+typedef struct tenure_partitioner tenure_partitioner;
+
 // A held permit of a semaphore (SPEC S7), from `tenure_semaphore_acquire` or
 // `tenure_semaphore_try_acquire`. Thread-safe. Freeing it without `tenure_permit_release`
 // releases it. It stays valid after its session is freed.
 typedef struct tenure_permit tenure_permit;
+
+// A queue (SPEC S10), from `tenure_queue_new` (FIFO) or `tenure_priority_queue_new`.
+// Thread-safe: any number of threads may enqueue and dequeue through one handle, and another
+// may cancel its waits meanwhile. It keeps its engine open until freed.
+typedef struct tenure_queue tenure_queue;
 
 // A held read or write lock (SPEC S8), from `tenure_rwlock_read`, `_write`, `_try_read` or
 // `_try_write`. Thread-safe. Freeing it without `tenure_rwhold_release` releases it. It stays
@@ -1257,6 +1289,234 @@ tenure_result tenure_rwhold_release(const struct tenure_rwhold *h);
 
 // Frees a hold, releasing it if still held. NULL is a no-op.
 void tenure_rwhold_free(struct tenure_rwhold *h);
+
+// The FIFO queue `name` (NUL-terminated UTF-8) on `db`: items are `name/<unix ns>` keys, as
+// etcd's `recipe.Queue`. Free `*out` with `tenure_queue_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (name not UTF-8).
+tenure_result tenure_queue_new(const struct tenure *db,
+                               const char *name,
+                               struct tenure_queue **out);
+
+// The priority queue `name` (NUL-terminated UTF-8) on `db`: items are
+// `name/<priority %05d>/<sequence %016d>` keys, as etcd's `recipe.PriorityQueue`. Free `*out`
+// with `tenure_queue_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (name not UTF-8).
+tenure_result tenure_priority_queue_new(const struct tenure *db,
+                                        const char *name,
+                                        struct tenure_queue **out);
+
+// Appends `value` (`value_len` bytes) to a FIFO queue.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (a priority queue: use
+// `tenure_queue_enqueue_priority`; a value over the engine's bound), `TENURE_ERR_STORAGE`,
+// `TENURE_ERR_CLOSED`.
+tenure_result tenure_queue_enqueue(const struct tenure_queue *q,
+                                   const uint8_t *value,
+                                   size_t value_len);
+
+// Appends `value` (`value_len` bytes) to a priority queue with `priority` (0 leaves first;
+// FIFO within a priority).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (a FIFO queue; a value
+// over the engine's bound), `TENURE_ERR_UNAVAILABLE` (lost the race for a sequence number too
+// many times), `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_queue_enqueue_priority(const struct tenure_queue *q,
+                                            const uint8_t *value,
+                                            size_t value_len,
+                                            uint16_t priority);
+
+// Takes the first item (FIFO; a priority queue: lowest priority, then oldest), waiting up to
+// `timeout_ms` for one (-1: no limit, 0: only if one is there now). Free `*out` with
+// `tenure_item_free`. Waiting removes nothing: on failure no item was taken.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (`timeout_ms` below -1),
+// `TENURE_ERR_TIMEOUT` (also when the queue is cancelled), `TENURE_ERR_STORAGE`,
+// `TENURE_ERR_CLOSED`.
+tenure_result tenure_queue_dequeue(const struct tenure_queue *q,
+                                   int64_t timeout_ms,
+                                   struct tenure_item **out);
+
+// Takes the first item if there is one, never waiting: `*out` is NULL when the queue is empty.
+// Free a non-NULL `*out` with `tenure_item_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_queue_try_dequeue(const struct tenure_queue *q, struct tenure_item **out);
+
+// Ends every dequeue waiting through `q`, now and later, with `TENURE_ERR_TIMEOUT`; callable
+// from any thread. Enqueue and `tenure_queue_try_dequeue` keep working.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`.
+tenure_result tenure_queue_cancel(const struct tenure_queue *q);
+
+// Frees a queue handle (the queue's items stay). NULL is a no-op. No other thread may be
+// using it.
+void tenure_queue_free(struct tenure_queue *q);
+
+// The item's value (`{NULL, 0}` if `item` is NULL). Borrowed: valid while `item` lives.
+struct tenure_bytes tenure_item_value(const struct tenure_item *item);
+
+// Frees an item. NULL is a no-op.
+void tenure_item_free(struct tenure_item *item);
+
+// The barrier `name` (NUL-terminated UTF-8; its key) on `db`. Free `*out` with
+// `tenure_barrier_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (name not UTF-8).
+tenure_result tenure_barrier_new(const struct tenure *db,
+                                 const char *name,
+                                 struct tenure_barrier **out);
+
+// Holds the barrier (puts its key if absent). `*out_put` (may be NULL) is true if this call
+// put it, false if it was already held.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_barrier_hold(const struct tenure_barrier *b, bool *out_put);
+
+// Releases the barrier (deletes its key; a free barrier stays free).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_barrier_release(const struct tenure_barrier *b);
+
+// Waits until the barrier is released (at once if it is free), up to `timeout_ms` (-1: no
+// limit).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (`timeout_ms` below -1),
+// `TENURE_ERR_TIMEOUT` (also when cancelled), `TENURE_ERR_CLOSED`.
+tenure_result tenure_barrier_wait(const struct tenure_barrier *b, int64_t timeout_ms);
+
+// Ends every wait through `b`, now and later, with `TENURE_ERR_TIMEOUT`; any thread.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`.
+tenure_result tenure_barrier_cancel(const struct tenure_barrier *b);
+
+// Frees a barrier handle (the barrier's key stays). NULL is a no-op.
+void tenure_barrier_free(struct tenure_barrier *b);
+
+// A participant, through session `s`, of the double barrier `name` (NUL-terminated UTF-8)
+// for `count` participants. Free `*out` with `tenure_double_barrier_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (name not UTF-8, `count`
+// 0 or negative).
+tenure_result tenure_double_barrier_new(const struct tenure_session *s,
+                                        const char *name,
+                                        int64_t count,
+                                        struct tenure_double_barrier **out);
+
+// Enters and waits until `count` participants have, up to `timeout_ms` (-1: no limit). On
+// failure this participant's entry is withdrawn.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (already entered; the
+// barrier already has `count` participants; `timeout_ms` below -1), `TENURE_ERR_TIMEOUT`
+// (also when the session is cancelled), `TENURE_ERR_SESSION_EXPIRED`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_double_barrier_enter(const struct tenure_double_barrier *b,
+                                          int64_t timeout_ms);
+
+// Leaves and waits until every participant has left, up to `timeout_ms` (-1: no limit).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (not entered; `timeout_ms`
+// below -1), `TENURE_ERR_TIMEOUT` (also when the session is cancelled; leave may be called
+// again), `TENURE_ERR_CLOSED`.
+tenure_result tenure_double_barrier_leave(const struct tenure_double_barrier *b,
+                                          int64_t timeout_ms);
+
+// Frees a participant (an entry it still has goes with its session's lease). NULL is a no-op.
+void tenure_double_barrier_free(struct tenure_double_barrier *b);
+
+// The group `name` (NUL-terminated UTF-8), joined through session `s`. Free `*out` with
+// `tenure_group_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (name not UTF-8).
+tenure_result tenure_group_new(const struct tenure_session *s,
+                               const char *name,
+                               struct tenure_group **out);
+
+// Joins as `member` (NUL-terminated UTF-8) with `capabilities` (`capabilities_len` bytes);
+// again through the same session, updates them.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (an ID empty, over 256
+// bytes, with '/', or this handle joined as another member), `TENURE_ERR_LOCKED` (another
+// session is that member), `TENURE_ERR_SESSION_EXPIRED`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_group_join(const struct tenure_group *g,
+                                const char *member,
+                                const uint8_t *capabilities,
+                                size_t capabilities_len);
+
+// Leaves the group (only this handle's membership; nothing if not joined).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_STORAGE`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_group_leave(const struct tenure_group *g);
+
+// Frees a group handle (a membership it holds stays until `tenure_group_leave` or the end
+// of its session). NULL is a no-op.
+void tenure_group_free(struct tenure_group *g);
+
+// The live members of group `name`, in ID order. Free `*out` with `tenure_member_list_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_group_members(const struct tenure *db,
+                                   const char *name,
+                                   struct tenure_member_list **out);
+
+// How many members a list has (0 if `l` is NULL).
+size_t tenure_member_list_len(const struct tenure_member_list *l);
+
+// The ID of member `i` (`{NULL, 0}` if out of range or `l` is NULL; not NUL-terminated).
+// Borrowed: valid while `l` lives.
+struct tenure_bytes tenure_member_list_id(const struct tenure_member_list *l, size_t i);
+
+// The capabilities of member `i` (`{NULL, 0}` if out of range or `l` is NULL; empty in a
+// partitioner's answer). Borrowed: valid while `l` lives.
+struct tenure_bytes tenure_member_list_capabilities(const struct tenure_member_list *l, size_t i);
+
+// Frees a member list. NULL is a no-op.
+void tenure_member_list_free(struct tenure_member_list *l);
+
+// Follows the joins and leaves of group `name` from now on. Free `*out` with
+// `tenure_group_watcher_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_group_watch(const struct tenure *db,
+                                 const char *name,
+                                 struct tenure_group_watcher **out);
+
+// The next join or leave, waiting up to `timeout_ms` (-1: no limit): `*out_joined` says
+// which, `*out_member` (free with `tenure_member_list_free`) holds the one member (its
+// capabilities are empty for a leave).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (`timeout_ms` below -1),
+// `TENURE_ERR_TIMEOUT`, `TENURE_ERR_COMPACTED` (fell behind: list the members and watch
+// again), `TENURE_ERR_CLOSED`.
+tenure_result tenure_group_watcher_next(const struct tenure_group_watcher *w,
+                                        int64_t timeout_ms,
+                                        bool *out_joined,
+                                        struct tenure_member_list **out_member);
+
+// Frees a group watch. NULL is a no-op.
+void tenure_group_watcher_free(struct tenure_group_watcher *w);
+
+// A partitioner over group `group` handing out `replicas` members per key (1 to 64). Free
+// `*out` with `tenure_partitioner_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (`replicas` out of range,
+// name not UTF-8).
+tenure_result tenure_partitioner_new(const struct tenure *db,
+                                     const char *group,
+                                     int64_t replicas,
+                                     struct tenure_partitioner **out);
+
+// The members owning `key` (`key_len` bytes) now, primary first: `replicas` of them, fewer if
+// the group has fewer. Free `*out` with `tenure_member_list_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_partitioner_members_for(const struct tenure_partitioner *p,
+                                             const uint8_t *key,
+                                             size_t key_len,
+                                             struct tenure_member_list **out);
+
+// Frees a partitioner. NULL is a no-op.
+void tenure_partitioner_free(struct tenure_partitioner *p);
 
 // A new, empty transaction (no compare: the success branch runs). `*out` is owned by the
 // caller.

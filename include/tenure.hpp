@@ -1081,6 +1081,177 @@ class elector {
     detail::handle<tenure_elector, tenure_elector_free> h_;
 };
 
+// ---- queues (S10), barriers (S11), groups and the partitioner (S12) ----------
+
+// A FIFO queue (`priority == false`) or a priority queue, in etcd's contrib/recipes layouts.
+class queue {
+  public:
+    queue(const engine &db, std::string_view name, bool priority = false) {
+        const std::string n = detail::c_string(name, "queue name");
+        tenure_queue *raw = nullptr;
+        detail::check(priority ? tenure_priority_queue_new(db.get(), n.c_str(), &raw)
+                               : tenure_queue_new(db.get(), n.c_str(), &raw));
+        h_ = decltype(h_)(raw);
+    }
+    void enqueue(std::string_view value) const {
+        detail::check(tenure_queue_enqueue(h_.get(), detail::bytes(value), value.size()));
+    }
+    void enqueue(std::string_view value, std::uint16_t priority) const {
+        detail::check(tenure_queue_enqueue_priority(h_.get(), detail::bytes(value),
+                                                    value.size(), priority));
+    }
+    // The first item within `timeout`; throws TENURE_ERR_TIMEOUT (also once cancelled).
+    std::string dequeue(milliseconds timeout = forever) const {
+        tenure_item *raw = nullptr;
+        detail::check(tenure_queue_dequeue(h_.get(), detail::ms(timeout), &raw));
+        detail::handle<tenure_item, tenure_item_free> it(raw);
+        return detail::text(tenure_item_value(it.get()));
+    }
+    std::optional<std::string> try_dequeue() const {
+        tenure_item *raw = nullptr;
+        detail::check(tenure_queue_try_dequeue(h_.get(), &raw));
+        if (raw == nullptr) return std::nullopt;
+        detail::handle<tenure_item, tenure_item_free> it(raw);
+        return detail::text(tenure_item_value(it.get()));
+    }
+    void cancel() const { detail::check(tenure_queue_cancel(h_.get())); }
+
+  private:
+    detail::handle<tenure_queue, tenure_queue_free> h_;
+};
+
+// A barrier: held while its key exists.
+class barrier {
+  public:
+    barrier(const engine &db, std::string_view name) {
+        const std::string n = detail::c_string(name, "barrier name");
+        tenure_barrier *raw = nullptr;
+        detail::check(tenure_barrier_new(db.get(), n.c_str(), &raw));
+        h_ = decltype(h_)(raw);
+    }
+    // True if this call put the key.
+    bool hold() const {
+        bool put = false;
+        detail::check(tenure_barrier_hold(h_.get(), &put));
+        return put;
+    }
+    void release() const { detail::check(tenure_barrier_release(h_.get())); }
+    void wait(milliseconds timeout = forever) const {
+        detail::check(tenure_barrier_wait(h_.get(), detail::ms(timeout)));
+    }
+    void cancel() const { detail::check(tenure_barrier_cancel(h_.get())); }
+
+  private:
+    detail::handle<tenure_barrier, tenure_barrier_free> h_;
+};
+
+// One participant of a double barrier for `count`.
+class double_barrier {
+  public:
+    double_barrier(const session &s, std::string_view name, std::int64_t count) {
+        const std::string n = detail::c_string(name, "barrier name");
+        tenure_double_barrier *raw = nullptr;
+        detail::check(tenure_double_barrier_new(s.get(), n.c_str(), count, &raw));
+        h_ = decltype(h_)(raw);
+    }
+    void enter(milliseconds timeout = forever) const {
+        detail::check(tenure_double_barrier_enter(h_.get(), detail::ms(timeout)));
+    }
+    void leave(milliseconds timeout = forever) const {
+        detail::check(tenure_double_barrier_leave(h_.get(), detail::ms(timeout)));
+    }
+
+  private:
+    detail::handle<tenure_double_barrier, tenure_double_barrier_free> h_;
+};
+
+// A member of a group: its ID and capabilities.
+struct member {
+    std::string id;
+    std::string capabilities;
+};
+
+namespace detail {
+inline std::vector<member> take_members(tenure_member_list *raw) {
+    handle<tenure_member_list, tenure_member_list_free> list(raw);
+    std::vector<member> out;
+    for (std::size_t i = 0; i < tenure_member_list_len(list.get()); i++)
+        out.push_back({text(tenure_member_list_id(list.get(), i)),
+                       text(tenure_member_list_capabilities(list.get(), i))});
+    return out;
+}
+}  // namespace detail
+
+// A session's membership of a group.
+class group {
+  public:
+    group(const session &s, std::string_view name) {
+        const std::string n = detail::c_string(name, "group name");
+        tenure_group *raw = nullptr;
+        detail::check(tenure_group_new(s.get(), n.c_str(), &raw));
+        h_ = decltype(h_)(raw);
+    }
+    void join(std::string_view member_id, std::string_view capabilities = {}) const {
+        const std::string m = detail::c_string(member_id, "member ID");
+        detail::check(tenure_group_join(h_.get(), m.c_str(), detail::bytes(capabilities),
+                                        capabilities.size()));
+    }
+    void leave() const { detail::check(tenure_group_leave(h_.get())); }
+    // The live members of group `name`, in ID order.
+    static std::vector<member> members(const engine &db, std::string_view name) {
+        const std::string n = detail::c_string(name, "group name");
+        tenure_member_list *raw = nullptr;
+        detail::check(tenure_group_members(db.get(), n.c_str(), &raw));
+        return detail::take_members(raw);
+    }
+
+  private:
+    detail::handle<tenure_group, tenure_group_free> h_;
+};
+
+// The joins and leaves of a group.
+class group_watcher {
+  public:
+    group_watcher(const engine &db, std::string_view name) {
+        const std::string n = detail::c_string(name, "group name");
+        tenure_group_watcher *raw = nullptr;
+        detail::check(tenure_group_watch(db.get(), n.c_str(), &raw));
+        h_ = decltype(h_)(raw);
+    }
+    // The next change: (joined, member); throws TENURE_ERR_TIMEOUT.
+    std::pair<bool, member> next(milliseconds timeout = forever) const {
+        bool joined = false;
+        tenure_member_list *raw = nullptr;
+        detail::check(tenure_group_watcher_next(h_.get(), detail::ms(timeout), &joined, &raw));
+        return {joined, detail::take_members(raw).at(0)};
+    }
+
+  private:
+    detail::handle<tenure_group_watcher, tenure_group_watcher_free> h_;
+};
+
+// Which live members of a group own a key (consistent hashing).
+class partitioner {
+  public:
+    partitioner(const engine &db, std::string_view group, std::int64_t replicas) {
+        const std::string g = detail::c_string(group, "group name");
+        tenure_partitioner *raw = nullptr;
+        detail::check(tenure_partitioner_new(db.get(), g.c_str(), replicas, &raw));
+        h_ = decltype(h_)(raw);
+    }
+    std::vector<std::string> members_for(std::string_view key) const {
+        tenure_member_list *raw = nullptr;
+        detail::check(
+            tenure_partitioner_members_for(h_.get(), detail::bytes(key), key.size(), &raw));
+        std::vector<std::string> out;
+        for (member &m : detail::take_members(raw)) out.push_back(std::move(m.id));
+        return out;
+    }
+
+  private:
+    detail::handle<tenure_partitioner, tenure_partitioner_free> h_;
+};
+
 }  // namespace tenurecpp
 
 #endif  // TENURE_HPP

@@ -204,6 +204,12 @@ test-c-examples: ffi-debug | c-tools
 	$(CC) $(C_WARN) -pthread examples/c/rwlock.c $$(pkg-config --cflags --libs tenure) \
 		-Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/rwlock-c"; \
 	"$$tmp/rwlock-c"; \
+	$(CC) $(C_WARN) -pthread examples/c/queue.c $$(pkg-config --cflags --libs tenure) \
+		-Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/queue-c"; \
+	"$$tmp/queue-c"; \
+	$(CC) $(C_WARN) -pthread examples/c/barrier.c $$(pkg-config --cflags --libs tenure) \
+		-Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/barrier-c"; \
+	"$$tmp/barrier-c"; \
 	$(CXX) $(CXX_WARN) -pthread examples/cpp/coordination.cpp \
 		$$(pkg-config --cflags --libs tenure) -Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/coordination-cpp"; \
 	"$$tmp/coordination-cpp"; \

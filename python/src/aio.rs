@@ -21,7 +21,10 @@ use crate::convert::{bytes_arg, opt_secs_arg, timeout};
 use crate::errors::{err, panic_to_py, to_py};
 use crate::iter::{PyExpiredIter, PyWatcher};
 use crate::runtime::{attach, lock, pool, ForkSafe};
-use crate::sync::{PyElection, PyLeadership, PyLockGuard, PyMutex, PyObserver, PySession};
+use crate::sync::{
+    priority_of, PyElection, PyLeadership, PyLockGuard, PyMutex, PyObserver, PyPriorityQueue,
+    PyQueue, PySession,
+};
 use crate::types::{PyEvent, PyExpiredLease, PyKeyValue};
 
 /// An engine wait in progress for `tenure.aio`.
@@ -315,5 +318,34 @@ pub(crate) fn _session_done_async(
             wait,
         },
         Box::new(|py, gone: bool| Ok(gone.into_pyobject(py)?.to_owned().into_any().unbind())),
+    )
+}
+
+// queues (S10).
+/// `Queue.dequeue()` / `PriorityQueue.dequeue()` for `tenure.aio`: `(value, priority)` of the
+/// item taken (`priority` is `None` for a FIFO queue), so that an item taken in a race with the
+/// cancellation can be put back.
+#[pyfunction]
+#[pyo3(signature = (queue, timeout, wake))]
+pub(crate) fn _dequeue_async(
+    queue: &Bound<'_, PyAny>,
+    #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    wake: Py<PyAny>,
+) -> PyResult<PyPending> {
+    let (kind, name) = if let Ok(q) = queue.cast::<PyQueue>() {
+        (q.get().inner.get()?.clone(), None)
+    } else {
+        let q = queue.cast::<PyPriorityQueue>()?;
+        (q.get().inner.get()?.clone(), Some(q.get().name.clone()))
+    };
+    start(
+        wake,
+        self::timeout(timeout)?,
+        move |wait| kind.dequeue_wait(wait),
+        Box::new(move |py, kv: tenure::KeyValue| {
+            let priority = name.as_deref().and_then(|n| priority_of(n, &kv.key));
+            let value = pyo3::types::PyBytes::new(py, &kv.value);
+            Ok((value, priority).into_pyobject(py)?.into_any().unbind())
+        }),
     )
 }

@@ -509,6 +509,47 @@ impl PyTenure {
         crate::sync::PySession::resume_on(slf, lease, keepalive_interval)
     }
 
+    // queues (S10).
+    /// The FIFO queue `name` (SPEC S10; etcd's `recipe.Queue` layout): see `tenure.Queue`.
+    fn queue(slf: &Bound<'_, Self>, name: &str) -> PyResult<crate::sync::PyQueue> {
+        Ok(crate::sync::new_queue(slf.get().engine()?, name))
+    }
+
+    /// The priority queue `name` (SPEC S10; etcd's `recipe.PriorityQueue` layout): see
+    /// `tenure.PriorityQueue`.
+    fn priority_queue(slf: &Bound<'_, Self>, name: &str) -> PyResult<crate::sync::PyPriorityQueue> {
+        Ok(crate::sync::new_priority_queue(slf.get().engine()?, name))
+    }
+
+    /// The barrier `name` (SPEC S11; etcd's `recipe.Barrier` layout): see `tenure.Barrier`.
+    fn barrier(slf: &Bound<'_, Self>, name: &str) -> PyResult<crate::sync::PyBarrier> {
+        Ok(crate::sync::new_barrier(slf.get().engine()?, name))
+    }
+
+    /// The live members of group `name` (SPEC S12) as `(id, capabilities)`, in ID order.
+    fn group_members(
+        slf: &Bound<'_, Self>,
+        name: &str,
+    ) -> PyResult<Vec<(String, Py<pyo3::types::PyBytes>)>> {
+        crate::sync::group_members(slf.py(), slf.get().engine()?, name)
+    }
+
+    /// Follows the joins and leaves of group `name` from now on: see `tenure.GroupWatch`.
+    fn watch_group(slf: &Bound<'_, Self>, name: &str) -> PyResult<crate::sync::PyGroupWatch> {
+        crate::sync::watch_group(slf.py(), slf.get().engine()?, name)
+    }
+
+    /// A partitioner over the live members of `group`, `replicas` (1–64) members per key:
+    /// see `tenure.Partitioner`.
+    #[pyo3(signature = (group, replicas=1))]
+    fn partitioner(
+        slf: &Bound<'_, Self>,
+        group: &str,
+        replicas: i64,
+    ) -> PyResult<crate::sync::PyPartitioner> {
+        crate::sync::new_partitioner(slf.get().engine()?, group, replicas)
+    }
+
     /// The current leader of election `name` (its key-value), or `None`.
     fn election_leader(slf: &Bound<'_, Self>, name: &str) -> PyResult<Option<PyKeyValue>> {
         crate::sync::election_leader(slf, name)

@@ -66,11 +66,17 @@ mod _tenure {
         PyElection, PyFenceGate, PyLeaderElector, PyLeadership, PyLockGuard, PyMutex, PyObserver,
         PyRecordLock, PySession, PyStop,
     };
-    // Issue 26 part 1 (S7–S9).
+    // The semaphore and the read-write lock (S7–S9).
     #[pymodule_export]
     use super::sync::{
         _rwlock_async, _semaphore_acquire_async, PyRwLock, PyRwLockGuard, PySemaphore,
         PySemaphoreGuard,
+    // queues (S10).
+    #[pymodule_export]
+    use super::aio::_dequeue_async;
+    #[pymodule_export]
+    use super::sync::{
+        PyBarrier, PyDoubleBarrier, PyGroup, PyGroupWatch, PyPartitioner, PyPriorityQueue, PyQueue,
     };
     #[pymodule_export]
     use super::txn::{PyCompare, PyOp};

@@ -41,6 +41,11 @@ __all__ = [
     "RwLockGuard",
     "Mutex",
     "Observer",
+    # queues (S10), barriers (S11).
+    "Barrier",
+    "DoubleBarrier",
+    "PriorityQueue",
+    "Queue",
     "Session",
     "Tenure",
     "Watcher",
@@ -517,6 +522,20 @@ class Tenure:
         o = self.sync.observe_election(name)
         return Observer(o, _tenure._observe_recv_async, timeout)
 
+    # queues (S10).
+    def queue(self, name: str) -> Queue:
+        """The FIFO queue ``name`` (etcd's ``recipe.Queue`` layout); see ``tenure.Queue``."""
+        return Queue(self.sync.queue(name))
+
+    def priority_queue(self, name: str) -> PriorityQueue:
+        """The priority queue ``name`` (etcd's ``recipe.PriorityQueue`` layout); see
+        ``tenure.PriorityQueue``."""
+        return PriorityQueue(self.sync.priority_queue(name))
+
+    def barrier(self, name: str) -> Barrier:
+        """The barrier ``name`` (etcd's ``recipe.Barrier`` layout); see ``tenure.Barrier``."""
+        return Barrier(self.sync.barrier(name))
+
     # engine
     async def stats(self) -> dict[str, int]:
         """Engine counters."""
@@ -618,6 +637,10 @@ class Session(_Scope):
     def rwlock(self, name: str) -> RwLock:
         """The read-write lock ``name`` of this session."""
         return RwLock(self.sync.rwlock(name))
+    # barriers (S11).
+    def double_barrier(self, name: str, count: int) -> DoubleBarrier:
+        """A participant, through this session, of the double barrier ``name`` for ``count``."""
+        return DoubleBarrier(self.sync.double_barrier(name, count))
 
     async def _end(self) -> None:
         await self.close()
@@ -683,6 +706,142 @@ class LockGuard(_Held):
 
     async def _end(self) -> None:
         await self.unlock()
+
+
+# queues (S10).
+class _Queue:
+    """What both queues share: the name, an awaitable dequeue and ``try_dequeue``."""
+
+    sync: _tenure.Queue | _tenure.PriorityQueue
+
+    name = _Attr[str]("The queue's name.")
+
+    async def dequeue(self, timeout: float | None = None) -> bytes:
+        """Takes the first item, waiting at most ``timeout`` seconds (then ``tenure.Timeout``).
+        Waiting takes nothing; an item taken in the instant the wait was cancelled is put back
+        (at the end of the queue, or of its priority)."""
+        value, _ = await _wait(
+            lambda wake: _tenure._dequeue_async(self.sync, timeout, wake), self._put_back
+        )
+        return bytes(value)
+
+    async def try_dequeue(self) -> bytes | None:
+        """Takes the first item if there is one, else ``None``; never waits."""
+        return await _run(self.sync.try_dequeue)
+
+    def _put_back(self, item: tuple[bytes, int | None]) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return _repr(self.sync)
+
+
+@final
+class Queue(_Queue):
+    """A FIFO queue (``Tenure.queue()``): each item to exactly one consumer.
+
+    >>> import asyncio, tenure.aio
+    >>> async def main() -> bytes:
+    ...     async with tenure.aio.open() as db:
+    ...         jobs = db.queue("jobs")
+    ...         await jobs.enqueue("resize")
+    ...         return await jobs.dequeue(timeout=5)
+    >>> asyncio.run(main())
+    b'resize'
+    """
+
+    def __init__(self, sync: _tenure.Queue) -> None:
+        self.sync: _tenure.Queue = sync
+
+    async def enqueue(self, value: _Key) -> None:
+        """Appends ``value``."""
+        await _run(lambda: self.sync.enqueue(value))
+
+    def _put_back(self, item: tuple[bytes, int | None]) -> None:
+        self.sync.enqueue(item[0])
+
+
+@final
+class PriorityQueue(_Queue):
+    """A priority queue (``Tenure.priority_queue()``): lower priorities first, FIFO within one."""
+
+    def __init__(self, sync: _tenure.PriorityQueue) -> None:
+        self.sync: _tenure.PriorityQueue = sync
+
+    async def enqueue(self, value: _Key, priority: int) -> None:
+        """Appends ``value`` with ``priority`` (0–65535, lower leaves first)."""
+        await _run(lambda: self.sync.enqueue(value, priority))
+
+    def _put_back(self, item: tuple[bytes, int | None]) -> None:
+        self.sync.enqueue(item[0], item[1] or 0)
+
+
+# barriers (S11).
+# A barrier's wait holds nothing: it runs on the executor in slices of this many seconds, so a
+# cancelled wait stops within one slice.
+_BARRIER_SLICE = 0.25
+
+
+@final
+class Barrier:
+    """A barrier (``Tenure.barrier()``): held while its key exists."""
+
+    def __init__(self, sync: _tenure.Barrier) -> None:
+        self.sync = sync
+
+    name = _Attr[str]("The barrier's name (its key).")
+
+    async def hold(self) -> bool:
+        """Holds the barrier; True if this call put its key, False if it was already held."""
+        return await _run(self.sync.hold)
+
+    async def release(self) -> None:
+        """Releases the barrier. Raises ``tenure.StorageError`` if the file cannot be written,
+        ``tenure.Closed`` after close."""
+        await _run(self.sync.release)
+
+    async def wait(self, timeout: float | None = None) -> None:
+        """Waits until the barrier is released, at most ``timeout`` seconds (then
+        ``tenure.Timeout``)."""
+        loop = asyncio.get_running_loop()
+        end = None if timeout is None else loop.time() + timeout
+        while True:
+            left = None if end is None else max(0.0, end - loop.time())
+            step = _BARRIER_SLICE if left is None else min(_BARRIER_SLICE, left)
+            try:
+                await _run(lambda: self.sync.wait(step))
+                return
+            except Timeout:
+                if left is not None and left <= step:
+                    raise
+
+    def __repr__(self) -> str:
+        return _repr(self.sync)
+
+
+@final
+class DoubleBarrier:
+    """A participant of a double barrier (``Session.double_barrier()``). ``enter`` and
+    ``leave`` run on the executor; a cancelled one keeps its thread until its timeout."""
+
+    def __init__(self, sync: _tenure.DoubleBarrier) -> None:
+        self.sync = sync
+
+    name = _Attr[str]("The barrier's name.")
+
+    count = _Attr[int]("How many participants it waits for.")
+
+    async def enter(self, timeout: float | None = None) -> None:
+        """Enters and waits until ``count`` participants have, at most ``timeout`` seconds
+        (then ``tenure.Timeout``; see ``tenure.DoubleBarrier``)."""
+        await _run(lambda: self.sync.enter(timeout))
+
+    async def leave(self, timeout: float | None = None) -> None:
+        """Leaves and waits until every participant has left, at most ``timeout`` seconds."""
+        await _run(lambda: self.sync.leave(timeout))
+
+    def __repr__(self) -> str:
+        return _repr(self.sync)
 
 
 @final

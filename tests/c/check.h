@@ -103,5 +103,9 @@ void sync_tests(void);
 void election_tests(void);
 void message_tests(void);
 void backup_tests(void);
+/* Queues, barriers, groups (S10–S12) */
+void queue_tests(void);
+void barrier_tests(void);
+void group_tests(void);
 
 #endif

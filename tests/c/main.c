@@ -85,6 +85,9 @@ int main(void) {
     election_tests();
     message_tests();
     backup_tests();
+    queue_tests();
+    barrier_tests();
+    group_tests();
     remove_dir();
     printf("(%ld checks)\n", atomic_load(&check_count));
     printf("C tests: %d passed, %d failed\n", passed, failed);

@@ -250,7 +250,7 @@ def test_every_class_has_one_repr_convention(tmp_path: Any) -> None:
                 check(o, "name='svc'", "timeout=5.0")
             with e.campaign("a", 5.0) as leading:
                 check(leading, "name='svc'", f"fencing_token={leading.fencing_token}")
-            # Issue 26 part 1 (S7, S8).
+            # The semaphore and the read-write lock (S7, S8).
             sem = s.semaphore("pool", 2)
             check(sem, "name='pool'", "permits=2")
             with sem.acquire(5.0) as permit:
@@ -265,6 +265,15 @@ def test_every_class_has_one_repr_convention(tmp_path: Any) -> None:
         check(elector, "name='leader/x'", "identity='a'", "is_leader=False")
         gate = tenure.FenceGate()
         check(gate, "highest=0")
+        # queues, barriers, groups and the partitioner (S10-S12).
+        check(db.queue("q"), "name='q'")
+        check(db.priority_queue("pq"), "name='pq'")
+        check(db.barrier("b"), "name='b'")
+        check(db.watch_group("g"), "name='g'")
+        check(db.partitioner("g", 2), "group='g'", "replicas=2")
+        with db.session(ttl=30.0) as s2:
+            check(s2.double_barrier("db", 2), "name='db'", "count=2")
+            check(s2.group("g"), "name='g'")
 
         async def aio() -> None:
             adb = tenure.aio.Tenure(db)
@@ -286,7 +295,7 @@ def test_every_class_has_one_repr_convention(tmp_path: Any) -> None:
                 check(ae, "name='svc'")
                 async with await ae.campaign("b", 5.0) as al:
                     check(al, "fencing_token=")
-                # Issue 26 part 1 (S7, S8).
+                # The semaphore and the read-write lock (S7, S8).
                 asem = asess.semaphore("pool2", 1)
                 check(asem, "name='pool2'")
                 async with await asem.acquire(5.0) as ap:
@@ -295,6 +304,11 @@ def test_every_class_has_one_repr_convention(tmp_path: Any) -> None:
                 check(arw, "name='cfg2'")
                 async with await arw.write(5.0) as ah:
                     check(ah, "fencing_token=")
+            check(adb.queue("q"), "name='q'")
+            check(adb.priority_queue("pq"), "name='pq'")
+            check(adb.barrier("b"), "name='b'")
+            async with adb.session(ttl=30.0) as asess2:
+                check(asess2.double_barrier("db", 2), "name='db'", "count=2")
             ael = tenure.aio.LeaderElector(adb, "leader/y", "b", 6.0, 4.0, 1.0)
             check(ael, "identity='b'")
 

@@ -17,6 +17,11 @@ mod mutex;
 mod record;
 mod rwlock;
 mod semaphore;
+// queues (S10), barriers (S11), groups and the partitioner (S12).
+mod barrier;
+mod group;
+mod partition;
+mod queue;
 mod session;
 mod turn;
 
@@ -27,7 +32,12 @@ pub use elector::{ElectorCallbacks, ElectorConfig, ElectorRun, LeaderElector};
 pub use fence::FenceGate;
 pub use mutex::{LockGuard, LockWait, Mutex};
 pub use record::RecordLock;
+// queues (S10), barriers (S11), groups and the partitioner (S12).
+pub use barrier::{Barrier, DoubleBarrier};
+pub use group::{Group, GroupChange, GroupWatch, Member, MAX_MEMBER_LEN};
+pub use partition::{Partitioner, Ring, MAX_REPLICAS, POINTS_PER_MEMBER};
+pub use queue::{DequeueWait, PriorityQueue, Queue};
 pub use session::{Session, SessionOptions};
-// Issue 26 part 1 (S7–S9).
+// The semaphore and the read-write lock (S7–S9).
 pub use rwlock::{RwLock, RwLockGuard, RwLockWait};
 pub use semaphore::{Semaphore, SemaphoreGuard, SemaphoreWait};

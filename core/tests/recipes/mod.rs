@@ -463,6 +463,12 @@ fn s4_a_resumed_leadership_proclaims_and_resigns_only_while_it_leads() {
     assert!(matches!(resumed.proclaim("late"), Err(Error::NotLeader)));
 }
 
-// Issue 26 part 1 (S7–S9): the semaphore and the read-write lock.
+// The semaphore and the read-write lock (S7–S9).
 mod rwlock;
 mod semaphore;
+// queues (S10).
+mod queue;
+// barriers (S11).
+mod barrier;
+// groups and the partitioner (S12).
+mod group;

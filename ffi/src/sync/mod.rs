@@ -26,11 +26,19 @@ mod record;
 pub use record::*;
 mod keepalive;
 pub use keepalive::*;
-// Issue 26 part 1 (S7–S9).
+// The semaphore and the read-write lock (S7–S9).
 mod semaphore;
 pub use semaphore::*;
 mod rwlock;
 pub use rwlock::*;
+// queues (S10), barriers (S11).
+mod queue;
+pub use queue::*;
+mod barrier;
+pub use barrier::*;
+// groups and the partitioner (S12).
+mod group;
+pub use group::*;
 
 /// Locks a std mutex, ignoring poisoning (no code here panics while holding one).
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

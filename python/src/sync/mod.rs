@@ -21,10 +21,14 @@ mod elector;
 mod fence;
 mod mutex;
 mod record;
-// Issue 26 part 1 (S7–S9).
+// The semaphore and the read-write lock (S7–S9).
 mod rwlock;
 mod semaphore;
 mod session;
+// queues (S10), barriers (S11).
+mod barrier;
+mod group;
+mod queue;
 
 pub(crate) use election::{
     election_leader, observe_election, PyElection, PyLeadership, PyObserver,
@@ -36,3 +40,9 @@ pub(crate) use record::PyRecordLock;
 pub(crate) use rwlock::{_rwlock_async, PyRwLock, PyRwLockGuard};
 pub(crate) use semaphore::{_semaphore_acquire_async, PySemaphore, PySemaphoreGuard};
 pub(crate) use session::PySession;
+// queues (S10), barriers (S11).
+pub(crate) use barrier::{new_barrier, new_double_barrier, PyBarrier, PyDoubleBarrier};
+pub(crate) use group::{
+    group_members, new_group, new_partitioner, watch_group, PyGroup, PyGroupWatch, PyPartitioner,
+};
+pub(crate) use queue::{new_priority_queue, new_queue, priority_of, PyPriorityQueue, PyQueue};

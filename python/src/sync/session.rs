@@ -224,6 +224,32 @@ impl PySession {
         })
     }
 
+    // groups (S12).
+    /// This session's membership of group `name` (SPEC S12): see `tenure.Group`.
+    fn group(slf: &Bound<'_, Self>, name: &str) -> PyResult<super::PyGroup> {
+        Ok(super::new_group(
+            slf.clone().into_any().unbind(),
+            slf.get().inner.get()?,
+            name,
+        ))
+    }
+
+    // barriers (S11).
+    /// A participant, through this session, of the double barrier `name` for `count`
+    /// participants (SPEC S11): see `tenure.DoubleBarrier`.
+    fn double_barrier(
+        slf: &Bound<'_, Self>,
+        name: &str,
+        count: i64,
+    ) -> PyResult<super::PyDoubleBarrier> {
+        super::new_double_barrier(
+            slf.clone().into_any().unbind(),
+            slf.get().inner.get()?,
+            name,
+            count,
+        )
+    }
+
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
