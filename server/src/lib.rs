@@ -8,6 +8,7 @@
 //! command line (clap); 3 (`get`) no key matched; 4 (`snapshot restore|status`) the saved
 //! snapshot's checksum does not match.
 
+mod auth;
 mod authority;
 mod backup;
 mod convert;

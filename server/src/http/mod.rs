@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{any, get};
 use axum::Router;
 use tenure::Tenure;
 
@@ -30,7 +30,8 @@ pub(crate) fn router(http: Http, grpc: bool) -> Router {
         .route("/version", get(version))
         .route("/metrics", get(metrics));
     let r = if grpc {
-        r.fallback(not_found_or_unimplemented)
+        r.route("/etcdserverpb.Auth/{*method}", any(crate::auth::not_served))
+            .fallback(not_found_or_unimplemented)
     } else {
         r.fallback(not_found)
     };
