@@ -232,7 +232,7 @@ struct Harness {
     clock: Arc<ManualClock>,
     db: Tenure,
     rx: Receiver<Vec<ExpiredLease>>,
-    m: Model,
+    model: Model,
 }
 
 fn open(
@@ -281,19 +281,19 @@ impl Harness {
             clock,
             db,
             rx,
-            m: Model::with_revoke(primary, setup.auto_revoke, RETRY),
+            model: Model::with_revoke(primary, setup.auto_revoke, RETRY),
         }
     }
 
     fn lease(&self, sel: &LeaseSel) -> i64 {
         match *sel {
-            LeaseSel::Live(i) if !self.m.leases.is_empty() => *self
-                .m
+            LeaseSel::Live(i) if !self.model.leases.is_empty() => *self
+                .model
                 .leases
                 .keys()
-                .nth(i % self.m.leases.len())
+                .nth(i % self.model.leases.len())
                 .expect("in range"),
-            LeaseSel::Live(_) => self.m.next_id,
+            LeaseSel::Live(_) => self.model.next_id,
             LeaseSel::Id(id) => id,
         }
     }
@@ -307,7 +307,7 @@ impl Harness {
     }
 
     fn txn(&self, spec: &TxnSpec) -> Txn {
-        let rev = |off: i64| (self.m.revision + off).max(0);
+        let rev = |off: i64| (self.model.revision + off).max(0);
         let op = |o: &OpSpec| match o {
             OpSpec::Put(k, v, l) => Op::put(KEYS[*k], VALUES[*v], self.opt_lease(l)),
             OpSpec::Get(k) => Op::get(KEYS[*k]),
@@ -336,7 +336,7 @@ impl Harness {
     /// If the model says leases are due, waits for the one batch that revokes them and checks it:
     /// the same leases, TTLs and deleted key names (L11), one revision for the batch (K4).
     fn settle_expiry(&mut self, ctx: &str) {
-        if let Some(expected) = self.m.expire_due() {
+        if let Some(expected) = self.model.expire_due() {
             let mut got = self
                 .rx
                 .recv_timeout(EXPIRY_WAIT)
@@ -349,7 +349,7 @@ impl Harness {
     /// Closes and reopens the file (L13, D7); the durable state must come back unchanged.
     fn reopen(&mut self, primary: bool, ctx: &str) {
         let before = engine_snapshot(&self.db, &KEYS);
-        self.m.close();
+        self.model.close();
         self.db.close().expect("close");
         assert_eq!(
             observed(self.db.put("a", "x", None)).map_err(|e| e.code),
@@ -358,8 +358,8 @@ impl Harness {
         );
         self.db = open(self.setup, self.path.as_deref(), &self.clock, primary);
         self.rx = self.db.expired().unwrap();
-        self.m.reopen(primary);
-        let expires_now = self.m.clone().expire_due().is_some();
+        self.model.reopen(primary);
+        let expires_now = self.model.clone().expire_due().is_some();
         self.settle_expiry(ctx);
         if !expires_now {
             let after = engine_snapshot(&self.db, &KEYS);
@@ -373,29 +373,29 @@ impl Harness {
     fn run(&mut self, step: &Step, ctx: &str) {
         match step {
             Step::Grant(ttl) => {
-                let want = self.m.grant(None, *ttl);
+                let want = self.model.grant(None, *ttl);
                 let got = observed(self.db.grant(*ttl)).map(LeaseId::get);
                 assert_eq!(got, want, "{ctx}");
             }
             Step::GrantWithId(id, ttl) => {
-                let want = self.m.grant(Some(*id), *ttl);
+                let want = self.model.grant(Some(*id), *ttl);
                 let got = observed(self.db.grant_with_id(*id, *ttl)).map(LeaseId::get);
                 assert_eq!(got, want, "{ctx}");
             }
             Step::Renew(l) => {
                 let id = self.lease(l);
-                let want = self.m.renew(id).map(Duration::from_nanos);
+                let want = self.model.renew(id).map(Duration::from_nanos);
                 assert_eq!(observed(self.db.renew(id)), want, "{ctx}");
             }
             Step::Revoke(l) => {
                 let id = self.lease(l);
                 let attached = self
-                    .m
+                    .model
                     .leases
                     .get(&id)
                     .map(|l| l.keys.clone())
                     .unwrap_or_default();
-                let want = self.m.revoke(id);
+                let want = self.model.revoke(id);
                 assert_eq!(observed(self.db.revoke(id)), want, "{ctx}");
                 // L4: every attached key (and only those: see the full comparison) is gone.
                 for k in &attached {
@@ -416,7 +416,7 @@ impl Harness {
                 let keys = Self::keys(keys);
                 assert_eq!(
                     observed(self.db.attach(id, &keys)),
-                    self.m.attach(id, &keys),
+                    self.model.attach(id, &keys),
                     "{ctx}"
                 );
             }
@@ -425,7 +425,7 @@ impl Harness {
                 let keys = Self::keys(keys);
                 assert_eq!(
                     observed(self.db.detach(id, &keys)),
-                    self.m.detach(id, &keys),
+                    self.model.detach(id, &keys),
                     "{ctx}"
                 );
             }
@@ -433,27 +433,27 @@ impl Harness {
                 let id = self.lease(l);
                 assert_eq!(
                     observed(self.db.checkpoint(id, *r)),
-                    self.m.checkpoint(id, *r),
+                    self.model.checkpoint(id, *r),
                     "{ctx}"
                 );
             }
             Step::Advance(d) => {
                 self.clock.advance(*d);
-                self.m.advance(*d);
+                self.model.advance(*d);
                 self.settle_expiry(ctx);
             }
             Step::WallJump(delta) => {
                 self.clock.step_wall(*delta);
-                self.m.wall += delta;
+                self.model.wall += delta;
             }
             Step::Promote(extend) => {
                 assert_eq!(observed(self.db.promote(*extend)), Ok(()), "{ctx}");
-                self.m.promote(*extend);
+                self.model.promote(*extend);
                 self.settle_expiry(ctx);
             }
             Step::Demote => {
                 assert_eq!(observed(self.db.demote()), Ok(()), "{ctx}");
-                self.m.demote();
+                self.model.demote();
             }
             Step::Reopen(primary) => {
                 if self.backing != Backing::Memory {
@@ -463,7 +463,7 @@ impl Harness {
             Step::Put(k, v, l) => {
                 let lease = self.opt_lease(l);
                 let want = self
-                    .m
+                    .model
                     .put(KEYS[*k], VALUES[*v], lease.map_or(0, LeaseId::get));
                 assert_eq!(
                     observed(self.db.put(KEYS[*k], VALUES[*v], lease)),
@@ -472,16 +472,16 @@ impl Harness {
                 );
             }
             Step::Delete(k) => {
-                let want = self.m.delete(KEYS[*k]);
+                let want = self.model.delete(KEYS[*k]);
                 assert_eq!(observed(self.db.delete(KEYS[*k])), want, "{ctx}");
             }
             Step::DeletePrefix(p) => {
-                let want = Ok(self.m.delete_prefix(PREFIXES[*p]));
+                let want = Ok(self.model.delete_prefix(PREFIXES[*p]));
                 assert_eq!(observed(self.db.delete_prefix(PREFIXES[*p])), want, "{ctx}");
             }
             Step::Txn(spec) => {
                 let txn = self.txn(spec);
-                let want = self.m.txn(&txn);
+                let want = self.model.txn(&txn);
                 assert_eq!(observed(self.db.txn(txn.clone())), want, "{ctx}: {txn:?}");
             }
         }
@@ -489,31 +489,43 @@ impl Harness {
 
     /// Everything observable equals the model.
     fn check(&self, ctx: &str) {
-        let (db, m) = (&self.db, &self.m);
-        assert_eq!(db.revision().unwrap(), m.revision, "{ctx}: revision (K4)");
-        assert_eq!(db.is_primary().unwrap(), m.primary, "{ctx}: primary flag");
+        let (db, model) = (&self.db, &self.model);
+        assert_eq!(
+            db.revision().unwrap(),
+            model.revision,
+            "{ctx}: revision (K4)"
+        );
+        assert_eq!(
+            db.is_primary().unwrap(),
+            model.primary,
+            "{ctx}: primary flag"
+        );
         assert_eq!(
             db.range(b"", None).expect("range"),
-            m.range(b"", None),
+            model.range(b"", None),
             "{ctx}: key space"
         );
         for k in KEYS {
-            assert_eq!(db.get(k).expect("get"), m.get(k), "{ctx}: get {k:?}");
+            assert_eq!(db.get(k).expect("get"), model.get(k), "{ctx}: get {k:?}");
             assert_eq!(
                 db.lease_of(k).unwrap(),
-                m.lease_of(k),
+                model.lease_of(k),
                 "{ctx}: lease_of {k:?}"
             );
         }
-        assert_eq!(db.leases().unwrap(), m.lease_list(), "{ctx}: leases() (L7)");
-        for id in -1..=m.next_id + 1 {
+        assert_eq!(
+            db.leases().unwrap(),
+            model.lease_list(),
+            "{ctx}: leases() (L7)"
+        );
+        for id in -1..=model.next_id + 1 {
             assert_eq!(
                 observed(db.time_to_live(id)),
-                m.time_to_live(id),
+                model.time_to_live(id),
                 "{ctx}: time_to_live({id})"
             );
         }
-        let (s, w) = (db.stats(), m.stats());
+        let (s, w) = (db.stats(), model.stats());
         assert_eq!(
             (s.granted, s.revoked, s.renewed, s.expired, s.leases, s.keys, s.revision),
             (w.granted, w.revoked, w.renewed, w.expired, w.leases, w.keys, w.revision),
@@ -529,29 +541,34 @@ impl Harness {
 
 fn run_case(setup: Setup, primary: bool, steps: &[Step]) {
     let backing = setup.backing;
-    let mut h = Harness::new(setup, primary);
-    h.check("open");
+    let mut harness = Harness::new(setup, primary);
+    harness.check("open");
     for (i, step) in steps.iter().enumerate() {
         let ctx = format!("step {i} {step:?} ({setup:?})");
-        h.run(step, &ctx);
-        h.check(&ctx);
+        harness.run(step, &ctx);
+        harness.check(&ctx);
     }
-    h.m.close();
-    h.db.close().expect("close");
+    harness.model.close();
+    harness.db.close().expect("close");
     assert_eq!(
-        h.db.grant(ms(1000)).map_err(|e| e.code()),
+        harness.db.grant(ms(1000)).map_err(|e| e.code()),
         Err(ErrorCode::Closed),
         "D7: a closed engine refuses calls"
     );
     if backing != Backing::Memory {
         // One last reopen: everything acknowledged is there.
-        let db = open(setup, h.path.as_deref(), &h.clock, h.m.primary);
-        h.m.reopen(h.m.primary);
-        let mut m = h.m.clone();
-        if m.expire_due().is_none() {
+        let db = open(
+            setup,
+            harness.path.as_deref(),
+            &harness.clock,
+            harness.model.primary,
+        );
+        harness.model.reopen(harness.model.primary);
+        let mut model = harness.model.clone();
+        if model.expire_due().is_none() {
             assert_eq!(
                 engine_snapshot(&db, &KEYS),
-                m.snapshot(&KEYS),
+                model.snapshot(&KEYS),
                 "final reopen"
             );
         }
@@ -582,29 +599,29 @@ proptest! {
 /// wrong engine on them.
 #[test]
 fn reference_model_encodes_the_spec_revision_rules() {
-    let mut m = Model::new(true);
-    let l = m.grant(None, ms(1000)).unwrap();
-    assert_eq!(m.revision, 0, "grant writes no revision");
-    assert_eq!(m.put(b"a", b"x", l), Ok(1));
-    assert_eq!(m.delete(b"zz"), Ok(false));
-    assert_eq!(m.revision, 1, "deleting nothing moves no revision");
-    m.attach(l, &[b"n".to_vec()]).unwrap();
-    assert_eq!(m.get(b"n"), None, "a bare attached name is no key");
+    let mut model = Model::new(true);
+    let l = model.grant(None, ms(1000)).unwrap();
+    assert_eq!(model.revision, 0, "grant writes no revision");
+    assert_eq!(model.put(b"a", b"x", l), Ok(1));
+    assert_eq!(model.delete(b"zz"), Ok(false));
+    assert_eq!(model.revision, 1, "deleting nothing moves no revision");
+    model.attach(l, &[b"n".to_vec()]).unwrap();
+    assert_eq!(model.get(b"n"), None, "a bare attached name is no key");
     assert_eq!(
-        m.delete_prefix(b"n"),
+        model.delete_prefix(b"n"),
         0,
         "delete_prefix leaves bare names alone"
     );
-    m.advance(ms(1000));
-    let batch = m.expire_due().expect("due at the deadline");
+    model.advance(ms(1000));
+    let batch = model.expire_due().expect("due at the deadline");
     assert_eq!(batch[0].keys, vec![b"a".to_vec(), b"n".to_vec()]);
-    assert_eq!(m.revision, 2, "one revision per expiry batch");
-    let l2 = m.grant(None, ms(1000)).unwrap();
+    assert_eq!(model.revision, 2, "one revision per expiry batch");
+    let l2 = model.grant(None, ms(1000)).unwrap();
     assert_eq!(l2, 2, "IDs are never reused");
-    m.revoke(l2).unwrap();
-    assert_eq!(m.revision, 3, "a revoke always writes a revision");
+    model.revoke(l2).unwrap();
+    assert_eq!(model.revision, 3, "a revoke always writes a revision");
     assert_eq!(
-        m.renew(l2),
+        model.renew(l2),
         Err(MErr {
             code: ErrorCode::LeaseNotFound,
             lease: Some(l2)

@@ -81,21 +81,21 @@ where
 /// or cancel it (`None`) meanwhile. A stream that closed or fell behind is over (`None`).
 struct Shared<S: Source> {
     inner: Arc<Mutex<Option<S>>>,
-    /// A clone of the stream's signal, renewed after each read.
-    signal: Receiver<S::Signal>,
+    /// A clone of the stream's wakeup, renewed after each read.
+    wakeup: Receiver<S::Wakeup>,
     /// What a cancelled stream reports.
     cancelled: Error,
 }
 
 impl<S: Source> Shared<S> {
     fn new(inner: &Arc<Mutex<Option<S>>>, cancelled: Error) -> Result<Shared<S>, Error> {
-        let signal = match lock(inner).as_ref() {
-            Some(s) => s.signal().clone(),
+        let wakeup = match lock(inner).as_ref() {
+            Some(s) => s.wakeup().clone(),
             None => return Err(cancelled),
         };
         Ok(Shared {
             inner: Arc::clone(inner),
-            signal,
+            wakeup,
             cancelled,
         })
     }
@@ -103,10 +103,10 @@ impl<S: Source> Shared<S> {
 
 impl<S: Source> Source for Shared<S>
 where
-    S::Signal: Send,
+    S::Wakeup: Send,
 {
     type Item = S::Item;
-    type Signal = S::Signal;
+    type Wakeup = S::Wakeup;
 
     fn try_next(&mut self) -> Result<Option<S::Item>, Error> {
         let mut guard = lock(&self.inner);
@@ -115,15 +115,15 @@ where
         };
         let r = s.try_next();
         match &r {
-            Ok(_) => self.signal = s.signal().clone(),
+            Ok(_) => self.wakeup = s.wakeup().clone(),
             Err(Error::Closed(_) | Error::Compacted { .. }) => *guard = None,
             Err(_) => {}
         }
         r
     }
 
-    fn signal(&self) -> &Receiver<S::Signal> {
-        &self.signal
+    fn wakeup(&self) -> &Receiver<S::Wakeup> {
+        &self.wakeup
     }
 }
 
@@ -135,13 +135,13 @@ struct Expired {
 
 impl Source for Expired {
     type Item = Vec<ExpiredLease>;
-    type Signal = Vec<ExpiredLease>;
+    type Wakeup = Vec<ExpiredLease>;
 
     fn try_next(&mut self) -> Result<Option<Vec<ExpiredLease>>, Error> {
         self.rx.try_next().map_err(|_| self.closed.clone())
     }
 
-    fn signal(&self) -> &Receiver<Vec<ExpiredLease>> {
+    fn wakeup(&self) -> &Receiver<Vec<ExpiredLease>> {
         &self.rx
     }
 }

@@ -237,7 +237,7 @@ impl Pollable for Feed {
     }
 
     fn register<'a>(&'a self, interest: &mut Interest<'a>) {
-        interest.recv(self.observer.signal());
+        interest.recv(self.observer.wakeup());
         interest.wait(&self.wait, &self.stopped);
     }
 }

@@ -130,10 +130,11 @@ impl Engine {
             if st.poisoned.is_some() {
                 false
             } else {
-                if st.m.lessor.is_primary() && st.m.lessor.has_dirty() {
+                if st.lease_kv.lessor.is_primary() && st.lease_kv.lessor.has_dirty() {
                     let (now, wall) = (s.clock.now_ns(), s.clock.wall_ms());
-                    while st.m.lessor.has_dirty() {
-                        st.m.checkpoint_dirty(now, wall, usize::MAX, &mut st.pending);
+                    while st.lease_kv.lessor.has_dirty() {
+                        st.lease_kv
+                            .checkpoint_dirty(now, wall, usize::MAX, &mut st.pending);
                     }
                     enqueued(s, st, false);
                 }

@@ -11,7 +11,9 @@ use std::time::Duration;
 use crossbeam_channel::bounded;
 
 use super::commit::{Ckpt, Leader, Logged};
-use super::{commit, expiry, signals, Config, Done, Engine, Shared, State, EXPIRED_QUEUE};
+use super::{
+    commit, expiry, wakeups, CommitProgress, Config, Engine, Shared, WriteState, EXPIRED_QUEUE,
+};
 use crate::batch::Batch;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{panic_message, Error, Result};
@@ -21,7 +23,7 @@ use crate::limits::{check_duration, check_interval, check_log_region, check_watc
 use crate::locks::{Condvar, Mutex};
 use crate::metrics::Recorders;
 use crate::rows::Loaded;
-use crate::state::Machine;
+use crate::state::LeaseKv;
 use crate::store::{StorageFaults, Store};
 use crate::types::{Durability, Recovery};
 
@@ -294,19 +296,20 @@ impl Engine {
             None => (None, Loaded::default(), None, None),
         };
         let now = clock.now_ns();
-        let mut m = Machine::new(
+        let mut lease_kv = LeaseKv::new(
             b.primary,
             b.auto_revoke,
             b.min_ttl,
             b.expired_retry_interval,
         );
-        m.recover(loaded, b.recovery, now, clock.wall_ms())
+        lease_kv
+            .recover(loaded, b.recovery, now, clock.wall_ms())
             .map_err(|detail| Error::Corrupt {
                 path: b.path.clone().unwrap_or_default(),
                 detail,
             })?;
-        m.kv.revision = m.kv.revision.max(b.base_revision);
-        let revision = m.kv.revision;
+        lease_kv.kv.revision = lease_kv.kv.revision.max(b.base_revision);
+        let revision = lease_kv.kv.revision;
         let cfg = Config {
             durability: b.durability,
             persist: store.is_some(),
@@ -324,8 +327,8 @@ impl Engine {
         let (ckpt_tx, ckpt_rx) = bounded(1);
         let shared = Arc::new(Shared {
             record_events: AtomicBool::new(hub.wants_events()),
-            state: Mutex::new(State {
-                m,
+            state: Mutex::new(WriteState {
+                lease_kv,
                 pending: Batch::new(cfg.persist, hub.wants_events()),
                 seq: 0,
                 closed: false,
@@ -339,9 +342,9 @@ impl Engine {
             commit_cv: Condvar::new(),
             gather_cv: Condvar::new(),
             hub: Mutex::new(hub),
-            done: Mutex::new(Done {
+            done: Mutex::new(CommitProgress {
                 revision,
-                ..Done::default()
+                ..CommitProgress::default()
             }),
             done_cv: Condvar::new(),
             store: Mutex::new(store),
@@ -362,7 +365,7 @@ impl Engine {
             closed,
             path: b.path.clone(),
         });
-        signals::subscribe_clock(&shared);
+        wakeups::subscribe_clock(&shared);
 
         let mut threads = vec![spawn(&shared, "expiry", expiry::run)?];
         if shared.cfg.persist {

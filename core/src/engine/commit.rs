@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, TrySendError};
 
-use super::{Done, Shared, State};
+use super::{CommitProgress, Shared, WriteState};
 use crate::batch::Batch;
 use crate::clock::instant_after;
 use crate::error::{Error, Result};
@@ -27,7 +27,7 @@ const GATHER: Duration = Duration::from_micros(50);
 pub(super) const FLUSH_OPS: usize = 1 << 16;
 
 /// What only the commit leader touches, guarded by `Shared::leader`; taken by whoever holds
-/// `Done::committing` (so never contended).
+/// `CommitProgress::committing` (so never contended).
 #[derive(Default)]
 pub(super) struct Leader {
     /// The write-ahead log (`None`: commits go to redb; also once close flushed it).
@@ -57,7 +57,7 @@ impl Leader {
 /// Immediate mode), or, in memory, straight to the hub. `leads`: the caller waits for it with
 /// [`wait_durable`] and so commits it itself if no commit is in flight; otherwise the committer
 /// thread is woken for it.
-pub(super) fn enqueued(s: &Shared, st: &mut State, leads: bool) -> Option<u64> {
+pub(super) fn enqueued(s: &Shared, st: &mut WriteState, leads: bool) -> Option<u64> {
     if !s.cfg.persist {
         let batch = st.pending.take();
         deliver(s, batch);
@@ -123,7 +123,7 @@ fn deliver(s: &Shared, batch: Batch) {
     }
 }
 
-/// An Immediate writer parked in [`wait_durable`] (in `Done::parked`), woken alone by the end
+/// An Immediate writer parked in [`wait_durable`] (in `CommitProgress::parked`), woken alone by the end
 /// of the commit that covers its write, or handed the lead.
 pub(super) struct Parked {
     seq: u64,
@@ -141,7 +141,7 @@ struct Slot {
 const PARKED: u32 = 0;
 /// Its write is durable.
 const DURABLE: u32 = 1;
-/// It leads the next commit (`Done::committing` is already set for it).
+/// It leads the next commit (`CommitProgress::committing` is already set for it).
 const LEAD: u32 = 2;
 /// A failure or close: look under `done`.
 const LOOK: u32 = 3;
@@ -208,14 +208,14 @@ pub(super) fn wait_durable(s: &Shared, seq: u64) -> Result<()> {
     }
 }
 
-/// Waits on `done_cv` (counted in `Done::cv_waiters`, so the end of a commit knows to notify).
-fn wait_cv(s: &Shared, done: &mut MutexGuard<'_, Done>) {
+/// Waits on `done_cv` (counted in `CommitProgress::cv_waiters`, so the end of a commit knows to notify).
+fn wait_cv(s: &Shared, done: &mut MutexGuard<'_, CommitProgress>) {
     done.cv_waiters += 1;
     s.done_cv.wait(done);
     done.cv_waiters -= 1;
 }
 
-/// Waits until no commit is in flight and takes the lead (`Done::committing`).
+/// Waits until no commit is in flight and takes the lead (`CommitProgress::committing`).
 fn take_lead(s: &Shared) {
     let mut done = s.done.lock();
     done.lead_wanted += 1;
@@ -226,7 +226,7 @@ fn take_lead(s: &Shared) {
     done.committing = true;
 }
 
-/// Runs `f` as the commit leader (the caller set `Done::committing`), then gives the lead up
+/// Runs `f` as the commit leader (the caller set `CommitProgress::committing`), then gives the lead up
 /// (see [`release`]). A panic inside poisons the engine like a failed commit (D6), so
 /// nobody waits for a commit that will never come. Returns false if close already ended the
 /// commits (then `f` did not run).
@@ -253,7 +253,7 @@ fn lead(s: &Shared, f: impl FnOnce(&mut Leader)) -> bool {
 /// commits everything pending); else clears `committing`. The caller wakes the returned writers once `done` is
 /// released, the next leader first.
 #[must_use]
-fn release(s: &Shared, done: &mut Done) -> Vec<(Parked, u32)> {
+fn release(s: &Shared, done: &mut CommitProgress) -> Vec<(Parked, u32)> {
     let mut woken = Vec::new();
     let failed = done.failed.is_some();
     let mut i = 0;
@@ -291,7 +291,7 @@ fn wake(woken: Vec<(Parked, u32)>) {
 }
 
 /// Waits until the committer's progress satisfies `reached`, or fails with its failure.
-pub(super) fn wait_done(s: &Shared, reached: impl Fn(&Done) -> bool) -> Result<()> {
+pub(super) fn wait_done(s: &Shared, reached: impl Fn(&CommitProgress) -> bool) -> Result<()> {
     let mut done = s.done.lock();
     loop {
         if reached(&done) {
@@ -530,8 +530,8 @@ fn round(s: &Shared, l: &mut Leader, who: Round) {
         (
             batch,
             st.seq,
-            st.m.kv.revision,
-            st.m.lessor.next_id(),
+            st.lease_kv.kv.revision,
+            st.lease_kv.lessor.next_id(),
             barrier,
         )
     };

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::commit::enqueued;
-use super::signals::notify_gone;
+use super::wakeups::notify_gone;
 use super::{Shared, AWAKE};
 use crate::lease::lessor::{Due, NO_TIME};
 
@@ -24,23 +24,23 @@ pub(super) fn run(s: &Shared) {
         }
         let now = s.clock.now_ns();
         let mut worked = false;
-        if st.poisoned.is_none() && st.m.lessor.is_primary() {
+        if st.poisoned.is_none() && st.lease_kv.lessor.is_primary() {
             due.clear();
-            st.m.lessor.pop_due(now, EXPIRY_BATCH, &mut due);
-            let more = st.m.lessor.next_wake().is_some_and(|w| w <= now);
+            st.lease_kv.lessor.pop_due(now, EXPIRY_BATCH, &mut due);
+            let more = st.lease_kv.lessor.next_wake().is_some_and(|w| w <= now);
             if !due.is_empty() {
                 for d in due.iter().filter(|d| !d.redelivery) {
                     s.recorders.expiry_lateness.record(d.late_ns);
                 }
                 let st_ref = &mut *st;
                 st_ref.pending.record_events = s.record_events.load(Ordering::Relaxed);
-                st_ref.m.expire(&due, now, &mut st_ref.pending);
+                st_ref.lease_kv.expire(&due, now, &mut st_ref.pending);
                 notify_gone(s, &mut st_ref.pending);
                 enqueued(s, st_ref, false);
             }
             if now >= st.next_checkpoint {
                 let st_ref = &mut *st;
-                let n = st_ref.m.checkpoint_dirty(
+                let n = st_ref.lease_kv.checkpoint_dirty(
                     now,
                     s.clock.wall_ms(),
                     EXPIRY_BATCH,
@@ -49,7 +49,7 @@ pub(super) fn run(s: &Shared) {
                 if n > 0 {
                     enqueued(s, st_ref, false);
                 }
-                if !st.m.lessor.has_dirty() {
+                if !st.lease_kv.lessor.has_dirty() {
                     st.next_checkpoint = now.saturating_add(s.cfg.checkpoint_interval);
                 } else {
                     worked = true;
@@ -65,15 +65,13 @@ pub(super) fn run(s: &Shared) {
             st = s.state.lock();
             continue;
         }
-        let wake =
-            st.m.lessor
-                .next_wake()
-                .unwrap_or(NO_TIME)
-                .min(if st.m.lessor.is_primary() {
-                    st.next_checkpoint
-                } else {
-                    NO_TIME
-                });
+        let wake = st.lease_kv.lessor.next_wake().unwrap_or(NO_TIME).min(
+            if st.lease_kv.lessor.is_primary() {
+                st.next_checkpoint
+            } else {
+                NO_TIME
+            },
+        );
         st.sleep_until = wake;
         match (wake != NO_TIME)
             .then(|| s.clock.instant_at(Duration::from_nanos(wake)))

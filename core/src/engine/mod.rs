@@ -1,8 +1,8 @@
-//! The embedded engine behind a `Tenure` handle. It composes the pure [`Machine`] with a clock, the redb [`Store`], the
+//! The embedded engine behind a `Tenure` handle. It composes the pure [`LeaseKv`] with a clock, the redb [`Store`], the
 //! write pipeline (committer thread, group commit) and the expiry thread.
 //!
 //! - `backup`: snapshots, hashes and defragmentation; `builder`: options and open; `commit`: the commit pipeline; `expiry`: the expiry thread;
-//!   `signals`: lease-gone, demotion and clock wake-ups; this file: the handle and its API.
+//!   `wakeups`: lease-gone, demotion and clock wake-ups; this file: the handle and its API.
 //!
 //! Every lock of the crate and the one order they are taken in: `docs/DESIGN.md`, "Locking".
 
@@ -11,7 +11,7 @@ mod builder;
 mod commit;
 mod expiry;
 mod requests;
-mod signals;
+mod wakeups;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 
 pub use self::builder::Builder;
 use self::commit::{enqueued, wait_done, wait_durable, Ckpt, Leader, Work};
-use self::signals::notify_gone;
+use self::wakeups::notify_gone;
 use crate::batch::Batch;
 use crate::clock::{Clock, Waker};
 use crate::error::{Error, Result};
@@ -34,7 +34,7 @@ use crate::kv::watch::{WatchHub, WatchOptions, Watcher};
 use crate::lease::lessor::ns;
 use crate::locks::{Condvar, Mutex};
 use crate::metrics::{Metrics, Recorders};
-use crate::state::Machine;
+use crate::state::LeaseKv;
 use crate::store::{Store, SyncCounter};
 use crate::types::{Durability, ExpiredLease, KeyValue, LeaseId, LeaseInfo, Stats};
 use crate::wait::{Stop, Wait};
@@ -51,13 +51,13 @@ struct Config {
 }
 
 /// A channel whose sender is dropped to disconnect every receiver at once.
-type Signal = (Sender<()>, Receiver<()>);
+type Broadcast = (Sender<()>, Receiver<()>);
 
 type ExpiredChannel = (Sender<Vec<ExpiredLease>>, Receiver<Vec<ExpiredLease>>);
 
 /// Engine state guarded by `Shared::state`.
-struct State {
-    m: Machine,
+struct WriteState {
+    lease_kv: LeaseKv,
     /// Effects applied in memory, not yet handed to the committer.
     pending: Batch,
     /// Sequence number of the last write that added to `pending`.
@@ -81,7 +81,7 @@ struct State {
 
 /// Commit progress guarded by `Shared::done`.
 #[derive(Default)]
-struct Done {
+struct CommitProgress {
     committed: u64,
     /// The store revision of the last successful commit (SPEC E8).
     revision: i64,
@@ -101,7 +101,7 @@ struct Done {
 }
 
 pub(crate) struct Shared {
-    state: Mutex<State>,
+    state: Mutex<WriteState>,
     /// The expiry thread waits on it (with `state`).
     expiry_cv: Condvar,
     /// The committer waits on it (with `state`).
@@ -109,13 +109,13 @@ pub(crate) struct Shared {
     /// A gathering commit leader waits on it (with `state`).
     gather_cv: Condvar,
     hub: Mutex<WatchHub>,
-    done: Mutex<Done>,
+    done: Mutex<CommitProgress>,
     done_cv: Condvar,
     /// The committer alone without a log; the checkpointer alone with one (then `close`,
     /// after both stopped).
     store: Mutex<Option<Store>>,
     /// The commit leader's own state (the log's writer side, if any): taken only by the
-    /// holder of `Done::committing`, across the commit's fsync.
+    /// holder of `CommitProgress::committing`, across the commit's fsync.
     leader: Mutex<Leader>,
     /// The checkpointer's work queue, taken by it when it starts.
     ckpt_rx: Mutex<Option<Receiver<Work>>>,
@@ -139,7 +139,7 @@ pub(crate) struct Shared {
     /// Lease ID → tokens raised when the lease is gone (see `Tenure::lease_gone`).
     lease_waiters: Mutex<HashMap<i64, Vec<Stop>>>,
     /// Replaced (disconnecting every clone of the old receiver) on each demote (L9).
-    demotion: Mutex<Signal>,
+    demotion: Mutex<Broadcast>,
     /// `Closed` naming this database, returned by every call after close.
     closed: Error,
     /// The database file (`None`: in memory).
@@ -169,9 +169,9 @@ impl std::fmt::Debug for Engine {
 }
 
 /// Lazy access to the clock for a write: most writes need neither time.
-struct Time<'a>(&'a dyn Clock);
+struct LazyClock<'a>(&'a dyn Clock);
 
-impl Time<'_> {
+impl LazyClock<'_> {
     fn now(&self) -> u64 {
         self.0.now_ns()
     }
@@ -195,8 +195,11 @@ impl Engine {
     }
 
     /// Runs a write under the state lock, then waits for its durability (Immediate mode).
-    /// `f` reads the clock through [`Time`] only if it needs to.
-    fn write<T>(&self, f: impl FnOnce(&mut Machine, &mut Batch, &Time) -> Result<T>) -> Result<T> {
+    /// `f` reads the clock through [`LazyClock`] only if it needs to.
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut LeaseKv, &mut Batch, &LazyClock) -> Result<T>,
+    ) -> Result<T> {
         let s = self.shared();
         let (out, wait_for) = {
             let mut st = s.state.lock();
@@ -213,7 +216,7 @@ impl Engine {
                 st.pending.events.len(),
                 st.pending.expired.len(),
             );
-            let out = f(&mut st.m, &mut st.pending, &Time(&*s.clock))?;
+            let out = f(&mut st.lease_kv, &mut st.pending, &LazyClock(&*s.clock))?;
             notify_gone(s, &mut st.pending);
             let after = (
                 st.pending.ops.len(),
@@ -234,25 +237,25 @@ impl Engine {
         Ok(out)
     }
 
-    fn read<T>(&self, f: impl FnOnce(&Machine, u64) -> T) -> Result<T> {
+    fn read<T>(&self, f: impl FnOnce(&LeaseKv, u64) -> T) -> Result<T> {
         let s = self.shared();
         let st = s.state.lock();
         if st.closed {
             return Err(s.closed.clone());
         }
-        Ok(f(&st.m, s.clock.now_ns()))
+        Ok(f(&st.lease_kv, s.clock.now_ns()))
     }
 
     /// Like `read`, but returns only once every write the result could reflect is durable
     /// (SPEC E8; Immediate mode: a reader never sees what a crash could still lose).
-    pub(crate) fn read_durable<T>(&self, f: impl FnOnce(&Machine) -> T) -> Result<T> {
+    pub(crate) fn read_durable<T>(&self, f: impl FnOnce(&LeaseKv) -> T) -> Result<T> {
         let s = self.shared();
         let (out, seq) = {
             let st = s.state.lock();
             if st.closed {
                 return Err(s.closed.clone());
             }
-            (f(&st.m), st.seq)
+            (f(&st.lease_kv), st.seq)
         };
         if s.cfg.persist && s.cfg.durability == Durability::Immediate {
             wait_durable(s, seq)?;
@@ -262,7 +265,7 @@ impl Engine {
 
     /// Like `read_durable`, but `Ok(None)` instead of waiting when some applied write is not
     /// durable yet: lets an async caller read inline and wait elsewhere only when it must.
-    pub(crate) fn try_read_durable<T>(&self, f: impl FnOnce(&Machine) -> T) -> Result<Option<T>> {
+    pub(crate) fn try_read_durable<T>(&self, f: impl FnOnce(&LeaseKv) -> T) -> Result<Option<T>> {
         let s = self.shared();
         let st = s.state.lock();
         if st.closed {
@@ -277,15 +280,15 @@ impl Engine {
                 return Ok(None);
             }
         }
-        Ok(Some(f(&st.m)))
+        Ok(Some(f(&st.lease_kv)))
     }
 
     /// Runs `f` on a write's machine and batch (see `write`), for requests defined elsewhere.
     pub(crate) fn write_with<T>(
         &self,
-        f: impl FnOnce(&mut Machine, &mut Batch) -> Result<T>,
+        f: impl FnOnce(&mut LeaseKv, &mut Batch) -> Result<T>,
     ) -> Result<T> {
-        self.write(|m, b, _| f(m, b))
+        self.write(|lease_kv, b, _| f(lease_kv, b))
     }
 
     /// Runs `f` on the watch hub with the current (applied) revision, under the state lock.
@@ -296,7 +299,7 @@ impl Engine {
             return Err(s.closed.clone());
         }
         let mut hub = s.hub.lock();
-        let out = f(&mut hub, st.m.kv.revision)?;
+        let out = f(&mut hub, st.lease_kv.kv.revision)?;
         s.record_events.store(hub.wants_events(), Ordering::Relaxed);
         Ok(out)
     }
@@ -305,7 +308,7 @@ impl Engine {
     pub(crate) fn durable_revision(&self) -> i64 {
         let s = self.shared();
         if !s.cfg.persist {
-            return s.state.lock().m.kv.revision;
+            return s.state.lock().lease_kv.kv.revision;
         }
         s.done.lock().revision
     }
@@ -332,34 +335,34 @@ impl Engine {
 
     /// [`Tenure::grant`](crate::Tenure::grant), for this engine.
     pub(crate) fn grant(&self, ttl: Duration) -> Result<LeaseId> {
-        self.write(|m, b, t| m.grant(None, ttl, t.now(), t.wall(), b))
+        self.write(|lease_kv, b, t| lease_kv.grant(None, ttl, t.now(), t.wall(), b))
             .map(LeaseId::new)
     }
 
     /// [`Tenure::grant_with_id`](crate::Tenure::grant_with_id), for this engine.
     pub(crate) fn grant_with_id(&self, id: impl Into<LeaseId>, ttl: Duration) -> Result<LeaseId> {
         let id = lease_id(id);
-        self.write(|m, b, t| m.grant(Some(id), ttl, t.now(), t.wall(), b))
+        self.write(|lease_kv, b, t| lease_kv.grant(Some(id), ttl, t.now(), t.wall(), b))
             .map(LeaseId::new)
     }
 
     /// [`Tenure::grant_lease`](crate::Tenure::grant_lease), for this engine.
     pub(crate) fn grant_lease(&self, id: Option<LeaseId>, ttl: Duration) -> Result<LeaseInfo> {
-        self.write(|m, b, t| {
+        self.write(|lease_kv, b, t| {
             let now = t.now();
-            let id = m.grant(id.map(LeaseId::get), ttl, now, t.wall(), b)?;
-            let lease = m
+            let id = lease_kv.grant(id.map(LeaseId::get), ttl, now, t.wall(), b)?;
+            let lease = lease_kv
                 .lessor
                 .get(id)
                 .ok_or(Error::LeaseNotFound(LeaseId::new(id)))?;
-            Ok(m.lessor.info(lease, now))
+            Ok(lease_kv.lessor.info(lease, now))
         })
     }
 
     /// [`Tenure::revoke`](crate::Tenure::revoke), for this engine.
     pub(crate) fn revoke(&self, id: impl Into<LeaseId>) -> Result<()> {
         let id = lease_id(id);
-        self.write(|m, b, _| m.revoke(id, b))
+        self.write(|lease_kv, b, _| lease_kv.revoke(id, b))
     }
 
     /// [`Tenure::renew`](crate::Tenure::renew), for this engine.
@@ -372,7 +375,7 @@ impl Engine {
             return Err(s.closed.clone());
         }
         let now = s.clock.now_ns();
-        let ttl = st.m.renew(id, now)?;
+        let ttl = st.lease_kv.renew(id, now)?;
         wake_expiry_if_earlier(s, &mut st);
         Ok(Duration::from_nanos(ttl))
     }
@@ -380,46 +383,47 @@ impl Engine {
     /// [`Tenure::time_to_live`](crate::Tenure::time_to_live), for this engine.
     pub(crate) fn time_to_live(&self, id: impl Into<LeaseId>) -> Result<LeaseInfo> {
         let id = lease_id(id);
-        self.read(|m, now| {
-            m.lessor
+        self.read(|lease_kv, now| {
+            lease_kv
+                .lessor
                 .get(id)
-                .map(|l| m.lessor.info(l, now))
+                .map(|l| lease_kv.lessor.info(l, now))
                 .ok_or(Error::LeaseNotFound(LeaseId::new(id)))
         })?
     }
 
     /// [`Tenure::leases`](crate::Tenure::leases), for this engine.
     pub(crate) fn leases(&self) -> Result<Vec<LeaseInfo>> {
-        self.read(|m, now| m.lessor.list(now))
+        self.read(|lease_kv, now| lease_kv.lessor.list(now))
     }
 
     /// [`Tenure::attach`](crate::Tenure::attach), for this engine.
     pub(crate) fn attach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
         let id = lease_id(id);
-        self.write(|m, b, _| m.attach(id, keys, b))
+        self.write(|lease_kv, b, _| lease_kv.attach(id, keys, b))
     }
 
     /// [`Tenure::detach`](crate::Tenure::detach), for this engine.
     pub(crate) fn detach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
         let id = lease_id(id);
-        self.write(|m, b, _| m.detach(id, keys, b))
+        self.write(|lease_kv, b, _| lease_kv.detach(id, keys, b))
     }
 
     /// [`Tenure::lease_of`](crate::Tenure::lease_of), for this engine.
     pub(crate) fn lease_of(&self, key: impl AsRef<[u8]>) -> Result<Option<LeaseId>> {
-        self.read(|m, _| m.kv.lease_of(key.as_ref()).map(LeaseId::new))
+        self.read(|lease_kv, _| lease_kv.kv.lease_of(key.as_ref()).map(LeaseId::new))
     }
 
     /// [`Tenure::checkpoint`](crate::Tenure::checkpoint), for this engine.
     pub(crate) fn checkpoint(&self, id: impl Into<LeaseId>, remaining: Duration) -> Result<()> {
         let id = lease_id(id);
-        self.write(|m, b, t| m.checkpoint(id, remaining, t.wall(), b))
+        self.write(|lease_kv, b, t| lease_kv.checkpoint(id, remaining, t.wall(), b))
     }
 
     /// [`Tenure::promote`](crate::Tenure::promote), for this engine.
     pub(crate) fn promote(&self, extend: Duration) -> Result<()> {
-        self.write(|m, _, t| {
-            m.lessor.promote(ns(extend), t.now());
+        self.write(|lease_kv, _, t| {
+            lease_kv.lessor.promote(ns(extend), t.now());
             Ok(())
         })?;
         self.wake_expiry();
@@ -428,17 +432,17 @@ impl Engine {
 
     /// [`Tenure::demote`](crate::Tenure::demote), for this engine.
     pub(crate) fn demote(&self) -> Result<()> {
-        self.write(|m, _, _| {
-            m.lessor.demote();
+        self.write(|lease_kv, _, _| {
+            lease_kv.lessor.demote();
             Ok(())
         })?;
-        signals::demoted(self.shared());
+        wakeups::demoted(self.shared());
         Ok(())
     }
 
     /// [`Tenure::is_primary`](crate::Tenure::is_primary), for this engine.
     pub(crate) fn is_primary(&self) -> Result<bool> {
-        self.read(|m, _| m.lessor.is_primary())
+        self.read(|lease_kv, _| lease_kv.lessor.is_primary())
     }
 
     /// [`Tenure::expired`](crate::Tenure::expired), for this engine.
@@ -475,12 +479,12 @@ impl Engine {
         lease: Option<LeaseId>,
     ) -> Result<i64> {
         let lease = lease.map_or(0, LeaseId::get);
-        self.write(|m, b, _| m.put(key.as_ref(), value.as_ref(), lease, b))
+        self.write(|lease_kv, b, _| lease_kv.put(key.as_ref(), value.as_ref(), lease, b))
     }
 
     /// [`Tenure::get`](crate::Tenure::get), for this engine.
     pub(crate) fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<KeyValue>> {
-        self.read(|m, _| m.kv.get(key.as_ref()))
+        self.read(|lease_kv, _| lease_kv.kv.get(key.as_ref()))
     }
 
     /// [`Tenure::range`](crate::Tenure::range), for this engine.
@@ -489,27 +493,27 @@ impl Engine {
         prefix: impl AsRef<[u8]>,
         limit: Option<usize>,
     ) -> Result<Vec<KeyValue>> {
-        self.read(|m, _| m.kv.range(prefix.as_ref(), limit))
+        self.read(|lease_kv, _| lease_kv.kv.range(prefix.as_ref(), limit))
     }
 
     /// [`Tenure::delete`](crate::Tenure::delete), for this engine.
     pub(crate) fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        self.write(|m, b, _| m.delete(key.as_ref(), b))
+        self.write(|lease_kv, b, _| lease_kv.delete(key.as_ref(), b))
     }
 
     /// [`Tenure::delete_prefix`](crate::Tenure::delete_prefix), for this engine.
     pub(crate) fn delete_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<u64> {
-        self.write(|m, b, _| Ok(m.delete_prefix(prefix.as_ref(), b)))
+        self.write(|lease_kv, b, _| Ok(lease_kv.delete_prefix(prefix.as_ref(), b)))
     }
 
     /// [`Tenure::revision`](crate::Tenure::revision), for this engine.
     pub(crate) fn revision(&self) -> Result<i64> {
-        self.read(|m, _| m.kv.revision)
+        self.read(|lease_kv, _| lease_kv.kv.revision)
     }
 
     /// [`Tenure::txn`](crate::Tenure::txn), for this engine.
     pub(crate) fn txn(&self, txn: Txn) -> Result<TxnResponse> {
-        self.write(|m, b, _| m.txn(txn, b))
+        self.write(|lease_kv, b, _| lease_kv.txn(txn, b))
     }
 
     /// [`Tenure::watch`](crate::Tenure::watch), for this engine.
@@ -525,7 +529,7 @@ impl Engine {
             KeyRange::new(key.as_ref(), b"")
         };
         let mut hub = s.hub.lock();
-        let w = hub.register(range, &opts, st.m.kv.revision)?;
+        let w = hub.register(range, &opts, st.lease_kv.kv.revision)?;
         s.record_events.store(true, Ordering::Relaxed);
         Ok(w)
     }
@@ -536,16 +540,16 @@ impl Engine {
     pub(crate) fn stats(&self) -> Stats {
         let s = self.shared();
         let st = s.state.lock();
-        let c = st.m.counters;
+        let c = st.lease_kv.counters;
         let commits = s.commits.load(Ordering::Relaxed);
         Stats {
             granted: c.granted,
             revoked: c.revoked,
             renewed: c.renewed,
             expired: c.expired,
-            leases: st.m.lessor.len() as u64,
-            keys: st.m.kv.live(),
-            revision: st.m.kv.revision,
+            leases: st.lease_kv.lessor.len() as u64,
+            keys: st.lease_kv.kv.live(),
+            revision: st.lease_kv.kv.revision,
             commits,
             fsyncs: s.syncs.as_ref().map_or(0, |(c, base)| c.get() - base),
             expired_dropped: s.expired_dropped.load(Ordering::Relaxed),
@@ -596,13 +600,18 @@ impl Engine {
     }
 }
 
-/// `State::sleep_until` while the expiry thread is awake or already woken.
+/// `WriteState::sleep_until` while the expiry thread is awake or already woken.
 const AWAKE: u64 = 0;
 
-/// Wakes the expiry thread if it sleeps past the earliest deadline (see `State::sleep_until`).
+/// Wakes the expiry thread if it sleeps past the earliest deadline (see `WriteState::sleep_until`).
 #[inline]
-fn wake_expiry_if_earlier(s: &Shared, st: &mut State) {
-    if st.m.lessor.next_wake().is_some_and(|w| w < st.sleep_until) {
+fn wake_expiry_if_earlier(s: &Shared, st: &mut WriteState) {
+    if st
+        .lease_kv
+        .lessor
+        .next_wake()
+        .is_some_and(|w| w < st.sleep_until)
+    {
         st.sleep_until = AWAKE;
         s.expiry_cv.notify_one();
     }
@@ -617,13 +626,13 @@ fn close_engine(s: &Arc<Shared>, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result
             return Ok(());
         }
         // L8: checkpoint every changed lease on clean close.
-        if st.poisoned.is_none() && st.m.lessor.is_primary() {
+        if st.poisoned.is_none() && st.lease_kv.lessor.is_primary() {
             let now = s.clock.now_ns();
             let wall = s.clock.wall_ms();
             let st_ref = &mut *st;
-            while st_ref.m.lessor.has_dirty() {
+            while st_ref.lease_kv.lessor.has_dirty() {
                 st_ref
-                    .m
+                    .lease_kv
                     .checkpoint_dirty(now, wall, usize::MAX, &mut st_ref.pending);
             }
             if !st_ref.pending.is_empty() && s.cfg.persist {
@@ -647,7 +656,7 @@ fn close_engine(s: &Arc<Shared>, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result
         Ok(())
     };
     s.hub.lock().close();
-    signals::raise_all(s);
+    wakeups::raise_all(s);
     *s.expired.lock() = None;
     let store = s.store.lock().take();
     // Releases the file lock.

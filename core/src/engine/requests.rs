@@ -11,9 +11,9 @@ impl Engine {
     /// [`Tenure::execute`](crate::Tenure::execute), for this engine.
     pub(crate) fn execute(&self, op: &RequestOp) -> Result<Outcome> {
         if !op.writes() {
-            return self.read_durable(|m| m.execute_read(op))?;
+            return self.read_durable(|lease_kv| lease_kv.execute_read(op))?;
         }
-        let out = self.write_with(|m, b| m.execute(op, b))?;
+        let out = self.write_with(|lease_kv, b| lease_kv.execute(op, b))?;
         if let Outcome::Done { response, .. } = &out {
             if !wrote(response) {
                 // It only read (a failed compare, an empty delete): what it read must be durable.
@@ -28,7 +28,8 @@ impl Engine {
         if op.writes() {
             return Ok(None);
         }
-        self.try_read_durable(|m| m.execute_read(op))?.transpose()
+        self.try_read_durable(|lease_kv| lease_kv.execute_read(op))?
+            .transpose()
     }
 
     /// [`Tenure::compact`](crate::Tenure::compact), for this engine.

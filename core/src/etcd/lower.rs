@@ -1,5 +1,5 @@
 //! The embedded [`Txn`] lowered to etcd's [`TxnRequest`], and etcd's answer raised back to a
-//! [`TxnResponse`]: the embedded API's face over the one apply algorithm (`Machine::txn`).
+//! [`TxnResponse`]: the embedded API's face over the one apply algorithm (`LeaseKv::txn`).
 
 use std::ops::Bound;
 

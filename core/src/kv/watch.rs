@@ -482,8 +482,8 @@ impl WatchHub {
             self.history_bytes += event_bytes(&ev, true);
             self.history.push_back(ev);
         }
-        let over = |h: &WatchHub| {
-            h.history.len() > h.limits.history || h.history_bytes > h.limits.history_bytes
+        let over = |hub: &WatchHub| {
+            hub.history.len() > hub.limits.history || hub.history_bytes > hub.limits.history_bytes
         };
         if over(self) {
             while over(self) {
@@ -747,13 +747,13 @@ impl Drop for Watcher {
 
 impl Source for Watcher {
     type Item = Event;
-    type Signal = Arc<Event>;
+    type Wakeup = Arc<Event>;
 
     fn try_next(&mut self) -> Result<Option<Event>> {
         self.try_recv()
     }
 
-    fn signal(&self) -> &Receiver<Arc<Event>> {
+    fn wakeup(&self) -> &Receiver<Arc<Event>> {
         &self.rx
     }
 }

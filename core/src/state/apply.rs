@@ -1,6 +1,6 @@
-//! The one apply algorithm: an etcd request ([`RequestOp`]) applied to the [`Machine`] at one
+//! The one apply algorithm: an etcd request ([`RequestOp`]) applied to the [`LeaseKv`] at one
 //! revision, validated in full first (I-S1). `tenure serve` runs etcd's requests through it, and
-//! the embedded [`Txn`](crate::Txn) is lowered to one (`Machine::txn`).
+//! the embedded [`Txn`](crate::Txn) is lowered to one (`LeaseKv::txn`).
 
 use std::collections::BTreeSet;
 
@@ -12,7 +12,7 @@ use crate::etcd::{
 use crate::kv::range::KeyRange;
 use crate::kv::txn::{Compare, CompareTarget};
 use crate::limits::check_key;
-use crate::state::Machine;
+use crate::state::LeaseKv;
 
 /// The rules a request is held to: etcd's for a request from outside; the embedded API's for a
 /// lowered [`Txn`](crate::Txn), which may write one key twice in a branch (the last write wins).
@@ -24,7 +24,7 @@ pub(crate) enum Rules {
     Embedded,
 }
 
-impl Machine {
+impl LeaseKv {
     fn compare_range(&self, c: &RangeCompare) -> bool {
         if c.range_end.is_empty() {
             return self.kv.compare(&c.compare);
@@ -278,8 +278,8 @@ mod tests {
     use crate::kv::txn::CompareOp;
     use std::time::Duration;
 
-    fn machine() -> Machine {
-        Machine::new(true, true, Duration::ZERO, Duration::from_secs(3))
+    fn fresh() -> LeaseKv {
+        LeaseKv::new(true, true, Duration::ZERO, Duration::from_secs(3))
     }
 
     fn put(key: &str, value: &str) -> RequestOp {
@@ -290,19 +290,19 @@ mod tests {
         })
     }
 
-    fn run(m: &mut Machine, op: RequestOp) -> Outcome {
+    fn run(lease_kv: &mut LeaseKv, op: RequestOp) -> Outcome {
         let mut b = Batch::new(false, true);
-        m.execute(&op, &mut b).unwrap()
+        lease_kv.execute(&op, &mut b).unwrap()
     }
 
     #[test]
     fn e2_put_prev_kv_ignore_value_and_lease() {
-        let mut m = machine();
+        let mut lease_kv = fresh();
         let mut b = Batch::new(false, false);
-        let lease = m
+        let lease = lease_kv
             .grant(None, Duration::from_secs(10), 0, 0, &mut b)
             .unwrap();
-        run(&mut m, put("k", "v1"));
+        run(&mut lease_kv, put("k", "v1"));
         let keep = RequestOp::Put(PutRequest {
             key: "k".into(),
             lease,
@@ -310,7 +310,7 @@ mod tests {
             ignore_value: true,
             ..PutRequest::default()
         });
-        let Outcome::Done { revision, response } = run(&mut m, keep) else {
+        let Outcome::Done { revision, response } = run(&mut lease_kv, keep) else {
             panic!("refused")
         };
         assert_eq!(revision, 2);
@@ -321,7 +321,7 @@ mod tests {
             panic!("{response:?}")
         };
         assert_eq!(prev.value, b"v1");
-        let now = m.kv.get(b"k").unwrap();
+        let now = lease_kv.kv.get(b"k").unwrap();
         assert_eq!((now.value.as_slice(), now.version), (&b"v1"[..], 2));
         assert_eq!(now.lease.map(|l| l.get()), Some(lease));
         let missing = RequestOp::Put(PutRequest {
@@ -329,8 +329,11 @@ mod tests {
             ignore_lease: true,
             ..PutRequest::default()
         });
-        assert_eq!(run(&mut m, missing), Outcome::Refused(Refusal::KeyNotFound));
-        assert!(m.kv.get(b"nope").is_none());
+        assert_eq!(
+            run(&mut lease_kv, missing),
+            Outcome::Refused(Refusal::KeyNotFound)
+        );
+        assert!(lease_kv.kv.get(b"nope").is_none());
         let bad_lease = RequestOp::Put(PutRequest {
             key: "x".into(),
             lease: 999,
@@ -338,17 +341,17 @@ mod tests {
         });
         let mut b = Batch::new(false, true);
         assert!(matches!(
-            m.execute(&bad_lease, &mut b),
+            lease_kv.execute(&bad_lease, &mut b),
             Err(Error::LeaseNotFound(_))
         ));
-        assert_eq!(m.kv.revision, 2, "nothing written");
+        assert_eq!(lease_kv.kv.revision, 2, "nothing written");
     }
 
     #[test]
     fn e2_delete_range_and_nested_txn_at_one_revision() {
-        let mut m = machine();
+        let mut lease_kv = fresh();
         for k in ["a", "b", "c"] {
-            run(&mut m, put(k, "1"));
+            run(&mut lease_kv, put(k, "1"));
         }
         let txn = RequestOp::Txn(TxnRequest {
             compare: vec![RangeCompare {
@@ -372,7 +375,7 @@ mod tests {
             ],
             failure: vec![],
         });
-        let Outcome::Done { revision, response } = run(&mut m, txn) else {
+        let Outcome::Done { revision, response } = run(&mut lease_kv, txn) else {
             panic!("refused")
         };
         assert_eq!(revision, 4, "one revision for the whole txn");
@@ -395,39 +398,47 @@ mod tests {
                 ..
             }
         ));
-        assert_eq!(m.kv.get(b"d").unwrap().mod_revision, 4);
-        assert!(m.kv.get(b"a").is_none() && m.kv.get(b"c").is_some());
+        assert_eq!(lease_kv.kv.get(b"d").unwrap().mod_revision, 4);
+        assert!(lease_kv.kv.get(b"a").is_none() && lease_kv.kv.get(b"c").is_some());
     }
 
     #[test]
     fn k5_the_embedded_rules_let_a_branch_write_a_key_twice_etcds_refuse_it() {
-        let mut m = machine();
+        let mut lease_kv = fresh();
         let twice = RequestOp::Txn(TxnRequest {
             success: vec![put("k", "1"), put("k", "2")],
             ..TxnRequest::default()
         });
         let mut b = Batch::new(false, true);
         assert_eq!(
-            m.apply(&twice, Rules::Etcd, &mut b).unwrap(),
+            lease_kv.apply(&twice, Rules::Etcd, &mut b).unwrap(),
             Outcome::Refused(Refusal::DuplicateKey)
         );
-        let Outcome::Done { revision, .. } = m.apply(&twice, Rules::Embedded, &mut b).unwrap()
+        let Outcome::Done { revision, .. } =
+            lease_kv.apply(&twice, Rules::Embedded, &mut b).unwrap()
         else {
             panic!("refused")
         };
         assert_eq!(revision, 1, "both puts at one revision");
-        assert_eq!(m.kv.get(b"k").unwrap().value, b"2", "the last write wins");
+        assert_eq!(
+            lease_kv.kv.get(b"k").unwrap().value,
+            b"2",
+            "the last write wins"
+        );
     }
 
     #[test]
     fn e2_duplicate_keys_and_revisions_refused() {
-        let mut m = machine();
-        run(&mut m, put("a", "1"));
+        let mut lease_kv = fresh();
+        run(&mut lease_kv, put("a", "1"));
         let dup = RequestOp::Txn(TxnRequest {
             success: vec![put("k", "1"), put("k", "2")],
             ..TxnRequest::default()
         });
-        assert_eq!(run(&mut m, dup), Outcome::Refused(Refusal::DuplicateKey));
+        assert_eq!(
+            run(&mut lease_kv, dup),
+            Outcome::Refused(Refusal::DuplicateKey)
+        );
         let overlap = RequestOp::Txn(TxnRequest {
             success: vec![
                 put("k", "1"),
@@ -440,7 +451,7 @@ mod tests {
             ..TxnRequest::default()
         });
         assert_eq!(
-            run(&mut m, overlap),
+            run(&mut lease_kv, overlap),
             Outcome::Refused(Refusal::DuplicateKey)
         );
         let at = |rev| {
@@ -450,18 +461,18 @@ mod tests {
             })
         };
         assert_eq!(
-            m.execute_read(&at(5)).unwrap(),
+            lease_kv.execute_read(&at(5)).unwrap(),
             Outcome::Refused(Refusal::FutureRevision)
         );
-        run(&mut m, put("a", "2"));
+        run(&mut lease_kv, put("a", "2"));
         assert_eq!(
-            m.execute_read(&at(1)).unwrap(),
+            lease_kv.execute_read(&at(1)).unwrap(),
             Outcome::Refused(Refusal::Compacted)
         );
         assert!(matches!(
-            m.execute_read(&at(2)).unwrap(),
+            lease_kv.execute_read(&at(2)).unwrap(),
             Outcome::Done { revision: 2, .. }
         ));
-        assert_eq!(m.kv.revision, 2);
+        assert_eq!(lease_kv.kv.revision, 2);
     }
 }

@@ -1,4 +1,4 @@
-//! `Machine`: the lessor and the key index composed into one pure state machine.
+//! `LeaseKv`: the lessor and the key index composed into one pure state machine.
 //!
 //! Every write either fails with nothing changed, or applies fully in memory and appends its
 //! storage ops, events and expired notices to a [`Batch`] (I-S1). Nothing here does I/O, takes
@@ -30,7 +30,7 @@ pub(crate) struct Counters {
 }
 
 #[derive(Debug)]
-pub(crate) struct Machine {
+pub(crate) struct LeaseKv {
     pub(crate) lessor: Lessor,
     pub(crate) kv: KvIndex,
     pub(crate) counters: Counters,
@@ -39,14 +39,14 @@ pub(crate) struct Machine {
     retry: u64,
 }
 
-impl Machine {
+impl LeaseKv {
     pub(crate) fn new(
         primary: bool,
         auto_revoke: bool,
         min_ttl: Duration,
         retry: Duration,
-    ) -> Machine {
-        Machine {
+    ) -> LeaseKv {
+        LeaseKv {
             lessor: Lessor::new(primary, auto_revoke, min_ttl),
             kv: KvIndex::default(),
             counters: Counters::default(),
@@ -376,8 +376,8 @@ mod tests {
 
     const SEC: u64 = 1_000_000_000;
 
-    fn fresh() -> Machine {
-        Machine::new(true, true, Duration::ZERO, Duration::from_secs(3))
+    fn fresh() -> LeaseKv {
+        LeaseKv::new(true, true, Duration::ZERO, Duration::from_secs(3))
     }
 
     fn image(remaining: u64, wall_ms: i64) -> Loaded {
@@ -407,52 +407,65 @@ mod tests {
 
     #[test]
     fn recover_restores_revision_ids_keys_and_attachments() {
-        let mut m = fresh();
-        m.recover(image(NO_TIME, 1_000), Recovery::Wall, 0, 1_000)
+        let mut lease_kv = fresh();
+        lease_kv
+            .recover(image(NO_TIME, 1_000), Recovery::Wall, 0, 1_000)
             .unwrap();
-        assert_eq!(m.kv.revision, 7);
-        assert_eq!(m.lessor.next_id(), 10);
-        assert_eq!(m.kv.lease_of(b"k"), Some(5));
-        assert_eq!(m.kv.get(b"k").unwrap().mod_revision, 7);
-        let l = m.lessor.get(5).unwrap();
+        assert_eq!(lease_kv.kv.revision, 7);
+        assert_eq!(lease_kv.lessor.next_id(), 10);
+        assert_eq!(lease_kv.kv.lease_of(b"k"), Some(5));
+        assert_eq!(lease_kv.kv.get(b"k").unwrap().mod_revision, 7);
+        let l = lease_kv.lessor.get(5).unwrap();
         assert_eq!(l.keys().cloned().collect::<Vec<_>>(), vec![b"k".to_vec()]);
     }
 
     #[test]
     fn recover_wall_subtracts_the_downtime_from_the_checkpointed_remaining() {
-        let mut m = fresh();
+        let mut lease_kv = fresh();
         // 4 s remaining when persisted at wall 1 000 ms, reopened 1.5 s later.
-        m.recover(image(4 * SEC, 1_000), Recovery::Wall, 100, 2_500)
+        lease_kv
+            .recover(image(4 * SEC, 1_000), Recovery::Wall, 100, 2_500)
             .unwrap();
         assert_eq!(
-            m.lessor.info(m.lessor.get(5).unwrap(), 100).remaining,
+            lease_kv
+                .lessor
+                .info(lease_kv.lessor.get(5).unwrap(), 100)
+                .remaining,
             Some(Duration::from_millis(2_500))
         );
     }
 
     #[test]
     fn recover_wall_with_a_clock_gone_backwards_loses_nothing() {
-        let mut m = fresh();
-        m.recover(image(NO_TIME, 5_000), Recovery::Wall, 0, 1_000)
+        let mut lease_kv = fresh();
+        lease_kv
+            .recover(image(NO_TIME, 5_000), Recovery::Wall, 0, 1_000)
             .unwrap();
         assert_eq!(
-            m.lessor.info(m.lessor.get(5).unwrap(), 0).remaining,
+            lease_kv
+                .lessor
+                .info(lease_kv.lessor.get(5).unwrap(), 0)
+                .remaining,
             Some(Duration::from_secs(10))
         );
     }
 
     #[test]
     fn recover_extend_grants_the_extension_plus_the_ttl_when_none_was_checkpointed() {
-        let mut m = fresh();
-        m.recover(
-            image(NO_TIME, 0),
-            Recovery::Extend(Duration::from_secs(2)),
-            0,
-            i64::MAX,
-        )
-        .unwrap();
+        let mut lease_kv = fresh();
+        lease_kv
+            .recover(
+                image(NO_TIME, 0),
+                Recovery::Extend(Duration::from_secs(2)),
+                0,
+                i64::MAX,
+            )
+            .unwrap();
         assert_eq!(
-            m.lessor.info(m.lessor.get(5).unwrap(), 0).remaining,
+            lease_kv
+                .lessor
+                .info(lease_kv.lessor.get(5).unwrap(), 0)
+                .remaining,
             Some(Duration::from_secs(12))
         );
     }

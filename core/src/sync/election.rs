@@ -361,14 +361,14 @@ impl Observer {
 
 impl Source for Observer {
     type Item = Option<KeyValue>;
-    type Signal = Arc<Event>;
+    type Wakeup = Arc<Event>;
 
     fn try_next(&mut self) -> Result<Option<Option<KeyValue>>> {
         self.try_recv()
     }
 
     /// The watch's events (a fresh watch after it fell behind).
-    fn signal(&self) -> &Receiver<Arc<Event>> {
+    fn wakeup(&self) -> &Receiver<Arc<Event>> {
         self.watcher.channel()
     }
 }

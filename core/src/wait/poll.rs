@@ -128,19 +128,19 @@ pub trait Source: Send {
     /// What the stream yields.
     type Item;
     /// What the signalling receiver carries.
-    type Signal;
+    type Wakeup;
 
     /// The next item if one is there; `Err` when the stream failed or ended.
     fn try_next(&mut self) -> Result<Option<Self::Item>, Error>;
 
     /// The receiver that becomes ready when an item may have come. Asked again after each
     /// [`try_next`](Source::try_next) (a stream may renew it).
-    fn signal(&self) -> &Receiver<Self::Signal>;
+    fn wakeup(&self) -> &Receiver<Self::Wakeup>;
 }
 
 impl<T: Send> Source for Receiver<T> {
     type Item = T;
-    type Signal = T;
+    type Wakeup = T;
 
     /// `Closed` once every sender is gone.
     fn try_next(&mut self) -> Result<Option<T>, Error> {
@@ -151,7 +151,7 @@ impl<T: Send> Source for Receiver<T> {
         }
     }
 
-    fn signal(&self) -> &Receiver<T> {
+    fn wakeup(&self) -> &Receiver<T> {
         self
     }
 }
@@ -194,20 +194,20 @@ impl<S: Source> Pollable for Next<S> {
     }
 
     fn register<'a>(&'a self, interest: &mut Interest<'a>) {
-        interest.recv(self.source.signal());
+        interest.recv(self.source.wakeup());
         interest.wait(&self.wait, &self.stopped);
     }
 }
 
 impl<S: Source + ?Sized> Source for &mut S {
     type Item = S::Item;
-    type Signal = S::Signal;
+    type Wakeup = S::Wakeup;
 
     fn try_next(&mut self) -> Result<Option<S::Item>, Error> {
         (**self).try_next()
     }
 
-    fn signal(&self) -> &Receiver<S::Signal> {
-        (**self).signal()
+    fn wakeup(&self) -> &Receiver<S::Wakeup> {
+        (**self).wakeup()
     }
 }

@@ -22,7 +22,7 @@ impl Engine {
         if st.closed {
             return Err(s.closed.clone());
         }
-        if !st.m.lessor.contains(id.get()) {
+        if !st.lease_kv.lessor.contains(id.get()) {
             return Err(Error::LeaseNotFound(id));
         }
         let mut waiters = s.lease_waiters.lock();
