@@ -561,6 +561,18 @@ void tenure_free(struct tenure *db);
 // Errors: `TENURE_ERR_NULL_POINTER`.
 tenure_result tenure_stats_read(const struct tenure *db, struct tenure_stats *out);
 
+// Writes the engine's figures (SPEC L16: `tenure_stats` and the histograms of expiry
+// lateness, commit and fsync durations and writes per commit) in Prometheus' text format into
+// `buf`, NUL-terminated, and the text's length (without the NUL) into `*out_n`. The text is
+// a few KiB; a `buf` of `len` bytes too small for it and its NUL is
+// `TENURE_ERR_INVALID_ARGUMENT`, whose message names the size needed, and nothing is written.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT`.
+tenure_result tenure_metrics_prometheus(const struct tenure *db,
+                                        char *buf,
+                                        size_t len,
+                                        size_t *out_n);
+
 // A new manual clock at monotonic time 0 and the current wall time. Free it with
 // `tenure_clock_free` (engines using it keep their own reference).
 //

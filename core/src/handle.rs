@@ -19,6 +19,7 @@ use crate::etcd::client::{ConnectOptions, Remote};
 use crate::etcd::{Outcome, Refusal, RequestOp, WatchStart};
 use crate::kv::txn::{Txn, TxnResponse};
 use crate::kv::watch::{WatchOptions, Watcher};
+use crate::metrics::Metrics;
 use crate::types::{
     ContentHash, ExpiredLease, FileContents, KeyValue, LeaseId, LeaseInfo, SnapshotInfo,
     SnapshotProgress, Stats, StorageSize,
@@ -623,6 +624,20 @@ impl Tenure {
             Backend::Engine(e) => e.stats(),
             #[cfg(feature = "remote")]
             Backend::Etcd(r) => r.stats(),
+        }
+    }
+
+    /// [`stats`](Self::stats) and the engine's histograms: expiry lateness, commit and fsync
+    /// durations, writes per group commit (SPEC L16); [`Metrics::to_prometheus`] writes them
+    /// in Prometheus' text format. Over `connect` the histograms are empty.
+    pub fn metrics(&self) -> Metrics {
+        match self.backend() {
+            Backend::Engine(e) => e.metrics(),
+            #[cfg(feature = "remote")]
+            Backend::Etcd(r) => Metrics {
+                stats: r.stats(),
+                ..Metrics::default()
+            },
         }
     }
 

@@ -34,6 +34,7 @@ mod kv;
 mod lease;
 pub mod limits;
 mod locks;
+mod metrics;
 mod rows;
 mod state;
 mod store;
@@ -48,6 +49,7 @@ pub use crate::error::{Error, ErrorCode, Result};
 pub use crate::etcd::client::{ConnectOptions, Credentials};
 pub use crate::handle::Tenure;
 pub use crate::limits::{MAX_DURATION, MAX_WATCH_EVENTS};
+pub use crate::metrics::{write_histogram, HistogramSnapshot, Metrics};
 // Shared with the bindings so that every language words durations and TTL errors alike.
 #[doc(hidden)]
 pub use crate::error::{human as format_duration, ttl_refused};

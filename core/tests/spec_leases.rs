@@ -701,6 +701,54 @@ mod embedded_only {
     }
 
     #[test]
+    fn l16_an_expiry_lands_in_the_lateness_histogram() {
+        let (clock, db) = manual();
+        let rx = db.expired().unwrap();
+        db.grant(secs(5)).unwrap();
+        assert_eq!(db.metrics().expiry_lateness.count, 0);
+        // Found due 300 ms after its deadline (the manual clock jumps past it).
+        clock.advance(Duration::from_millis(5300));
+        recv_expired(&rx, 1);
+        let h = db.metrics().expiry_lateness;
+        assert_eq!(h.count, 1);
+        assert!((h.sum - 0.3).abs() < 1e-9, "{}", h.sum);
+        let bucket = h.bounds.iter().position(|&b| b >= 0.3).unwrap();
+        assert_eq!(h.bounds[bucket], 0.5);
+        assert_eq!(h.counts[bucket], 1);
+        let text = db.metrics().to_prometheus();
+        assert!(
+            text.contains("tenure_expiry_lateness_seconds_bucket{le=\"0.5\"} 1\n")
+                && text.contains("tenure_expiry_lateness_seconds_bucket{le=\"0.25\"} 0\n")
+                && text.contains("tenure_leases_expired_total 1\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn l16_commits_land_in_the_commit_and_fsync_histograms() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new();
+        let db = file_builder(&dir, &clock)
+            .durability(Durability::Immediate)
+            .open()
+            .unwrap();
+        let before = db.metrics();
+        db.put("k", "v", None).unwrap();
+        db.put("k", "w", None).unwrap();
+        let m = db.metrics();
+        assert_eq!(m.commit_duration.count - before.commit_duration.count, 2);
+        assert_eq!(m.commit_writes.count - before.commit_writes.count, 2);
+        // A lone writer's commit carries its one write.
+        assert_eq!(
+            m.commit_writes.counts[0] - before.commit_writes.counts[0],
+            2
+        );
+        assert_eq!(m.fsync_duration.count - before.fsync_duration.count, 2);
+        assert!(m.fsync_duration.sum > before.fsync_duration.sum);
+        assert_eq!(m.stats.commits, db.stats().commits);
+    }
+
+    #[test]
     fn l9_demote_wakes_everything_blocked_waiting_on_a_lease() {
         use tenure::sync::{Election, Mutex, Session, SessionOptions};
         let (_clock, db) = manual();

@@ -8,7 +8,7 @@ use tenure_core::Credentials;
 use tenure_core::{Builder, Clock, Durability, Error, ManualClock, Recovery, Stats, Tenure};
 
 use crate::error::{
-    c_name_of, guard, invalid, last_error_ptr, set_last_error, shield, tenure_result, Res,
+    c_name_of, guard, invalid, last_error_ptr, null, set_last_error, shield, tenure_result, Res,
 };
 #[cfg(feature = "remote")]
 use crate::util::text;
@@ -392,6 +392,44 @@ pub unsafe extern "C" fn tenure_stats_read(db: *const tenure, out: *mut Stats) -
         // SAFETY: the caller promises a live handle and a writable struct.
         let (db, out) = unsafe { (engine(db)?, Out::new(out, "out")?) };
         out.set(db.stats());
+        Ok(())
+    })
+}
+
+/// Writes the engine's figures (SPEC L16: `tenure_stats` and the histograms of expiry
+/// lateness, commit and fsync durations and writes per commit) in Prometheus' text format into
+/// `buf`, NUL-terminated, and the text's length (without the NUL) into `*out_n`. The text is
+/// a few KiB; a `buf` of `len` bytes too small for it and its NUL is
+/// `TENURE_ERR_INVALID_ARGUMENT`, whose message names the size needed, and nothing is written.
+///
+/// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT`.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_metrics_prometheus(
+    db: *const tenure,
+    buf: *mut c_char,
+    len: usize,
+    out_n: *mut usize,
+) -> tenure_result {
+    guard("tenure_metrics_prometheus", || {
+        // SAFETY: the caller promises a live handle and a writable `size_t`.
+        let (db, out_n) = unsafe { (engine(db)?, Out::new(out_n, "out_n")?) };
+        if buf.is_null() {
+            return Err(null("buf"));
+        }
+        let text = db.metrics().to_prometheus();
+        if text.len() >= len {
+            return Err(invalid(format!(
+                "`buf` holds {len} bytes; the text needs {} (with its NUL)",
+                text.len() + 1
+            )));
+        }
+        // SAFETY: `buf` is non-NULL and, as the caller promises, writable for `len` bytes,
+        // more than the text and its NUL.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), text.len());
+            buf.add(text.len()).write(0);
+        }
+        out_n.set(text.len());
         Ok(())
     })
 }

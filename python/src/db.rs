@@ -568,6 +568,13 @@ impl PyTenure {
 
     // ---- engine -------------------------------------------------------------------------------
 
+    /// `stats()` and the engine's histograms (SPEC L16: expiry lateness, commit and fsync
+    /// durations, writes per commit) in Prometheus' text format.
+    fn metrics_text(&self, py: Python<'_>) -> PyResult<String> {
+        let e = self.engine()?;
+        blocking(py, || Ok(e.metrics().to_prometheus()))
+    }
+
     /// Counters and gauges: granted, revoked, renewed, expired, leases, keys, revision, commits,
     /// fsyncs, expired_dropped, watchers. Still readable after close.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

@@ -71,6 +71,7 @@ mod _tenure {
     use super::sync::{
         _rwlock_async, _semaphore_acquire_async, PyRwLock, PyRwLockGuard, PySemaphore,
         PySemaphoreGuard,
+    };
     // queues (S10).
     #[pymodule_export]
     use super::aio::_dequeue_async;

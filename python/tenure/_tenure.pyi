@@ -172,6 +172,7 @@ class Tenure:
     def partitioner(self, group: str, replicas: int = 1) -> Partitioner: ...
     # engine
     def stats(self) -> dict[str, int]: ...
+    def metrics_text(self) -> str: ...
     def snapshot(
         self,
         path: str | os.PathLike[str],
@@ -731,6 +732,8 @@ class RwLockGuard:
 
 def _rwlock_async(
     rwlock: RwLock, write: bool, timeout: float | None, wake: _Wake
+) -> _Pending: ...
+
 # queues (S10).
 def _dequeue_async(
     queue: Queue | PriorityQueue, timeout: float | None, wake: _Wake

@@ -80,6 +80,8 @@ pub(crate) struct Rewriter {
     fragment: Vec<u8>,
     /// The block written anew.
     fields: Vec<u8>,
+    /// Octets of the preface seen so far (`PREFACE_LEN` once checked).
+    preface_seen: usize,
 }
 
 impl Default for Rewriter {
@@ -94,6 +96,7 @@ impl Default for Rewriter {
             block: None,
             fragment: Vec::new(),
             fields: Vec::new(),
+            preface_seen: 0,
         }
     }
 }
@@ -154,6 +157,22 @@ impl Rewriter {
         self.pass
     }
 
+    /// The connection's first octets, before they pass: a connection that does not open with
+    /// HTTP/2's preface is HTTP/1.1 (`/health`, `/metrics`, E16), whose bytes all pass unread.
+    pub(crate) fn check_preface(&mut self, bytes: &[u8]) {
+        const PREFACE: &[u8; PREFACE_LEN] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+        if self.preface_seen >= PREFACE_LEN {
+            return;
+        }
+        let n = bytes.len().min(PREFACE_LEN - self.preface_seen);
+        if bytes[..n] == PREFACE[self.preface_seen..self.preface_seen + n] {
+            self.preface_seen += n;
+        } else {
+            self.preface_seen = PREFACE_LEN;
+            self.pass = usize::MAX;
+        }
+    }
+
     /// `n` of the `passing` bytes went through.
     pub(crate) fn passed(&mut self, n: usize) {
         self.pass -= n.min(self.pass);
@@ -168,6 +187,7 @@ impl Rewriter {
         out: &mut Vec<u8>,
     ) -> Result<(), Malformed> {
         while !input.is_empty() {
+            self.check_preface(input);
             let n = self.passing().min(input.len());
             if n > 0 {
                 out.extend_from_slice(&input[..n]);
@@ -399,7 +419,8 @@ impl<S: AsyncRead + Unpin> AsyncRead for LocalAuthority<S> {
             let pass = me.rw.passing();
             if me.start < me.end {
                 if pass > 0 {
-                    let n = pass.min(me.end - me.start).min(buf.remaining());
+                    me.rw.check_preface(&me.input[me.start..me.end]);
+                    let n = me.rw.passing().min(me.end - me.start).min(buf.remaining());
                     buf.put_slice(&me.input[me.start..me.start + n]);
                     me.start += n;
                     me.rw.passed(n);
@@ -506,6 +527,22 @@ mod tests {
             at = end;
         }
         Ok(out)
+    }
+
+    #[test]
+    fn e16_an_http1_request_passes_unread() {
+        // Its bytes at a frame header's type would read as HEADERS (0x01) and CONTINUATION
+        // (0x09): nothing of it is decoded.
+        let mut req = b"GET /health HTTP/1.1\r\nHost: localhost\r\nX:".to_vec();
+        req.extend([0x01, 0x09, b'\t', 0x01, 0x04, 0x00, 0x00, 0x00, 0x01]);
+        req.extend(b"\r\n\r\n".repeat(20));
+        for chunks in [&[1usize][..], &[3, 7], &[4096]] {
+            assert_eq!(run(&req, chunks).unwrap(), req, "{chunks:?}");
+        }
+        // A preface cut off early is HTTP/2 until it differs.
+        let mut near = PREFACE[..10].to_vec();
+        near.extend(b"garbage that is no frame at all\x01\x09");
+        assert_eq!(run(&near, &[1]).unwrap(), near);
     }
 
     /// What the server reads: other frames whole, header blocks as (stream, flags, priority,

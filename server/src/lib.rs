@@ -8,6 +8,7 @@
 //! command line (clap); 3 (`get`) no key matched; 4 (`snapshot restore|status`) the saved
 //! snapshot's checksum does not match.
 
+mod auth;
 mod authority;
 mod backup;
 mod bounds;
@@ -16,9 +17,12 @@ mod coordination;
 mod decode_refusals;
 mod errors;
 mod hpack;
+mod http;
 mod inspect;
 mod maintenance;
 mod max_connections;
+mod metrics;
+mod metrics_grpc;
 mod serve;
 mod service;
 mod snapshot_budget;

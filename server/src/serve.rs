@@ -96,6 +96,14 @@ pub(crate) struct Args {
     /// default, the last 100000 revisions
     #[arg(long, value_name = "RETENTION")]
     auto_compaction_retention: Option<String>,
+    /// Also serve /health, /livez, /readyz, /version and /metrics (HTTP/1.1, plain text) at
+    /// URL: http://HOST:PORT or HOST:PORT; repeatable (the client port serves them anyway)
+    #[arg(
+        long = "listen-metrics-urls",
+        value_name = "URL",
+        value_delimiter = ','
+    )]
+    listen_metrics_urls: Vec<String>,
     /// error, warn, info, debug or trace
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
@@ -358,11 +366,22 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
         pool,
     });
     let limit = args.max_request_bytes.saturating_add(GRPC_OVERHEAD);
+    let metrics = Arc::new(crate::metrics::Metrics::new(ctx.db.clone()));
+    let http = crate::http::Http {
+        db: ctx.db.clone(),
+        metrics: metrics.clone(),
+    };
+    // HTTP/1.1 and HTTP/2 on every client listener (E18): the HTTP routes, then gRPC's.
     let router = Server::builder()
         .tcp_nodelay(true)
         .http2_keepalive_interval(Some(args.bounds.grpc_keepalive_interval))
         .http2_keepalive_timeout(Some(args.bounds.grpc_keepalive_timeout))
+        .accept_http1(true)
+        // The metrics layer sees the statuses DecodeRefusals has rewritten (tonic stacks the
+        // first layer outermost).
+        .layer(crate::metrics_grpc::GrpcLayer(metrics.grpc.clone()))
         .layer(crate::decode_refusals::DecodeRefusals)
+        .add_routes(crate::http::router(http.clone(), true).into())
         .add_service(PbKvServer::new(Kv(ctx.clone())).max_decoding_message_size(limit))
         .add_service(PbLeaseServer::new(Lease(ctx.clone())).max_decoding_message_size(limit))
         .add_service(PbWatchServer::new(Watch(ctx.clone())).max_decoding_message_size(limit))
@@ -420,6 +439,39 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
             }
         }
     }
+    let mut metrics_urls = Vec::new();
+    for url in &args.listen_metrics_urls {
+        let addr = url.strip_prefix("http://").unwrap_or(url);
+        if addr.contains("://") {
+            return Err(format!(
+                "invalid --listen-metrics-urls {url:?}: expected http://HOST:PORT"
+            ));
+        }
+        let l = TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {url} for metrics: {e}"))?;
+        let local = l.local_addr().map_err(|e| e.to_string())?;
+        metrics_urls.push(format!("http://{local}"));
+        let routes = crate::http::router(http.clone(), false);
+        let mut stop = stop_rx.clone();
+        let until = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        let incoming = max_connections::incoming(slots.clone(), {
+            let l = Arc::new(l);
+            move || {
+                let l = l.clone();
+                async move { Ok(l.accept().await?.0) }
+            }
+        });
+        tasks.spawn(async move {
+            Server::builder()
+                .accept_http1(true)
+                .add_routes(routes.into())
+                .serve_with_incoming_shutdown(incoming, until)
+                .await
+        });
+    }
     // Before "serving" is logged: whoever waits for that line may signal at once.
     use tokio::signal::unix::{signal, SignalKind};
     let listen = |kind: SignalKind, name: &str| {
@@ -433,6 +485,9 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
         args.file.display(),
         urls.join(", ")
     );
+    if !metrics_urls.is_empty() {
+        tracing::info!("metrics and health on {}", metrics_urls.join(", "));
+    }
     let mut failed = None;
     loop {
         tokio::select! {

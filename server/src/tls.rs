@@ -75,7 +75,8 @@ fn config(f: &Files) -> Result<ServerConfig, String> {
         .with_single_cert(chain, key)
         .map_err(|e| format!("--cert-file/--key-file: {e}"))?;
     // gRPC is HTTP/2; Go clients insist that ALPN says so.
-    c.alpn_protocols = vec![b"h2".to_vec()];
+    // HTTP/1.1 too: /health, /version and /metrics beside gRPC (E16).
+    c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(c)
 }
 

@@ -1,6 +1,7 @@
 /* Expiry driven by a manual clock (SPEC L10-L12, L14): auto revoke, manual revoke with
  * redelivery, standby engines, wall-clock jumps. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 
@@ -188,7 +189,43 @@ static void the_clock_may_be_freed_before_the_engine(void) {
     tenure_close(db);
 }
 
+/* SPEC L16: the expiry lands in the lateness histogram of the Prometheus text. */
+static void l16_metrics_text_shows_an_expiry_and_its_lateness(void) {
+    tenure_clock *clock = NULL;
+    CHECK_OK(tenure_clock_manual_new(&clock));
+    tenure *db = open_memory(clock);
+    int64_t id = 0;
+    CHECK_OK(tenure_lease_grant(db, 1000, 0, &id));
+    /* Found due 300 ms after its deadline. */
+    CHECK_OK(tenure_clock_advance(clock, 1300));
+    tenure_expired *e = NULL;
+    CHECK_OK(tenure_expired_next(db, WAIT_MS, &e));
+    tenure_expired_free(e);
+
+    char small[16];
+    size_t n = 12345;
+    CHECK_RC(tenure_metrics_prometheus(db, small, sizeof small, &n), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK(n == 12345);
+    CHECK(strstr(tenure_last_error_message(), "the text needs") != NULL);
+    CHECK_RC(tenure_metrics_prometheus(db, NULL, 0, &n), TENURE_ERR_NULL_POINTER);
+    CHECK_RC(tenure_metrics_prometheus(db, small, sizeof small, NULL), TENURE_ERR_NULL_POINTER);
+
+    size_t cap = 1 << 16;
+    char *text = malloc(cap);
+    CHECK(text != NULL);
+    CHECK_OK(tenure_metrics_prometheus(db, text, cap, &n));
+    CHECK(n == strlen(text));
+    CHECK(strstr(text, "tenure_leases_expired_total 1\n") != NULL);
+    CHECK(strstr(text, "tenure_expiry_lateness_seconds_bucket{le=\"0.25\"} 0\n") != NULL);
+    CHECK(strstr(text, "tenure_expiry_lateness_seconds_bucket{le=\"0.5\"} 1\n") != NULL);
+    CHECK(strstr(text, "tenure_expiry_lateness_seconds_count 1\n") != NULL);
+    free(text);
+    tenure_close(db);
+    tenure_clock_free(clock);
+}
+
 void expiry_tests(void) {
+    RUN(l16_metrics_text_shows_an_expiry_and_its_lateness);
     RUN(auto_revoke_expires_at_the_deadline_with_keys);
     RUN(renew_before_the_deadline_postpones_expiry);
     RUN(manual_revoke_holds_expired_leases_and_redelivers_them);

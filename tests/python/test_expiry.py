@@ -137,3 +137,17 @@ def test_the_iterator_keeps_the_engine_open(clock: tenure.ManualClock) -> None:
     # The handle itself is gone; the iterator still holds the engine: no StopIteration.
     with pytest.raises(tenure.Timeout):
         next(it)
+
+
+def test_l16_metrics_text_shows_an_expiry_and_its_lateness(
+    db: tenure.Tenure, clock: tenure.ManualClock
+) -> None:
+    expired = db.expired(timeout=WAIT)
+    db.grant(1.0)
+    clock.advance(1.3)  # found due 300 ms after its deadline
+    next(expired)
+    lines = db.metrics_text().splitlines()
+    assert "tenure_leases_expired_total 1" in lines
+    assert 'tenure_expiry_lateness_seconds_bucket{le="0.25"} 0' in lines
+    assert 'tenure_expiry_lateness_seconds_bucket{le="0.5"} 1' in lines
+    assert "tenure_expiry_lateness_seconds_count 1" in lines

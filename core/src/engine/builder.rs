@@ -21,6 +21,7 @@ use crate::kv::watch::{WatchHub, WatchLimits};
 use crate::lease::lessor::ns;
 use crate::limits::{check_duration, check_interval, check_log_region, check_watch_events};
 use crate::locks::{Condvar, Mutex};
+use crate::metrics::Recorders;
 use crate::rows::Loaded;
 use crate::state::LeaseKv;
 use crate::store::{StorageFaults, Store};
@@ -386,6 +387,7 @@ impl Engine {
             commits: AtomicU64::new(0),
             syncs,
             expired_dropped: AtomicU64::new(0),
+            recorders: Recorders::default(),
             waker: Mutex::new(None),
             lease_waiters: Mutex::new(HashMap::new()),
             demotion: Mutex::new(bounded(0)),

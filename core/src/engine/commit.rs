@@ -539,6 +539,8 @@ fn round(s: &Shared, l: &mut Leader, who: Round) {
         )
     };
     let work = !batch.is_empty();
+    let writes = l.last_writes;
+    let started = Instant::now();
     let failed = s.state.lock().poisoned.is_some();
     let mut result = if failed {
         Err(Error::storage(
@@ -574,6 +576,10 @@ fn round(s: &Shared, l: &mut Leader, who: Round) {
         Ok(()) => {
             if work {
                 s.commits.fetch_add(1, Ordering::Relaxed);
+                s.recorders
+                    .commit_duration
+                    .record_duration(started.elapsed());
+                s.recorders.commit_writes.record(writes);
             }
             deliver(s, batch);
             let mut done = s.done.lock();

@@ -29,6 +29,9 @@ pub(super) fn run(s: &Shared) {
             st.lease_kv.lessor.pop_due(now, EXPIRY_BATCH, &mut due);
             let more = st.lease_kv.lessor.next_wake().is_some_and(|w| w <= now);
             if !due.is_empty() {
+                for d in due.iter().filter(|d| !d.redelivery) {
+                    s.recorders.expiry_lateness.record(d.late_ns);
+                }
                 let st_ref = &mut *st;
                 st_ref.pending.record_events = s.record_events.load(Ordering::Relaxed);
                 st_ref.lease_kv.expire(&due, now, &mut st_ref.pending);

@@ -34,6 +34,7 @@ use crate::kv::txn::{Txn, TxnResponse};
 use crate::kv::watch::{WatchHub, WatchOptions, Watcher};
 use crate::lease::lessor::ns;
 use crate::locks::{Condvar, Mutex};
+use crate::metrics::{Metrics, Recorders};
 use crate::state::LeaseKv;
 use crate::store::{Store, SyncCounter};
 use crate::types::{AutoCompaction, Durability, ExpiredLease, KeyValue, LeaseId, LeaseInfo, Stats};
@@ -143,6 +144,8 @@ pub(crate) struct Shared {
     /// The store's fsync counter and its value when the engine opened (none in memory).
     syncs: Option<(SyncCounter, u64)>,
     expired_dropped: AtomicU64,
+    /// Expiry lateness, commit durations and sizes (atomics, no lock).
+    recorders: Recorders,
     /// Keeps the clock subscription alive.
     waker: Mutex<Option<Arc<Waker>>>,
     /// Lease ID → tokens raised when the lease is gone (see `Tenure::lease_gone`).
@@ -563,6 +566,22 @@ impl Engine {
             fsyncs: s.syncs.as_ref().map_or(0, |(c, base)| c.get() - base),
             expired_dropped: s.expired_dropped.load(Ordering::Relaxed),
             watchers: s.hub.lock().watcher_count() as u64,
+        }
+    }
+
+    /// [`Tenure::metrics`](crate::Tenure::metrics), for this engine.
+    pub(crate) fn metrics(&self) -> Metrics {
+        let s = self.shared();
+        let r = &s.recorders;
+        Metrics {
+            stats: self.stats(),
+            expiry_lateness: r.expiry_lateness.snapshot(),
+            commit_duration: r.commit_duration.snapshot(),
+            fsync_duration: s
+                .syncs
+                .as_ref()
+                .map_or_else(Default::default, |(c, _)| c.durations()),
+            commit_writes: r.commit_writes.snapshot(),
         }
     }
 

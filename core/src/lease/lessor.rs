@@ -58,6 +58,8 @@ pub(crate) struct Due {
     pub(crate) id: i64,
     /// True when this is a redelivery of a lease already delivered for a manual revoke.
     pub(crate) redelivery: bool,
+    /// How far past its deadline the lease was found due, in nanoseconds.
+    pub(crate) late_ns: u64,
 }
 
 #[derive(Debug)]
@@ -407,6 +409,7 @@ impl Lessor {
             out.push(Due {
                 id: lease.id,
                 redelivery: lease.expired,
+                late_ns: now.saturating_sub(lease.deadline),
             });
         }
     }
@@ -495,7 +498,8 @@ mod tests {
             out,
             vec![Due {
                 id: 2,
-                redelivery: false
+                redelivery: false,
+                late_ns: 0,
             }]
         );
         assert_eq!(l.next_wake(), Some(15 * S));

@@ -6,9 +6,12 @@ use std::ops::Bound;
 use std::result::Result as StdResult;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
+
+use crate::metrics::{Histogram, HistogramSnapshot};
 
 /// Switches that make the storage layer fail, for testing SPEC D6. Cloning shares the switches.
 /// Each switch covers the database file (redb), its write-ahead log, or both.
@@ -21,12 +24,24 @@ pub struct StorageFaults {
 pub(super) const DB: u8 = 1;
 pub(crate) const LOG: u8 = 2;
 
-#[derive(Default)]
 struct FaultSwitches {
     fail_writes: AtomicU8,
     fail_syncs: AtomicU8,
     /// fsyncs that reached a file (`Stats::fsyncs`).
     syncs: AtomicU64,
+    /// How long they took (`Metrics::fsync_duration`).
+    sync_duration: Histogram,
+}
+
+impl Default for FaultSwitches {
+    fn default() -> FaultSwitches {
+        FaultSwitches {
+            fail_writes: AtomicU8::new(0),
+            fail_syncs: AtomicU8::new(0),
+            syncs: AtomicU64::new(0),
+            sync_duration: Histogram::latency(),
+        }
+    }
 }
 
 impl fmt::Debug for StorageFaults {
@@ -94,8 +109,10 @@ impl StorageFaults {
         self.inner.fail_syncs.load(Ordering::SeqCst) & target != 0
     }
 
-    pub(crate) fn count_sync(&self) {
+    /// Counts an fsync that began at `started` and has just returned.
+    pub(crate) fn count_sync(&self, started: Instant) {
         self.inner.syncs.fetch_add(1, Ordering::Relaxed);
+        self.inner.sync_duration.record_duration(started.elapsed());
     }
 }
 
@@ -127,8 +144,9 @@ impl StorageBackend for FaultyBackend {
         if self.faults.fails_sync(DB) {
             return Err(injected());
         }
+        let started = Instant::now();
         self.file.sync_data()?;
-        self.faults.count_sync();
+        self.faults.count_sync(started);
         Ok(())
     }
     fn write(&self, offset: u64, data: &[u8]) -> std::result::Result<(), std::io::Error> {
@@ -153,5 +171,9 @@ pub(crate) struct SyncCounter(pub(super) StorageFaults);
 impl SyncCounter {
     pub(crate) fn get(&self) -> u64 {
         self.0.inner.syncs.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn durations(&self) -> HistogramSnapshot {
+        self.0.inner.sync_duration.snapshot()
     }
 }

@@ -558,6 +558,7 @@ impl Writer {
         if self.faults.fails_write(super::LOG) {
             return Err(cannot("cannot write the log", &super::injected()));
         }
+        let started = std::time::Instant::now();
         match &mut self.direct {
             Some(d) => {
                 d.append(&self.buf, self.offset)
@@ -580,7 +581,7 @@ impl Writer {
                     .map_err(|e| cannot("cannot fsync the log", &e))?;
             }
         }
-        self.faults.count_sync();
+        self.faults.count_sync(started);
         if self.buf.capacity() > 4 * HEADER as usize && len < HEADER {
             self.buf = Vec::new();
         }
