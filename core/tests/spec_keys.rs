@@ -1062,6 +1062,84 @@ mod history {
         }
 
         #[test]
+        fn k9_a_read_only_txn_reads_each_range_at_its_own_revision() {
+            use tenure::etcd::{Outcome, RangeRequest, RequestOp, ResponseOp, TxnRequest};
+            let dir = tempfile::tempdir().unwrap();
+            let db = open_file(&dir.path().join("k9t.db"));
+            history_of(&db);
+            let at = |rev| {
+                let mut r = RangeRequest::new("a", "");
+                r.revision = rev;
+                RequestOp::Range(r)
+            };
+            // etcd's STM reads like this: ranges at one past revision inside a txn, and a nested
+            // txn in the branch that ran.
+            let nested = RequestOp::Txn(TxnRequest {
+                compare: Vec::new(),
+                success: vec![at(1), at(0)],
+                failure: Vec::new(),
+            });
+            let txn = RequestOp::Txn(TxnRequest {
+                compare: Vec::new(),
+                success: vec![at(3), at(4), nested, at(5)],
+                failure: Vec::new(),
+            });
+            let values = |rs: &[ResponseOp]| -> Vec<Option<Vec<u8>>> {
+                rs.iter()
+                    .flat_map(|r| match r {
+                        ResponseOp::Range(out) => vec![out.kvs.first().map(|kv| kv.value.clone())],
+                        ResponseOp::Txn { responses, .. } => responses
+                            .iter()
+                            .map(|r| match r {
+                                ResponseOp::Range(out) => {
+                                    out.kvs.first().map(|kv| kv.value.clone())
+                                }
+                                other => panic!("{other:?}"),
+                            })
+                            .collect(),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect()
+            };
+            match db.execute(&txn).unwrap() {
+                Outcome::Done {
+                    revision,
+                    response:
+                        ResponseOp::Txn {
+                            succeeded,
+                            responses,
+                        },
+                } => {
+                    assert!(succeeded);
+                    assert_eq!(revision, 5);
+                    let want = [Some("2"), None, Some("1"), Some("3"), Some("3")];
+                    let want: Vec<_> = want
+                        .iter()
+                        .map(|v| v.map(|v| v.as_bytes().to_vec()))
+                        .collect();
+                    assert_eq!(values(&responses), want);
+                }
+                other => panic!("{other:?}"),
+            }
+            db.compact(4).unwrap().unwrap();
+            assert!(matches!(
+                db.execute(&txn).unwrap(),
+                Outcome::Refused(tenure::etcd::Refusal::Compacted)
+            ));
+            let mut future = RangeRequest::new("a", "");
+            future.revision = 9;
+            let txn = RequestOp::Txn(TxnRequest {
+                compare: Vec::new(),
+                success: vec![RequestOp::Range(future)],
+                failure: Vec::new(),
+            });
+            assert!(matches!(
+                db.execute(&txn).unwrap(),
+                Outcome::Refused(tenure::etcd::Refusal::FutureRevision)
+            ));
+        }
+
+        #[test]
         fn k9_in_memory_only_the_present_is_kept() {
             let db = Tenure::in_memory().unwrap();
             history_of(&db);

@@ -57,7 +57,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Own FILE and serve it to any etcd v3 client (etcdctl, Go clientv3, etcd-client, jetcd)
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// List the leases of a database that is not open: ID, TTL, attached keys
     Leases {
         /// The database file
@@ -174,7 +174,7 @@ fn code_of(code: ExitCode) -> u8 {
 
 fn run(cli: Cli) -> ExitCode {
     match cli.cmd {
-        Cmd::Serve(args) => serve::run(args),
+        Cmd::Serve(args) => serve::run(*args),
         Cmd::Leases { file, json } => inspect::leases(&file, json),
         Cmd::Get {
             file,

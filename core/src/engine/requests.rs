@@ -21,6 +21,9 @@ impl Engine {
             }
         }
         if !op.writes() {
+            if reads_at_revision(op) {
+                return self.read_with_past(op);
+            }
             return self.read_durable(|lease_kv| lease_kv.execute_read(op))?;
         }
         let out = self.write_with(|lease_kv, b| lease_kv.execute(op, b))?;
@@ -35,7 +38,7 @@ impl Engine {
 
     /// [`Tenure::try_execute_read`](crate::Tenure::try_execute_read), for this engine.
     pub(crate) fn try_execute_read(&self, op: &RequestOp) -> Result<Option<Outcome>> {
-        if op.writes() || matches!(op, RequestOp::Range(r) if r.revision != 0) {
+        if op.writes() || reads_at_revision(op) {
             return Ok(None);
         }
         self.try_read_durable(|lease_kv| lease_kv.execute_read(op))?
@@ -61,6 +64,24 @@ impl Engine {
             revision: current,
             response: ResponseOp::Range(response),
         })
+    }
+
+    /// A read-only txn whose ranges name revisions (SPEC K9): compares and the present answered
+    /// at one durable revision, then each past range from the store, into its place.
+    fn read_with_past(&self, op: &RequestOp) -> Result<Outcome> {
+        let (mut out, past) =
+            self.read_durable(|lease_kv| lease_kv.execute_read_with_past(op))??;
+        if past.is_empty() {
+            return Ok(out);
+        }
+        let mut answers = Vec::with_capacity(past.len());
+        for r in &past {
+            answers.push(self.read_past(r)?);
+        }
+        if let Outcome::Done { revision, response } = &mut out {
+            fill_past(op, response, *revision, &mut answers.into_iter());
+        }
+        Ok(out)
     }
 
     /// A range at a past revision, read from the store's history (SPEC K9).
@@ -255,6 +276,45 @@ fn refused(why: Refusal, compacted: i64) -> Error {
             reason: EtcdError::Compacted.text().to_owned(),
         },
         other => EtcdError::of_refusal(other).error(None),
+    }
+}
+
+/// Whether a read names a revision anywhere (a range, or a range inside a txn).
+fn reads_at_revision(op: &RequestOp) -> bool {
+    match op {
+        RequestOp::Range(r) => r.revision != 0,
+        RequestOp::Txn(t) => t.success.iter().chain(&t.failure).any(reads_at_revision),
+        RequestOp::Put(_) | RequestOp::DeleteRange(_) => false,
+    }
+}
+
+/// Puts each past range's answer into the place `execute_read_with_past` left for it: the same
+/// walk (the branch each txn took, its ops in order).
+fn fill_past(
+    op: &RequestOp,
+    response: &mut ResponseOp,
+    current: i64,
+    answers: &mut impl Iterator<Item = RangeResponse>,
+) {
+    match (op, response) {
+        (RequestOp::Range(r), ResponseOp::Range(slot)) if r.is_past(current) => {
+            if let Some(answer) = answers.next() {
+                *slot = answer;
+            }
+        }
+        (
+            RequestOp::Txn(t),
+            ResponseOp::Txn {
+                succeeded,
+                responses,
+            },
+        ) => {
+            let branch = if *succeeded { &t.success } else { &t.failure };
+            for (op, response) in branch.iter().zip(responses.iter_mut()) {
+                fill_past(op, response, current, answers);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -64,14 +64,15 @@ impl LeaseKv {
         }
     }
 
-    fn check_range(&self, r: &RangeRequest) -> std::result::Result<(), Refusal> {
+    /// `past_ok`: a past revision is answered by the engine from the store
+    /// ([`execute_read_with_past`](Self::execute_read_with_past)); elsewhere only the present
+    /// is at hand, and an older revision is said as etcd's compacted answer.
+    fn check_range(&self, r: &RangeRequest, past_ok: bool) -> std::result::Result<(), Refusal> {
         match r.revision {
             0 => Ok(()),
             rev if rev > self.kv.revision => Err(Refusal::FutureRevision),
             rev if rev < self.kv.compacted => Err(Refusal::Compacted),
-            // A past revision is read from the store by the engine (`Engine::execute`); inside
-            // a txn only the current state is at hand: said as etcd's compacted answer.
-            rev if rev < self.kv.revision => Err(Refusal::Compacted),
+            rev if rev < self.kv.revision && !past_ok => Err(Refusal::Compacted),
             _ => Ok(()),
         }
     }
@@ -82,6 +83,7 @@ impl LeaseKv {
         ops: &[RequestOp],
         path: &mut std::slice::Iter<'_, bool>,
         rules: Rules,
+        past_ok: bool,
     ) -> Result<std::result::Result<(), Refusal>> {
         let etcd = rules == Rules::Etcd;
         let mut puts = BTreeSet::new();
@@ -90,7 +92,7 @@ impl LeaseKv {
             match op {
                 RequestOp::Range(r) => {
                     check_key(&r.key)?;
-                    if let Err(refusal) = self.check_range(r) {
+                    if let Err(refusal) = self.check_range(r, past_ok) {
                         return Ok(Err(refusal));
                     }
                 }
@@ -115,7 +117,7 @@ impl LeaseKv {
                 RequestOp::Txn(t) => {
                     let ok = *path.next().expect("one branch per nested txn");
                     let branch = if ok { &t.success } else { &t.failure };
-                    if let Err(r) = self.validate(branch, path, rules)? {
+                    if let Err(r) = self.validate(branch, path, rules, past_ok)? {
                         return Ok(Err(r));
                     }
                 }
@@ -235,7 +237,7 @@ impl LeaseKv {
         let ops = std::slice::from_ref(op);
         let mut path = Vec::new();
         self.branches(ops, &mut path);
-        if let Err(r) = self.validate(ops, &mut path.iter(), rules)? {
+        if let Err(r) = self.validate(ops, &mut path.iter(), rules, false)? {
             return Ok(Outcome::Refused(r));
         }
         let rev = self.next_revision()?;
@@ -252,29 +254,60 @@ impl LeaseKv {
 
     /// A read-only request (a range, or a txn without writes): never changes anything.
     pub(crate) fn execute_read(&self, op: &RequestOp) -> Result<Outcome> {
+        self.read(op, None)
+    }
+
+    /// [`execute_read`](Self::execute_read) for a request whose ranges may read past revisions
+    /// (etcd's STM reads a txn of ranges at one revision): compares and present ranges are
+    /// answered here; each past range is answered empty and returned, in response order, for
+    /// the engine to read from the store (history at a retained revision never changes).
+    pub(crate) fn execute_read_with_past(
+        &self,
+        op: &RequestOp,
+    ) -> Result<(Outcome, Vec<RangeRequest>)> {
+        let mut past = Vec::new();
+        let out = self.read(op, Some(&mut past))?;
+        Ok((out, past))
+    }
+
+    fn read(&self, op: &RequestOp, mut past: Option<&mut Vec<RangeRequest>>) -> Result<Outcome> {
         check_ops(op)?;
         let ops = std::slice::from_ref(op);
         let mut path = Vec::new();
         self.branches(ops, &mut path);
-        if let Err(r) = self.validate(ops, &mut path.iter(), Rules::Etcd)? {
+        if let Err(r) = self.validate(ops, &mut path.iter(), Rules::Etcd, past.is_some())? {
             return Ok(Outcome::Refused(r));
         }
-        let response = self.read_op(op, &mut path.iter());
+        let response = self.read_op(op, &mut path.iter(), &mut past);
         Ok(Outcome::Done {
             revision: self.kv.revision,
             response,
         })
     }
 
-    fn read_op(&self, op: &RequestOp, path: &mut std::slice::Iter<'_, bool>) -> ResponseOp {
+    fn read_op(
+        &self,
+        op: &RequestOp,
+        path: &mut std::slice::Iter<'_, bool>,
+        past: &mut Option<&mut Vec<RangeRequest>>,
+    ) -> ResponseOp {
         match op {
-            RequestOp::Range(r) => ResponseOp::Range(self.range(r)),
+            RequestOp::Range(r) => match past {
+                Some(list) if r.is_past(self.kv.revision) => {
+                    list.push(r.clone());
+                    ResponseOp::Range(RangeResponse::default())
+                }
+                _ => ResponseOp::Range(self.range(r)),
+            },
             RequestOp::Txn(t) => {
                 let ok = *path.next().expect("one branch per nested txn");
                 let branch = if ok { &t.success } else { &t.failure };
                 ResponseOp::Txn {
                     succeeded: ok,
-                    responses: branch.iter().map(|op| self.read_op(op, path)).collect(),
+                    responses: branch
+                        .iter()
+                        .map(|op| self.read_op(op, path, past))
+                        .collect(),
                 }
             }
             RequestOp::Put(_) | RequestOp::DeleteRange(_) => {
