@@ -166,9 +166,10 @@ fn e18_metrics_move_when_they_should() {
         // Polling a server we do not drive: each round is one scrape.
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    // A watch stream in flight is a gauge.
-    let (mut watch, lines) = common::spawn_lines(&s.addr, &["watch", "w"]);
+    // A watch stream in flight is a gauge. It starts at revision 1, so it sees the put from the
+    // history whenever its stream is set up.
     s.ok(&["put", "w", "x"]);
+    let (mut watch, lines) = common::spawn_lines(&s.addr, &["watch", "w", "--rev", "1"]);
     lines
         .recv_timeout(common::WAIT)
         .expect("the watch saw the put");
