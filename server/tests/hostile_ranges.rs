@@ -8,13 +8,15 @@ mod common;
 
 use common::{temp_db, Etcd, Server};
 use etcd_client::{Client, GetOptions, Txn, TxnOp};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const KEYS: usize = 100_000;
 const PUTS: usize = 300;
 const RANGES: usize = 5;
+/// Clients ranging at once: together they keep a range in progress nearly all the time.
+const RANGERS: usize = 2;
 
 async fn client(addr: &str) -> Client {
     Client::connect([addr], None).await.unwrap()
@@ -33,42 +35,47 @@ async fn load(addr: &str) {
     }
 }
 
-/// The p99 of a putter's puts while another client ranges all of `k/` without a limit,
-/// `RANGES` times in a row (each answer checked to hold every key); at least `PUTS` puts.
+/// The p99 of a putter's puts while `RANGERS` other clients each range all of `k/` without a
+/// limit, `RANGES` times in a row (each answer checked to hold every key); at least `PUTS` puts.
 async fn putter_p99(addr: &str) -> (Duration, usize) {
-    let ranging = Arc::new(AtomicBool::new(true));
-    let ranger = {
-        let (addr, ranging) = (addr.to_owned(), ranging.clone());
-        tokio::spawn(async move {
-            let mut c = client(&addr).await;
-            for _ in 0..RANGES {
-                let r = c
-                    .get("k/", Some(GetOptions::new().with_prefix()))
-                    .await
-                    .unwrap();
-                assert_eq!(r.count(), KEYS as i64);
-                assert_eq!(r.kvs().len(), KEYS);
-                assert!(!r.more());
-            }
-            ranging.store(false, Ordering::Relaxed);
+    let ranging = Arc::new(AtomicUsize::new(RANGERS));
+    let rangers: Vec<_> = (0..RANGERS)
+        .map(|_| {
+            let (addr, ranging) = (addr.to_owned(), ranging.clone());
+            tokio::spawn(async move {
+                let mut c = client(&addr).await;
+                for _ in 0..RANGES {
+                    let r = c
+                        .get("k/", Some(GetOptions::new().with_prefix()))
+                        .await
+                        .unwrap();
+                    assert_eq!(r.count(), KEYS as i64);
+                    assert_eq!(r.kvs().len(), KEYS);
+                    assert!(!r.more());
+                }
+                ranging.fetch_sub(1, Ordering::Relaxed);
+            })
         })
-    };
+        .collect();
     let mut c = client(addr).await;
     let mut took = Vec::new();
-    while took.len() < PUTS || ranging.load(Ordering::Relaxed) {
+    while took.len() < PUTS || ranging.load(Ordering::Relaxed) > 0 {
         let t = Instant::now();
         c.put(format!("w/{}", took.len()), "x", None).await.unwrap();
         took.push(t.elapsed());
     }
-    ranger.await.unwrap();
+    for r in rangers {
+        r.await.unwrap();
+    }
     took.sort();
     (took[took.len() * 99 / 100], took.len())
 }
 
-/// SPEC E2b. Factor 2: before large reads left the state lock (the whole range copied under
-/// it), tenure's p99 was 3–5 times etcd's (issue 29: 187–304 ms against 57–59 ms); a putter
-/// that waits for no range's copy is as fast as etcd's, up to the noise of a shared machine,
-/// which the 2x and a 25 ms floor absorb.
+/// SPEC E2b. Factor 1: tenure's putter is no slower than etcd's. With the whole range copied
+/// under the state lock (before large reads went to the store), tenure's p99 here was 1.5 times
+/// etcd's (290 ms against 190 ms; issue 29 saw 3–5 times); a putter that waits for no range's
+/// copy goes through no consensus and measured a tenth of etcd's (23 ms against 205 ms). The
+/// 25 ms floor absorbs a quiet etcd on a noisy machine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2b_a_client_ranging_everything_in_a_loop_does_not_stall_a_putter() {
     let (_dir, file) = temp_db();
@@ -83,7 +90,7 @@ async fn e2b_a_client_ranging_everything_in_a_loop_does_not_stall_a_putter() {
         "putter p99 over {RANGES} full ranges: tenure {ours:?} ({our_puts} puts), \
          etcd {theirs:?} ({their_puts} puts)"
     );
-    let bound = (theirs * 2).max(theirs + Duration::from_millis(25));
+    let bound = theirs.max(Duration::from_millis(25));
     assert!(
         ours <= bound,
         "tenure's putter p99 {ours:?} above {bound:?} (etcd's {theirs:?})"
