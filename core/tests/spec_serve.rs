@@ -109,3 +109,63 @@ fn e2_compact_trims_the_watch_history_and_e4_watch_ranges() {
     assert!(w.try_recv().unwrap().is_none());
     assert!(db.durable_revision() >= 6);
 }
+
+/// A large range (no limit, or one above the small-read limit) is read from the file at the
+/// revision pinned under the lock; its answer is the one memory gives (SPEC E2b).
+#[test]
+fn e2b_a_large_read_from_the_file_answers_as_memory_does() {
+    use tenure::etcd::{DeleteRangeRequest, SortOrder, SortTarget};
+    let dir = tempfile::tempdir().unwrap();
+    let file = Tenure::open(dir.path().join("db")).unwrap();
+    let memory = Tenure::in_memory().unwrap();
+    for db in [&file, &memory] {
+        for i in 0..600 {
+            db.execute(&put(&format!("k{i:04}"), "v")).unwrap();
+        }
+        for i in (0..600).step_by(7) {
+            db.execute(&put(&format!("k{i:04}"), "again")).unwrap();
+        }
+        db.execute(&RequestOp::DeleteRange(DeleteRangeRequest {
+            key: "k0100".into(),
+            range_end: "k0150".into(),
+            ..DeleteRangeRequest::default()
+        }))
+        .unwrap();
+    }
+    let all = RangeRequest::new("k", "l");
+    let asks = [
+        all.clone(),
+        RangeRequest {
+            limit: 300,
+            ..all.clone()
+        },
+        RangeRequest {
+            limit: 257,
+            sort_order: SortOrder::Descend,
+            ..all.clone()
+        },
+        RangeRequest {
+            count_only: true,
+            ..all.clone()
+        },
+        RangeRequest {
+            keys_only: true,
+            limit: 1000,
+            ..all.clone()
+        },
+        RangeRequest {
+            min_mod_revision: 601,
+            sort_target: SortTarget::Mod,
+            sort_order: SortOrder::Ascend,
+            ..all.clone()
+        },
+        RangeRequest::new("k0120", "k0400"),
+    ];
+    for r in asks {
+        let op = RequestOp::Range(r);
+        assert!(!op.is_small_read(), "{op:?}");
+        let ours = format!("{:?}", file.execute(&op).unwrap());
+        let memory = format!("{:?}", memory.execute(&op).unwrap());
+        assert_eq!(ours, memory, "{op:?}");
+    }
+}

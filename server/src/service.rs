@@ -80,7 +80,7 @@ impl Kv {
         // A small read of durable state needs no thread hand-off: answer it here. A read that
         // may copy many keys goes to the blocking pool, so it never holds an async worker the
         // other clients' requests need (SPEC E2b).
-        if bounded_read(&op) {
+        if op.is_small_read() {
             match self.0.db.try_execute_read(&op) {
                 Ok(Some(out)) => return done(Ok(out)),
                 Ok(None) => {}
@@ -89,21 +89,6 @@ impl Kv {
         }
         let db = self.0.db.clone();
         blocking(move || done(db.execute(&op))).await
-    }
-}
-
-/// The most key-values a range may ask for and still be read on an async worker.
-const INLINE_RANGE_LIMIT: usize = 256;
-
-/// A read whose answer is bounded: one key, or at most `INLINE_RANGE_LIMIT` key-values (or a
-/// txn of such reads, itself bounded by the op budget).
-fn bounded_read(op: &RequestOp) -> bool {
-    match op {
-        RequestOp::Range(r) => {
-            r.range_end.is_empty() || (1..=INLINE_RANGE_LIMIT).contains(&r.limit)
-        }
-        RequestOp::Txn(t) => t.success.iter().chain(&t.failure).all(bounded_read),
-        RequestOp::Put(_) | RequestOp::DeleteRange(_) => false,
     }
 }
 

@@ -19,6 +19,9 @@ impl Engine {
             if r.revision != 0 {
                 return self.range_request(r);
             }
+            if !op.is_small_read() && self.shared().cfg.persist {
+                return self.large_read(r);
+            }
         }
         if !op.writes() {
             if reads_at_revision(op) {
@@ -60,6 +63,23 @@ impl Engine {
                 .read_durable(|lease_kv| lease_kv.execute_read(&RequestOp::Range(r.clone())))?;
         }
         let response = self.read_past(r)?;
+        Ok(Outcome::Done {
+            revision: current,
+            response: ResponseOp::Range(response),
+        })
+    }
+
+    /// A large range of the present (SPEC E2b): the current revision pinned under the state
+    /// lock, the range read at it from the store with no engine lock held, so writers never
+    /// wait for the copy. History at a retained revision never changes: the answer is the one
+    /// the memory would have given.
+    fn large_read(&self, r: &RangeRequest) -> Result<Outcome> {
+        let current = self.read_durable(|lease_kv| lease_kv.kv.revision)?;
+        let at = RangeRequest {
+            revision: current,
+            ..r.clone()
+        };
+        let response = self.read_past(&at)?;
         Ok(Outcome::Done {
             revision: current,
             response: ResponseOp::Range(response),

@@ -152,6 +152,19 @@ impl RequestOp {
             RequestOp::Txn(t) => t.success.iter().chain(&t.failure).any(RequestOp::writes),
         }
     }
+
+    /// A small read (SPEC E2b): its answer is bounded (one key, or a limit of at most
+    /// [`SMALL_RANGE_LIMIT`](crate::limits::SMALL_RANGE_LIMIT); a txn of such reads, itself
+    /// bounded by the op budget). Cheap enough to answer inline, under the state lock.
+    pub fn is_small_read(&self) -> bool {
+        match self {
+            RequestOp::Range(r) => {
+                r.range_end.is_empty() || (1..=crate::limits::SMALL_RANGE_LIMIT).contains(&r.limit)
+            }
+            RequestOp::Txn(t) => t.success.iter().chain(&t.failure).all(Self::is_small_read),
+            RequestOp::Put(_) | RequestOp::DeleteRange(_) => false,
+        }
+    }
 }
 
 /// Where a [`Tenure::watch_range`](crate::Tenure::watch_range) starts.

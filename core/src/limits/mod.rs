@@ -41,6 +41,10 @@ pub fn instant_after(d: Duration) -> Instant {
     now.checked_add(d).unwrap_or_else(|| now + FAR_FUTURE)
 }
 
+/// The most key-values a range may ask for (its limit) and still count as a small read, one
+/// answered from memory under the state lock (SPEC E2b); larger ones are read from the store.
+pub const SMALL_RANGE_LIMIT: usize = 256;
+
 /// The most operations a txn may hold (etcd's default `--max-txn-ops`), counted as etcd counts
 /// one level (the largest of its compares, success ops and failure ops) and shared down the
 /// nesting: a nested txn's operations come out of the same budget (SPEC E2a).
