@@ -585,6 +585,23 @@ class engine {
         detail::check(tenure_stats_read(h_.get(), &out));
         return out;
     }
+    // The engine's figures in Prometheus' text format (SPEC L16). The C call refuses a buffer
+    // too small (writing nothing), so the buffer grows until the text fits.
+    std::string metrics_prometheus() const {
+        std::string buf(16 * 1024, '\0');
+        for (;;) {
+            std::size_t n = 0;
+            const tenure_result rc =
+                tenure_metrics_prometheus(h_.get(), buf.data(), buf.size(), &n);
+            if (rc == TENURE_ERR_INVALID_ARGUMENT && buf.size() < (std::size_t{1} << 24)) {
+                buf.resize(buf.size() * 2);
+                continue;
+            }
+            detail::check(rc);
+            buf.resize(n);
+            return buf;
+        }
+    }
 
     // Keys.
     std::int64_t put(std::string_view key, std::string_view value,

@@ -154,6 +154,9 @@ void keys_and_values_are_bytes() {
     const tenure_stats st = db.stats();
     CHECK_EQ(st.keys, 1u);
     CHECK_EQ(st.revision, 6);
+    const std::string metrics = db.metrics_prometheus();
+    CHECK(metrics.find("\ntenure_keys 1\n") != std::string::npos);
+    CHECK(metrics.find("\ntenure_revision 6\n") != std::string::npos);
     CHECK_STR(std::string(tenurecpp::version()),
               std::to_string(TENURE_VERSION_MAJOR) + "." + std::to_string(TENURE_VERSION_MINOR) +
                   "." + std::to_string(TENURE_VERSION_PATCH));
