@@ -58,10 +58,17 @@ def test_start_revision_replays_history(db: tenure.Tenure) -> None:
         assert [next(w).kv.value for _ in range(2)] == [b"1", b"2"]
 
 
-def test_start_revision_older_than_the_history_raises_compacted(path: Path) -> None:
+def test_a_watch_replays_the_history_after_reopen_and_below_a_compaction_raises_compacted(
+    path: Path,
+) -> None:
     with tenure.open(path) as db:
         db.put("k", "1")
+        db.put("k", "2")
     with tenure.open(path) as db:
+        with db.watch("k", start_revision=1, timeout=WAIT) as w:
+            events = [next(w), next(w)]
+        assert [(e.kv.value, e.revision) for e in events] == [(b"1", 1), (b"2", 2)]
+        db.compact(2)
         with pytest.raises(tenure.Compacted):
             db.watch("k", start_revision=1)
 
