@@ -586,15 +586,16 @@ class engine {
         return out;
     }
     // The engine's figures in Prometheus' text format (SPEC L16). The C call refuses a buffer
-    // too small (writing nothing), so the buffer grows until the text fits.
+    // too small (writing nothing) and reports the size needed; the text can grow between two
+    // calls, so the buffer grows until the text fits.
     std::string metrics_prometheus() const {
         std::string buf(16 * 1024, '\0');
         for (;;) {
             std::size_t n = 0;
             const tenure_result rc =
                 tenure_metrics_prometheus(h_.get(), buf.data(), buf.size(), &n);
-            if (rc == TENURE_ERR_INVALID_ARGUMENT && buf.size() < (std::size_t{1} << 24)) {
-                buf.resize(buf.size() * 2);
+            if (rc == TENURE_ERR_INVALID_ARGUMENT && n > buf.size() && n < (std::size_t{1} << 24)) {
+                buf.resize(n + 1024);
                 continue;
             }
             detail::check(rc);

@@ -400,7 +400,8 @@ pub unsafe extern "C" fn tenure_stats_read(db: *const tenure, out: *mut Stats) -
 /// lateness, commit and fsync durations and writes per commit) in Prometheus' text format into
 /// `buf`, NUL-terminated, and the text's length (without the NUL) into `*out_n`. The text is
 /// a few KiB; a `buf` of `len` bytes too small for it and its NUL is
-/// `TENURE_ERR_INVALID_ARGUMENT`, whose message names the size needed, and nothing is written.
+/// `TENURE_ERR_INVALID_ARGUMENT`: nothing is written to `buf`, and `*out_n` is set to the size
+/// needed (the text's length plus its NUL), so the caller can allocate that and call again.
 ///
 /// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT`.
 #[no_mangle]
@@ -418,6 +419,7 @@ pub unsafe extern "C" fn tenure_metrics_prometheus(
         }
         let text = db.metrics().to_prometheus();
         if text.len() >= len {
+            out_n.set(text.len() + 1);
             return Err(invalid(format!(
                 "`buf` holds {len} bytes; the text needs {} (with its NUL)",
                 text.len() + 1

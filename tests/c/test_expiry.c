@@ -205,7 +205,8 @@ static void l16_metrics_text_shows_an_expiry_and_its_lateness(void) {
     char small[16];
     size_t n = 12345;
     CHECK_RC(tenure_metrics_prometheus(db, small, sizeof small, &n), TENURE_ERR_INVALID_ARGUMENT);
-    CHECK(n == 12345);
+    CHECK(n > sizeof small); /* the size needed, NUL included */
+    size_t needed = n;
     CHECK(strstr(tenure_last_error_message(), "the text needs") != NULL);
     CHECK_RC(tenure_metrics_prometheus(db, NULL, 0, &n), TENURE_ERR_NULL_POINTER);
     CHECK_RC(tenure_metrics_prometheus(db, small, sizeof small, NULL), TENURE_ERR_NULL_POINTER);
@@ -215,6 +216,7 @@ static void l16_metrics_text_shows_an_expiry_and_its_lateness(void) {
     CHECK(text != NULL);
     CHECK_OK(tenure_metrics_prometheus(db, text, cap, &n));
     CHECK(n == strlen(text));
+    CHECK(n + 1 == needed);
     CHECK(strstr(text, "tenure_leases_expired_total 1\n") != NULL);
     CHECK(strstr(text, "tenure_expiry_lateness_seconds_bucket{le=\"0.25\"} 0\n") != NULL);
     CHECK(strstr(text, "tenure_expiry_lateness_seconds_bucket{le=\"0.5\"} 1\n") != NULL);
