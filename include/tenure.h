@@ -295,6 +295,17 @@ typedef struct tenure_stats {
     uint64_t watchers;
 } tenure_stats;
 
+// Options of `tenure_range_with`. Zero-initialise (`tenure_range_options o = {0};`); a field
+// left 0 takes its default; a NULL options pointer means every default. Fields are only ever
+// appended, so an initialiser keeps its meaning.
+typedef struct tenure_range_options {
+    // At most this many keys (0 = no limit).
+    size_t limit;
+    // Read the keys as they were at this revision (0 = the latest), as etcd answers a read at
+    // a revision: values, revisions, versions and leases of then (SPEC K9).
+    int64_t revision;
+} tenure_range_options;
+
 // A borrowed byte string returned by accessors: `len` bytes at `data`, valid while the object
 // it came from lives. Not NUL-terminated. `{NULL, 0}` stands for "none".
 typedef struct tenure_bytes {
@@ -419,8 +430,8 @@ typedef struct tenure_snapshot_info {
 // The engine is a standby: renewing needs a primary.
 #define TENURE_ERR_NOT_PRIMARY 7
 
-// A watch start revision is older than the retained history, or a watcher fell too far
-// behind and was cancelled.
+// A read or a watch start below the compaction point (`tenure_last_error_compact_revision`
+// tells it), or a watcher fell too far behind and was cancelled.
 #define TENURE_ERR_COMPACTED 8
 
 // The database file is already open, in this process or another one.
@@ -470,6 +481,10 @@ typedef struct tenure_snapshot_info {
 // certificate missing, expired or refused, wrong user name or password); the message names
 // the endpoint and the cause.
 #define TENURE_ERR_UNAUTHENTICATED 22
+
+// A read (or a compaction) at a revision above the current one: etcd's "required revision is
+// a future revision".
+#define TENURE_ERR_FUTURE_REVISION 23
 
 // current == given
 #define TENURE_COMPARE_EQUAL 0
@@ -603,6 +618,13 @@ const char *tenure_result_str(tenure_result code);
 // failing call on the same thread.
 const char *tenure_last_error_message(void);
 
+// When the last failed call on the calling thread failed `TENURE_ERR_COMPACTED` because of a
+// compaction, the compaction revision (etcd's `compact_revision`: the oldest revision still
+// kept, where a read or a watch can resume); else 0 (also for a watcher that fell behind, and
+// for a read over `tenure_connect`, whose etcd error carries no number). Per thread, like the
+// message.
+int64_t tenure_last_error_compact_revision(void);
+
 // The library version, `"MAJOR.MINOR.PATCH"` (see also `TENURE_VERSION_*`). Static; do not
 // free.
 const char *tenure_version(void);
@@ -636,9 +658,10 @@ tenure_result tenure_get(const struct tenure *db,
 // then.
 //
 // Errors: `TENURE_ERR_COMPACTED` (`revision` is below the compaction point: etcd's "required
-// revision has been compacted"), `TENURE_ERR_INVALID_ARGUMENT` (a negative revision, or one
-// above the current: etcd's "required revision is a future revision"),
-// `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`.
+// revision has been compacted"; `tenure_last_error_compact_revision` tells the point),
+// `TENURE_ERR_FUTURE_REVISION` (above the current one: etcd's "required revision is a future
+// revision"), `TENURE_ERR_INVALID_ARGUMENT` (a negative revision), `TENURE_ERR_NULL_POINTER`,
+// `TENURE_ERR_CLOSED`.
 tenure_result tenure_get_at(const struct tenure *db,
                             const uint8_t *key,
                             size_t key_len,
@@ -674,17 +697,17 @@ tenure_result tenure_range(const struct tenure *db,
                            size_t limit,
                            struct tenure_kv_list **out);
 
-// [`tenure_range`] as it was at `revision` (0: the current one): the keys that existed then
-// under `prefix`, with their values, revisions, versions and leases of then, at most `limit`
-// (0 = no limit). `*out` is owned by the caller: free it with `tenure_kv_list_free`.
+// [`tenure_range`] with options: every key starting with `prefix` (empty: every key), in key
+// order, at most `opts->limit` (0 = no limit), as it was at `opts->revision` (0 = the latest).
+// `opts` NULL means every default. `*out` is owned by the caller: free it with
+// `tenure_kv_list_free`.
 //
 // Errors: as `tenure_get_at`.
-tenure_result tenure_range_at(const struct tenure *db,
-                              const uint8_t *prefix,
-                              size_t prefix_len,
-                              size_t limit,
-                              int64_t revision,
-                              struct tenure_kv_list **out);
+tenure_result tenure_range_with(const struct tenure *db,
+                                const uint8_t *prefix,
+                                size_t prefix_len,
+                                const struct tenure_range_options *opts,
+                                struct tenure_kv_list **out);
 
 // The current store revision (0 for a new database).
 //
@@ -692,13 +715,14 @@ tenure_result tenure_range_at(const struct tenure *db,
 tenure_result tenure_revision(const struct tenure *db, int64_t *out);
 
 // etcd's Compact: drops the history below `revision`; `revision` itself stays readable
-// (`tenure_get_at`, `tenure_range_at` and watches from it on are answered).
+// (`tenure_get_at`, `tenure_range_with` and watches from it on are answered). The rows it
+// frees are removed in the background; `physical`: the call returns once they are (etcd's
+// physical compaction), so `tenure_defragment` then returns their space.
 //
 // Errors: `TENURE_ERR_COMPACTED` (`revision` is at or below an earlier compaction),
-// `TENURE_ERR_INVALID_ARGUMENT` (a revision below 1, or above the current one: etcd's
-// "required revision is a future revision"), `TENURE_ERR_STORAGE`, `TENURE_ERR_NULL_POINTER`,
-// `TENURE_ERR_CLOSED`.
-tenure_result tenure_compact(const struct tenure *db, int64_t revision);
+// `TENURE_ERR_FUTURE_REVISION` (above the current one), `TENURE_ERR_INVALID_ARGUMENT` (a
+// revision below 1), `TENURE_ERR_STORAGE`, `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_compact(const struct tenure *db, int64_t revision, bool physical);
 
 // The key (`{NULL, 0}` if `kv` is NULL). Borrowed: valid while `kv` lives.
 struct tenure_bytes tenure_kv_key(const struct tenure_kv *kv);

@@ -53,16 +53,20 @@ inline constexpr milliseconds forever{-1};
 // A failed call: the C result code and the library's message for it.
 class error : public std::runtime_error {
   public:
-    error(tenure_result code, const std::string &message)
+    error(tenure_result code, const std::string &message, std::int64_t compact_revision = 0)
         : std::runtime_error(std::string(tenure_result_str(code)) + ": " + message),
-          code_(code) {}
+          code_(code), compact_revision_(compact_revision) {}
     // The TENURE_ERR_* code.
     tenure_result code() const noexcept { return code_; }
     // The code's name, e.g. "TENURE_ERR_LEASE_NOT_FOUND".
     const char *name() const noexcept { return tenure_result_str(code_); }
+    // TENURE_ERR_COMPACTED by a compaction: its revision, the oldest still kept; else 0
+    // (tenure_last_error_compact_revision).
+    std::int64_t compact_revision() const noexcept { return compact_revision_; }
 
   private:
     tenure_result code_;
+    std::int64_t compact_revision_;
 };
 
 // The library's version, "MAJOR.MINOR.PATCH".
@@ -72,7 +76,8 @@ namespace detail {
 
 // The message is per thread and valid until the next failure: copy it at once.
 inline void check(tenure_result rc) {
-    if (rc != TENURE_OK) throw error(rc, tenure_last_error_message());
+    if (rc != TENURE_OK)
+        throw error(rc, tenure_last_error_message(), tenure_last_error_compact_revision());
 }
 
 inline const std::uint8_t *bytes(std::string_view s) noexcept {
@@ -644,17 +649,27 @@ class engine {
         detail::check(tenure_get_at(h_.get(), detail::bytes(key), key.size(), revision, &raw));
         return detail::take_key_value(raw);
     }
-    // `range` as it was at `revision` (0: the current one).
-    std::vector<key_value> range_at(std::string_view prefix, std::size_t limit,
-                                    std::int64_t revision) const {
+    // `range` with options: a limit and a revision (0: the latest) (tenure_range_with).
+    std::vector<key_value> range(std::string_view prefix, const tenure_range_options &opts) const {
         tenure_kv_list *raw = nullptr;
-        detail::check(tenure_range_at(h_.get(), detail::bytes(prefix), prefix.size(), limit,
-                                      revision, &raw));
+        detail::check(
+            tenure_range_with(h_.get(), detail::bytes(prefix), prefix.size(), &opts, &raw));
         detail::handle<tenure_kv_list, tenure_kv_list_free> list(raw);
         return detail::to_key_values(list.get());
     }
-    // etcd's Compact: drops the history below `revision`, which stays readable.
-    void compact(std::int64_t revision) const { detail::check(tenure_compact(h_.get(), revision)); }
+    // `range` as it was at `revision` (0: the current one).
+    std::vector<key_value> range_at(std::string_view prefix, std::size_t limit,
+                                    std::int64_t revision) const {
+        tenure_range_options opts{};
+        opts.limit = limit;
+        opts.revision = revision;
+        return range(prefix, opts);
+    }
+    // etcd's Compact: drops the history below `revision`, which stays readable; `physical`:
+    // returns once the freed rows are removed from the file.
+    void compact(std::int64_t revision, bool physical = false) const {
+        detail::check(tenure_compact(h_.get(), revision, physical));
+    }
     std::int64_t revision() const {
         std::int64_t out = 0;
         detail::check(tenure_revision(h_.get(), &out));

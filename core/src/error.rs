@@ -31,14 +31,28 @@ pub enum Error {
     /// The engine is a standby; only a primary renews and expires leases.
     #[error("this engine is not the primary")]
     NotPrimary,
-    /// The requested revision is no longer in the retained watch history, or a watcher fell too
-    /// far behind and was cancelled; `revision` is where it can resume.
+    /// The requested revision is no longer in the retained history (below the last
+    /// compaction), or a watcher fell too far behind and was cancelled; `revision` is where it
+    /// can resume.
     #[error("revision {revision} is compacted: {reason}")]
     Compacted {
-        /// The first revision that could not be delivered.
+        /// The first revision that could not be delivered (or read).
         revision: i64,
+        /// etcd's `compact_revision`: the compaction point, the oldest revision still kept
+        /// (reads and watches from it on are answered). 0 when the error does not say (a
+        /// watcher that fell behind; a read over `connect`, whose etcd error carries no number).
+        compact_revision: i64,
         /// Why: history too short, or the watcher fell behind.
         reason: String,
+    },
+    /// A read (or a compaction) at a revision above the current one: etcd's "required
+    /// revision is a future revision".
+    #[error("{}", future_revision(*.requested, *.current))]
+    FutureRevision {
+        /// The revision asked for (0 when the server's error did not say).
+        requested: i64,
+        /// The current revision then (0 when the server's error did not say).
+        current: i64,
     },
     /// The database file is held by another engine, in this process or another one.
     #[error("database {} is already open", .0.display())]
@@ -170,11 +184,13 @@ pub enum ErrorCode {
     PermissionDenied = 21,
     /// [`Error::Unauthenticated`].
     Unauthenticated = 22,
+    /// [`Error::FutureRevision`].
+    FutureRevision = 23,
 }
 
 impl ErrorCode {
     /// Every code, in numeric order (`ALL[n] as i32 == n`): how a number maps back to its code.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::Ok,
         ErrorCode::InvalidArgument,
         ErrorCode::NullPointer,
@@ -198,6 +214,7 @@ impl ErrorCode {
         ErrorCode::Unavailable,
         ErrorCode::PermissionDenied,
         ErrorCode::Unauthenticated,
+        ErrorCode::FutureRevision,
     ];
 
     /// The upper-case name used by the C header, e.g. `"TENURE_ERR_LEASE_NOT_FOUND"`.
@@ -226,6 +243,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "TENURE_ERR_UNAVAILABLE",
             ErrorCode::PermissionDenied => "TENURE_ERR_PERMISSION_DENIED",
             ErrorCode::Unauthenticated => "TENURE_ERR_UNAUTHENTICATED",
+            ErrorCode::FutureRevision => "TENURE_ERR_FUTURE_REVISION",
         }
     }
 }
@@ -254,6 +272,7 @@ impl Error {
             Error::Unavailable(_) => ErrorCode::Unavailable,
             Error::PermissionDenied(_) => ErrorCode::PermissionDenied,
             Error::Unauthenticated(_) => ErrorCode::Unauthenticated,
+            Error::FutureRevision { .. } => ErrorCode::FutureRevision,
         }
     }
 
@@ -293,6 +312,16 @@ impl Error {
             what: what.into(),
             after,
         }
+    }
+}
+
+/// The message of [`Error::FutureRevision`]: etcd's words, with the numbers when known.
+fn future_revision(requested: i64, current: i64) -> String {
+    const ETCD: &str = "required revision is a future revision";
+    match (requested, current) {
+        (0, _) => ETCD.to_owned(),
+        (r, 0) => format!("{ETCD}: revision {r}"),
+        (r, c) => format!("{ETCD}: revision {r}, the current one is {c}"),
     }
 }
 

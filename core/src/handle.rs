@@ -396,9 +396,9 @@ impl Tenure {
 
     /// The key as it was at `revision` (0: the current one), as etcd answers a read at a
     /// revision: its value, create and mod revisions, version and lease then, or `None` if it
-    /// did not exist then (SPEC K9). `Compacted` below the compaction point; a revision above
-    /// the current one is `InvalidArgument` with etcd's "required revision is a future
-    /// revision".
+    /// did not exist then (SPEC K9). `Compacted` below the compaction point (with its
+    /// `compact_revision`); a revision above the current one is `FutureRevision` (etcd's
+    /// "required revision is a future revision").
     pub fn get_at(&self, key: impl AsRef<[u8]>, revision: i64) -> Result<Option<KeyValue>> {
         match self.backend() {
             Backend::Engine(e) => e.get_at(key.as_ref(), revision),
@@ -502,14 +502,33 @@ impl Tenure {
         self.engine("hash_kv")?.hash_kv(revision)
     }
 
-    /// etcd's Compact: drops the history below `revision` (`revision` itself stays readable).
-    /// `Ok(Err(..))` for a revision above the current one or at or below an earlier
-    /// compaction. Over `connect` it is the server's Compact.
+    /// etcd's Compact: drops the history below `revision` (`revision` itself stays readable);
+    /// the rows it frees are removed in the background (SPEC K10). `Ok(Err(..))` for a
+    /// revision above the current one or at or below an earlier compaction. Over `connect` it
+    /// is the server's Compact.
     pub fn compact(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
         match self.backend() {
             Backend::Engine(e) => e.compact(revision),
             #[cfg(feature = "remote")]
-            Backend::Etcd(r) => r.compact(revision),
+            Backend::Etcd(r) => r.compact(revision, false),
+        }
+    }
+
+    /// [`compact`](Tenure::compact) that returns once the rows it frees are removed from the
+    /// file (etcd's Compact with `physical`; [`wait_compacted`](Tenure::wait_compacted) after
+    /// it), so a `defragment` then returns their space (SPEC K10). Over `connect` it is the
+    /// server's physical Compact.
+    pub fn compact_physical(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
+        match self.backend() {
+            Backend::Engine(e) => {
+                let done = e.compact(revision)?;
+                if done.is_ok() {
+                    e.wait_compacted()?;
+                }
+                Ok(done)
+            }
+            #[cfg(feature = "remote")]
+            Backend::Etcd(r) => r.compact(revision, true),
         }
     }
 
@@ -551,6 +570,28 @@ impl Tenure {
     /// `Storage` naming the file when it cannot be read.
     pub fn read_file(path: impl AsRef<Path>) -> Result<FileContents> {
         Engine::read_file(path)
+    }
+
+    /// The keys of `[key, range_end)` (etcd's conventions for `range_end`: empty for `key`
+    /// alone) as they were at `revision` (0: the file's current one) in the database file at
+    /// `path`, read in place as [`read_file`](Tenure::read_file) reads, without opening an
+    /// engine (SPEC E10, K9: `tenure get FILE KEY --rev N`): under the file's lock for the whole
+    /// read, so `AlreadyOpen` while an engine has it open (and an engine opening it during the
+    /// read gets `AlreadyOpen`); the log's records replayed in memory; nothing written.
+    /// `Compacted` below the file's compaction, `FutureRevision` above its revision.
+    pub fn read_file_range_at(
+        path: impl AsRef<Path>,
+        key: impl AsRef<[u8]>,
+        range_end: impl AsRef<[u8]>,
+        revision: i64,
+    ) -> Result<Vec<KeyValue>> {
+        if revision < 0 {
+            return Err(Error::invalid(format!(
+                "revision {revision} is negative (0: the current one)"
+            )));
+        }
+        let range = crate::kv::range::KeyRange::new(key.as_ref(), range_end.as_ref());
+        crate::store::range_at_in_place(path.as_ref(), &range, revision)
     }
 
     /// Copies the database file at `path` (one no engine has open) to `dest` as a snapshot

@@ -1029,10 +1029,7 @@ mod history {
             let l = history_of(&db);
             assert_history(&db, l, 1);
             let future = db.get_at("a", 6).unwrap_err();
-            assert_eq!(
-                future.to_string(),
-                "invalid argument: etcdserver: mvcc: required revision is a future revision"
-            );
+            assert_eq!(future.code(), ErrorCode::FutureRevision);
             db.close().unwrap();
             let db = open_file(&path);
             assert_history(&db, l, 1);
@@ -1161,8 +1158,13 @@ mod history {
             assert_eq!(db.compacted_revision().unwrap(), 3);
             assert_history(&db, l, 3);
             match db.get_at("a", 2).unwrap_err() {
-                Error::Compacted { revision, reason } => {
-                    assert_eq!(revision, 3, "where reads can resume");
+                Error::Compacted {
+                    revision,
+                    compact_revision,
+                    reason,
+                } => {
+                    assert_eq!(revision, 2, "the revision asked for");
+                    assert_eq!(compact_revision, 3, "where reads can resume");
                     assert_eq!(
                         reason,
                         "etcdserver: mvcc: required revision has been compacted"
@@ -1175,6 +1177,121 @@ mod history {
             assert_eq!(db.compacted_revision().unwrap(), 3);
             assert_history(&db, l, 3);
             assert_eq!(db.get_at("b", 2).unwrap_err().code(), ErrorCode::Compacted);
+            db.close().unwrap();
+        }
+
+        #[test]
+        fn k13_a_future_revision_is_its_own_error_naming_both_revisions() {
+            let dir = tempfile::tempdir().unwrap();
+            let db = open_file(&dir.path().join("k13.db"));
+            history_of(&db);
+            for e in [
+                db.get_at("a", 6).unwrap_err(),
+                db.range_at("", None, 7).unwrap_err(),
+            ] {
+                assert_eq!(e.code(), ErrorCode::FutureRevision);
+                assert_eq!(ErrorCode::FutureRevision as i32, 23);
+                assert!(
+                    e.to_string()
+                        .starts_with("required revision is a future revision: revision "),
+                    "{e}"
+                );
+            }
+            match db.get_at("a", 6).unwrap_err() {
+                Error::FutureRevision { requested, current } => {
+                    assert_eq!((requested, current), (6, 5));
+                }
+                other => panic!("{other:?}"),
+            }
+            // The current revision itself is not in the future.
+            assert_eq!(db.get_at("a", 5).unwrap().unwrap().value, b"3");
+        }
+
+        #[test]
+        fn k13_compacted_carries_the_compaction_revision_for_reads_and_watches() {
+            let dir = tempfile::tempdir().unwrap();
+            let db = open_file(&dir.path().join("k13c.db"));
+            history_of(&db);
+            db.compact(4).unwrap().unwrap();
+            let read = db.range_at("", None, 2).unwrap_err();
+            assert!(
+                matches!(
+                    read,
+                    Error::Compacted {
+                        revision: 2,
+                        compact_revision: 4,
+                        ..
+                    }
+                ),
+                "{read:?}"
+            );
+            let watch = db
+                .watch(
+                    "a",
+                    tenure::WatchOptions {
+                        start_revision: Some(3),
+                        ..Default::default()
+                    },
+                )
+                .unwrap_err();
+            assert!(
+                matches!(
+                    watch,
+                    Error::Compacted {
+                        revision: 3,
+                        compact_revision: 4,
+                        ..
+                    }
+                ),
+                "{watch:?}"
+            );
+            // In memory only the present is kept: it is the compaction point.
+            let mem = Tenure::in_memory().unwrap();
+            history_of(&mem);
+            assert!(matches!(
+                mem.get_at("a", 3).unwrap_err(),
+                Error::Compacted {
+                    revision: 3,
+                    compact_revision: 5,
+                    ..
+                }
+            ));
+        }
+
+        #[test]
+        fn k14_physical_compaction_returns_once_the_rows_are_removed() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("k14.db");
+            let db = open_file(&path);
+            for i in 0..2000 {
+                db.put(format!("k{}", i % 10), vec![b'x'; 512], None)
+                    .unwrap();
+            }
+            let current = db.revision().unwrap();
+            let before = db.storage_size().unwrap();
+            assert_eq!(db.compact_physical(current).unwrap(), Ok(current));
+            assert_eq!(db.compacted_revision().unwrap(), current);
+            // Nothing was left for the background: the rows are gone when it returns.
+            let compacted = db.storage_size().unwrap();
+            assert!(
+                compacted.in_use_bytes < before.in_use_bytes / 2,
+                "{before:?} → {compacted:?}"
+            );
+            let after = db.defragment().unwrap();
+            assert!(
+                after.file_bytes < before.file_bytes / 2,
+                "{before:?} → {after:?}"
+            );
+            assert_eq!(db.range("", None).unwrap().len(), 10);
+            // Refusals as compact's, and nothing waited for.
+            assert_eq!(
+                db.compact_physical(current).unwrap(),
+                Err(tenure::etcd::Refusal::Compacted)
+            );
+            assert_eq!(
+                db.compact_physical(current + 1).unwrap(),
+                Err(tenure::etcd::Refusal::FutureRevision)
+            );
             db.close().unwrap();
         }
 

@@ -338,7 +338,9 @@ mod embedded_only {
         }
         let err = slow.recv_timeout(WAIT).unwrap_err();
         let resume = match &err {
-            Error::Compacted { revision, reason } => {
+            Error::Compacted {
+                revision, reason, ..
+            } => {
                 assert!(reason.contains("behind"), "{reason}");
                 *revision
             }

@@ -136,7 +136,9 @@ fn k6_a_watchers_queue_is_bounded_in_bytes() {
         "{got} events of 1 KiB queued"
     );
     match err {
-        Error::Compacted { revision, reason } => {
+        Error::Compacted {
+            revision, reason, ..
+        } => {
             assert_eq!(revision, revs[got], "resumes at the first event it lost");
             assert!(reason.contains(&format!("{BOUND} bytes")), "{reason}");
         }

@@ -8,7 +8,8 @@ use tenure_core::Credentials;
 use tenure_core::{Builder, Clock, Durability, Error, ManualClock, Recovery, Stats, Tenure};
 
 use crate::error::{
-    c_name_of, guard, invalid, last_error_ptr, null, set_last_error, shield, tenure_result, Res,
+    c_name_of, guard, invalid, last_compact_revision, last_error_ptr, null, set_last_error, shield,
+    tenure_result, Res,
 };
 #[cfg(feature = "remote")]
 use crate::util::text;
@@ -325,13 +326,13 @@ unsafe fn connect(url: &str, opts: &tenure_connect_options) -> Res<Tenure> {
 /// Nothing is dereferenced; `unsafe` only to match the remote build's signature.
 #[cfg(not(feature = "remote"))]
 unsafe fn connect(url: &str, _opts: &tenure_connect_options) -> Res<Tenure> {
-    Err(crate::error::Failure {
-        code: crate::error::TENURE_ERR_UNSUPPORTED,
-        message: format!(
+    Err(crate::error::Failure::new(
+        crate::error::TENURE_ERR_UNSUPPORTED,
+        format!(
             "cannot connect to {url}: this libtenure was built without the network client \
              (REMOTE=0, cargo feature `remote` off); use a full build for tenure_connect"
         ),
-    })
+    ))
 }
 
 /// A second handle to the same engine, for another owner or thread. Every handle is released
@@ -506,6 +507,16 @@ pub extern "C" fn tenure_result_str(code: tenure_result) -> *const c_char {
 #[no_mangle]
 pub extern "C" fn tenure_last_error_message() -> *const c_char {
     last_error_ptr()
+}
+
+/// When the last failed call on the calling thread failed `TENURE_ERR_COMPACTED` because of a
+/// compaction, the compaction revision (etcd's `compact_revision`: the oldest revision still
+/// kept, where a read or a watch can resume); else 0 (also for a watcher that fell behind, and
+/// for a read over `tenure_connect`, whose etcd error carries no number). Per thread, like the
+/// message.
+#[no_mangle]
+pub extern "C" fn tenure_last_error_compact_revision() -> i64 {
+    last_compact_revision()
 }
 
 /// The library version, `"MAJOR.MINOR.PATCH"` (see also `TENURE_VERSION_*`). Static; do not

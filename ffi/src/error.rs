@@ -2,7 +2,7 @@
 //! runs its body in.
 
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -32,8 +32,8 @@ pub const TENURE_ERR_LEASE_EXPIRED: tenure_result = 5;
 pub const TENURE_ERR_LEASE_TTL_TOO_LARGE: tenure_result = 6;
 /// The engine is a standby: renewing needs a primary.
 pub const TENURE_ERR_NOT_PRIMARY: tenure_result = 7;
-/// A watch start revision is older than the retained history, or a watcher fell too far
-/// behind and was cancelled.
+/// A read or a watch start below the compaction point (`tenure_last_error_compact_revision`
+/// tells it), or a watcher fell too far behind and was cancelled.
 pub const TENURE_ERR_COMPACTED: tenure_result = 8;
 /// The database file is already open, in this process or another one.
 pub const TENURE_ERR_ALREADY_OPEN: tenure_result = 9;
@@ -69,9 +69,12 @@ pub const TENURE_ERR_PERMISSION_DENIED: tenure_result = 21;
 /// certificate missing, expired or refused, wrong user name or password); the message names
 /// the endpoint and the cause.
 pub const TENURE_ERR_UNAUTHENTICATED: tenure_result = 22;
+/// A read (or a compaction) at a revision above the current one: etcd's "required revision is
+/// a future revision".
+pub const TENURE_ERR_FUTURE_REVISION: tenure_result = 23;
 
 /// Every code, in order; `ErrorCode` is non-exhaustive, so this list is what maps numbers back.
-pub(crate) const CODES: [ErrorCode; 23] = ErrorCode::ALL;
+pub(crate) const CODES: [ErrorCode; 24] = ErrorCode::ALL;
 
 /// The static, NUL-terminated name of a code (`ErrorCode::name`, e.g.
 /// `"TENURE_ERR_LEASE_NOT_FOUND"`), or `"TENURE_ERR_UNKNOWN"` for a number that is not a code.
@@ -91,49 +94,76 @@ pub(crate) fn c_name_of(code: tenure_result) -> *const c_char {
     }
 }
 
-/// Why a call failed: a code and the message `tenure_last_error_message` will show.
+/// Why a call failed: a code, the message `tenure_last_error_message` will show and the
+/// compaction revision `tenure_last_error_compact_revision` will (0: none).
 #[derive(Debug)]
 pub(crate) struct Failure {
     pub(crate) code: tenure_result,
     pub(crate) message: String,
+    pub(crate) compact_revision: i64,
+}
+
+impl Failure {
+    /// A failure with `code` and `message` and no compaction revision.
+    pub(crate) fn new(code: tenure_result, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+            compact_revision: 0,
+        }
+    }
 }
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
+        let compact_revision = match &e {
+            Error::Compacted {
+                compact_revision, ..
+            } => *compact_revision,
+            _ => 0,
+        };
         Failure {
             code: e.code() as i32,
             message: e.to_string(),
+            compact_revision,
         }
     }
 }
 
 /// `TENURE_ERR_NULL_POINTER` naming the argument.
 pub(crate) fn null(arg: &str) -> Failure {
-    Failure {
-        code: TENURE_ERR_NULL_POINTER,
-        message: format!("argument `{arg}` is NULL"),
-    }
+    Failure::new(TENURE_ERR_NULL_POINTER, format!("argument `{arg}` is NULL"))
 }
 
 /// `TENURE_ERR_INVALID_ARGUMENT` with a message.
 pub(crate) fn invalid(message: impl Into<String>) -> Failure {
-    Failure {
-        code: TENURE_ERR_INVALID_ARGUMENT,
-        message: message.into(),
-    }
+    Failure::new(TENURE_ERR_INVALID_ARGUMENT, message)
 }
 
 pub(crate) type Res<T = ()> = Result<T, Failure>;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    static LAST_COMPACT_REVISION: Cell<i64> = const { Cell::new(0) };
 }
 
-/// Stores the calling thread's last error message (interior NULs are shown as `\0`).
+/// Stores the calling thread's last error message (interior NULs are shown as `\0`); its
+/// compaction revision is 0.
 pub(crate) fn set_last_error(message: &str) {
+    set_last_failure(message, 0);
+}
+
+/// Stores the calling thread's last error message and compaction revision.
+fn set_last_failure(message: &str, compact_revision: i64) {
     let c = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
     // Ignore a thread that is being torn down.
     let _ = LAST_ERROR.try_with(|slot| *slot.borrow_mut() = c);
+    let _ = LAST_COMPACT_REVISION.try_with(|slot| slot.set(compact_revision));
+}
+
+/// The compaction revision of the calling thread's last failure (0: none).
+pub(crate) fn last_compact_revision() -> i64 {
+    LAST_COMPACT_REVISION.try_with(Cell::get).unwrap_or(0)
 }
 
 /// The calling thread's last error message; valid until its next failing call.
@@ -160,7 +190,7 @@ pub(crate) fn guard(func: &str, body: impl FnOnce() -> Res) -> tenure_result {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => TENURE_OK,
         Ok(Err(f)) => {
-            set_last_error(&format!("{func}: {}", f.message));
+            set_last_failure(&format!("{func}: {}", f.message), f.compact_revision);
             f.code
         }
         Err(payload) => {
@@ -220,6 +250,7 @@ mod tests {
             TENURE_ERR_UNAVAILABLE,
             TENURE_ERR_PERMISSION_DENIED,
             TENURE_ERR_UNAUTHENTICATED,
+            TENURE_ERR_FUTURE_REVISION,
         ];
         for (c, code) in consts.iter().zip(CODES) {
             assert_eq!(*c, code as i32, "{}", code.name());
@@ -232,7 +263,7 @@ mod tests {
             let s = unsafe { CStr::from_ptr(c_name_of(code as i32)) };
             assert_eq!(s.to_str().unwrap(), code.name());
         }
-        for bad in [23, -1, i32::MAX, i32::MIN] {
+        for bad in [24, -1, i32::MAX, i32::MIN] {
             let s = unsafe { CStr::from_ptr(c_name_of(bad)) };
             assert_eq!(s.to_str().unwrap(), "TENURE_ERR_UNKNOWN");
         }
@@ -268,6 +299,20 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(last(), "tenure_here: mine");
+    }
+
+    #[test]
+    fn a_compacted_failure_leaves_its_compaction_revision_until_the_next_failure() {
+        let compacted = Error::Compacted {
+            revision: 2,
+            compact_revision: 4,
+            reason: "test".into(),
+        };
+        let rc = guard("tenure_test", || Err(compacted.into()));
+        assert_eq!(rc, TENURE_ERR_COMPACTED);
+        assert_eq!(last_compact_revision(), 4);
+        let _ = guard("tenure_test", || Err(invalid("other")));
+        assert_eq!(last_compact_revision(), 0);
     }
 
     #[test]

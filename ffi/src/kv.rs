@@ -1,7 +1,7 @@
-//! TTL keys: put, get, delete, range (now or as at a past revision), revision, and the
+//! TTL keys: put, get, delete, range (now or as at a past revision), revision, compact, and the
 //! key-value objects they return.
 
-use tenure_core::etcd::errors::EtcdError;
+use tenure_core::etcd::errors::refused_at;
 use tenure_core::{KeyValue, LeaseId};
 
 use crate::engine::{engine, tenure};
@@ -123,9 +123,10 @@ pub unsafe extern "C" fn tenure_get(
 /// then.
 ///
 /// Errors: `TENURE_ERR_COMPACTED` (`revision` is below the compaction point: etcd's "required
-/// revision has been compacted"), `TENURE_ERR_INVALID_ARGUMENT` (a negative revision, or one
-/// above the current: etcd's "required revision is a future revision"),
-/// `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`.
+/// revision has been compacted"; `tenure_last_error_compact_revision` tells the point),
+/// `TENURE_ERR_FUTURE_REVISION` (above the current one: etcd's "required revision is a future
+/// revision"), `TENURE_ERR_INVALID_ARGUMENT` (a negative revision), `TENURE_ERR_NULL_POINTER`,
+/// `TENURE_ERR_CLOSED`.
 #[no_mangle]
 pub unsafe extern "C" fn tenure_get_at(
     db: *const tenure,
@@ -232,35 +233,55 @@ pub unsafe extern "C" fn tenure_range(
     })
 }
 
-/// [`tenure_range`] as it was at `revision` (0: the current one): the keys that existed then
-/// under `prefix`, with their values, revisions, versions and leases of then, at most `limit`
-/// (0 = no limit). `*out` is owned by the caller: free it with `tenure_kv_list_free`.
+/// Options of `tenure_range_with`. Zero-initialise (`tenure_range_options o = {0};`); a field
+/// left 0 takes its default; a NULL options pointer means every default. Fields are only ever
+/// appended, so an initialiser keeps its meaning.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct tenure_range_options {
+    /// At most this many keys (0 = no limit).
+    pub limit: usize,
+    /// Read the keys as they were at this revision (0 = the latest), as etcd answers a read at
+    /// a revision: values, revisions, versions and leases of then (SPEC K9).
+    pub revision: i64,
+}
+
+/// [`tenure_range`] with options: every key starting with `prefix` (empty: every key), in key
+/// order, at most `opts->limit` (0 = no limit), as it was at `opts->revision` (0 = the latest).
+/// `opts` NULL means every default. `*out` is owned by the caller: free it with
+/// `tenure_kv_list_free`.
 ///
 /// Errors: as `tenure_get_at`.
 #[no_mangle]
-pub unsafe extern "C" fn tenure_range_at(
+pub unsafe extern "C" fn tenure_range_with(
     db: *const tenure,
     prefix: *const u8,
     prefix_len: usize,
-    limit: usize,
-    revision: i64,
+    opts: *const tenure_range_options,
     out: *mut *mut tenure_kv_list,
 ) -> tenure_result {
-    guard("tenure_range_at", || {
-        // SAFETY: the caller promises a live handle, readable bytes and a writable pointer.
-        let (db, prefix, out) = unsafe {
+    guard("tenure_range_with", || {
+        // SAFETY: the caller promises a live handle, readable bytes, NULL or live options and a
+        // writable pointer.
+        let (db, prefix, opts, out) = unsafe {
             (
                 engine(db)?,
                 bytes(prefix, prefix_len, "prefix")?,
+                opts.as_ref().copied().unwrap_or_default(),
                 Out::new(out, "out")?,
             )
         };
-        if revision < 0 {
+        if opts.revision < 0 {
             return Err(invalid(format!(
-                "revision {revision} is negative (0: the current one)"
+                "revision {} is negative (0: the latest)",
+                opts.revision
             )));
         }
-        let kvs = db.range_at(prefix, (limit != 0).then_some(limit), revision)?;
+        let limit = (opts.limit != 0).then_some(opts.limit);
+        let kvs = match opts.revision {
+            0 => db.range(prefix, limit)?,
+            rev => db.range_at(prefix, limit, rev)?,
+        };
         out.set(boxed(tenure_kv_list::new(kvs)));
         Ok(())
     })
@@ -280,14 +301,19 @@ pub unsafe extern "C" fn tenure_revision(db: *const tenure, out: *mut i64) -> te
 }
 
 /// etcd's Compact: drops the history below `revision`; `revision` itself stays readable
-/// (`tenure_get_at`, `tenure_range_at` and watches from it on are answered).
+/// (`tenure_get_at`, `tenure_range_with` and watches from it on are answered). The rows it
+/// frees are removed in the background; `physical`: the call returns once they are (etcd's
+/// physical compaction), so `tenure_defragment` then returns their space.
 ///
 /// Errors: `TENURE_ERR_COMPACTED` (`revision` is at or below an earlier compaction),
-/// `TENURE_ERR_INVALID_ARGUMENT` (a revision below 1, or above the current one: etcd's
-/// "required revision is a future revision"), `TENURE_ERR_STORAGE`, `TENURE_ERR_NULL_POINTER`,
-/// `TENURE_ERR_CLOSED`.
+/// `TENURE_ERR_FUTURE_REVISION` (above the current one), `TENURE_ERR_INVALID_ARGUMENT` (a
+/// revision below 1), `TENURE_ERR_STORAGE`, `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`.
 #[no_mangle]
-pub unsafe extern "C" fn tenure_compact(db: *const tenure, revision: i64) -> tenure_result {
+pub unsafe extern "C" fn tenure_compact(
+    db: *const tenure,
+    revision: i64,
+    physical: bool,
+) -> tenure_result {
     guard("tenure_compact", || {
         // SAFETY: the caller promises a live handle.
         let db = unsafe { engine(db)? };
@@ -296,9 +322,17 @@ pub unsafe extern "C" fn tenure_compact(db: *const tenure, revision: i64) -> ten
                 "compaction revision {revision} is below 1"
             )));
         }
-        match db.compact(revision)? {
+        let done = match physical {
+            true => db.compact_physical(revision)?,
+            false => db.compact(revision)?,
+        };
+        match done {
             Ok(_) => Ok(()),
-            Err(refusal) => Err(EtcdError::of_refusal(refusal).error(None).into()),
+            Err(refusal) => {
+                let current = db.revision().unwrap_or(0);
+                let compacted = db.compacted_revision().unwrap_or(0);
+                Err(refused_at(refusal, revision, current, compacted).into())
+            }
         }
     })
 }

@@ -60,10 +60,7 @@ pub unsafe extern "C" fn tenure_lease_grant(
             db.grant_with_id(id, ttl)
         };
         let lease = granted.map_err(|e| match e {
-            Error::LeaseTtlTooLarge(_) => Failure {
-                code: e.code() as i32,
-                message: refused(),
-            },
+            Error::LeaseTtlTooLarge(_) => Failure::new(e.code() as i32, refused()),
             e => e.into(),
         })?;
         out.set(lease.get());

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use tenure::etcd::errors::EtcdError;
+use tenure::etcd::errors::refused_at;
 use tenure::{Builder, Credentials, Durability, LeaseId, Recovery, Tenure, Txn, WatchOptions};
 
 use crate::clock::PyManualClock;
@@ -12,7 +12,7 @@ use crate::convert::{
     bytes_arg, keys_arg, limit_arg, opt_int_arg, opt_secs_arg, revision_arg, seconds, secs_arg,
     timeout, ttl,
 };
-use crate::errors::{blocking, invalid, to_py};
+use crate::errors::{blocking, invalid};
 use crate::handle::PyTenure;
 use crate::iter::{PyExpiredIter, PyWatcher};
 use crate::lease::PyLease;
@@ -335,8 +335,9 @@ impl PyTenure {
 
     /// The key's value and revisions, or `None`. With `revision`, the key as it was at that
     /// revision (value, revisions, version and lease of then), as etcd answers a read at a
-    /// revision: `tenure.Compacted` below the compaction point, `tenure.InvalidArgument`
-    /// (etcd's "required revision is a future revision") above the current one.
+    /// revision: `tenure.Compacted` below the compaction point (its `compact_revision` tells
+    /// the point), `tenure.FutureRevision` (etcd's "required revision is a future revision")
+    /// above the current one.
     #[pyo3(signature = (key, revision=None))]
     fn get(
         &self,
@@ -376,20 +377,30 @@ impl PyTenure {
     }
 
     /// etcd's Compact: drops the history below `revision`; `revision` itself stays readable.
-    /// Raises `tenure.Compacted` at or below an earlier compaction, `tenure.InvalidArgument`
-    /// below 1 or above the current revision. Writes: `tenure.StorageError` if the file cannot
-    /// be written, `tenure.Closed` after close.
-    fn compact(&self, py: Python<'_>, revision: i64) -> PyResult<()> {
+    /// The rows it frees are removed in the background; `physical=True` returns once they are
+    /// (etcd's physical compaction). Raises `tenure.Compacted` at or below an earlier
+    /// compaction, `tenure.FutureRevision` above the current revision, `tenure.InvalidArgument`
+    /// below 1. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed`
+    /// after close.
+    #[pyo3(signature = (revision, physical=false))]
+    fn compact(&self, py: Python<'_>, revision: i64, physical: bool) -> PyResult<()> {
         if revision < 1 {
             return Err(invalid(format!(
                 "compaction revision {revision} is below 1"
             )));
         }
         let e = self.engine()?;
-        match blocking(py, || e.compact(revision))? {
-            Ok(_) => Ok(()),
-            Err(refusal) => Err(to_py(py, EtcdError::of_refusal(refusal).error(None))),
-        }
+        blocking(py, || {
+            let done = match physical {
+                true => e.compact_physical(revision)?,
+                false => e.compact(revision)?,
+            };
+            done.map(|_| ()).map_err(|refusal| {
+                let current = e.revision().unwrap_or(0);
+                let compacted = e.compacted_revision().unwrap_or(0);
+                refused_at(refusal, revision, current, compacted)
+            })
+        })
     }
 
     /// Deletes a key; returns whether it existed. Writes: `tenure.StorageError` if the file cannot be written, `tenure.Closed` after close.

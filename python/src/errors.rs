@@ -59,7 +59,29 @@ pub(crate) fn to_py(py: Python<'_>, err: Error) -> PyErr {
             Err(e) => e,
         };
     }
-    raise(py, err.code() as i32, err.to_string())
+    let exc = raise(py, err.code() as i32, err.to_string());
+    // The numbers an error carries, as attributes (`Compacted.compact_revision`, etcd's).
+    let attrs: &[(&str, i64)] = match &err {
+        Error::Compacted {
+            revision,
+            compact_revision,
+            ..
+        } => &[
+            ("revision", *revision),
+            ("compact_revision", *compact_revision),
+        ],
+        Error::FutureRevision { requested, current } => {
+            &[("revision", *requested), ("current_revision", *current)]
+        }
+        _ => &[],
+    };
+    let value = exc.value(py);
+    for (name, n) in attrs {
+        if let Err(e) = value.setattr(*name, *n) {
+            return e;
+        }
+    }
+    exc
 }
 
 /// `to_py` for places that have no `Python` token at hand (`map_err(err)`).

@@ -30,7 +30,12 @@ fn _raise_for_test(py: Python<'_>, variant: &str) -> PyResult<()> {
         "NotPrimary" => Error::NotPrimary,
         "Compacted" => Error::Compacted {
             revision: 1,
+            compact_revision: 2,
             reason: "test".into(),
+        },
+        "FutureRevision" => Error::FutureRevision {
+            requested: 9,
+            current: 4,
         },
         "AlreadyOpen" => Error::AlreadyOpen(PathBuf::from("test.tenure")),
         "Corrupt" => Error::Corrupt {

@@ -52,9 +52,17 @@ class NotPrimary(TenureError):
 
 
 class Compacted(TenureError):
-    """The revision is no longer in the watch history, or the watcher fell too far behind."""
+    """The revision is below the compaction point (a read or a watch start), or the watcher
+    fell too far behind.
+
+    ``compact_revision`` is etcd's: the compaction point, the oldest revision still kept (reads
+    and watches from it on are answered); 0 when the error does not say (a watcher that fell
+    behind, a read over ``connect``, whose etcd error carries no number). ``revision`` is the
+    first revision that could not be read or delivered."""
 
     code = 8
+    revision: int = 0
+    compact_revision: int = 0
 
 
 class AlreadyOpen(TenureError):
@@ -144,6 +152,16 @@ class Unauthenticated(TenureError):
     The message names the endpoint and the cause."""
 
     code = 22
+
+
+class FutureRevision(TenureError):
+    """A read (or a compaction) at a revision above the current one: etcd's "required revision
+    is a future revision". ``revision`` is the one asked for, ``current_revision`` the current
+    one then (0 when the server's error did not say)."""
+
+    code = 23
+    revision: int = 0
+    current_revision: int = 0
 
 
 # Every class above, once: the error table (the package lists them for export).

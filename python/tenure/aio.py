@@ -436,9 +436,9 @@ class Tenure:
 
     async def get(self, key: _Key, revision: int | None = None) -> KeyValue | None:
         """The key's ``KeyValue``, or ``None``; with ``revision``, the key as it was at that
-        revision. Raises ``tenure.Compacted`` below the compaction point and
-        ``tenure.InvalidArgument`` ("required revision is a future revision") above the
-        current revision."""
+        revision. Raises ``tenure.Compacted`` below the compaction point (its
+        ``compact_revision`` tells the point) and ``tenure.FutureRevision`` ("required revision
+        is a future revision") above the current revision."""
         call = lambda: self.sync.get(key, revision)  # noqa: E731
         # A read of the past may go to the file: off the event loop.
         return await (self._read(call) if revision is None else _run(call))
@@ -451,11 +451,12 @@ class Tenure:
         call = lambda: self.sync.range(prefix, limit, revision)  # noqa: E731
         return await (self._read(call) if revision is None else _run(call))
 
-    async def compact(self, revision: int) -> None:
-        """etcd's Compact: drops the history below ``revision`` (which stays readable). Raises
-        ``tenure.Compacted`` at or below an earlier compaction, ``tenure.InvalidArgument`` below 1
-        or above the current revision."""
-        await _run(lambda: self.sync.compact(revision))
+    async def compact(self, revision: int, physical: bool = False) -> None:
+        """etcd's Compact: drops the history below ``revision`` (which stays readable); with
+        ``physical=True`` it returns once the freed rows are removed from the file. Raises
+        ``tenure.Compacted`` at or below an earlier compaction, ``tenure.FutureRevision`` above
+        the current revision, ``tenure.InvalidArgument`` below 1."""
+        await _run(lambda: self.sync.compact(revision, physical))
 
     async def delete(self, key: _Key) -> bool:
         """Deletes a key; whether it existed. Writes raise ``tenure.StorageError`` if the file cannot be written, ``tenure.Closed`` after close."""

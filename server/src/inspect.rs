@@ -22,10 +22,22 @@ pub(crate) fn existing(file: &Path) -> Result<(), ExitCode> {
 /// What `file` holds, read without writing anything.
 fn read(file: &Path) -> Result<FileContents, ExitCode> {
     existing(file)?;
-    Tenure::read_file(file).map_err(|e| {
-        eprintln!("tenure: {}: {e}", file.display());
-        ExitCode::from(1)
-    })
+    Tenure::read_file(file).map_err(|e| cannot_read(file, &e))
+}
+
+/// Reports why `file` cannot be read (exit code 1); a file another process has open names the
+/// way to read it while it runs.
+fn cannot_read(file: &Path, e: &tenure::Error) -> ExitCode {
+    match e {
+        tenure::Error::AlreadyOpen(_) => eprintln!(
+            "tenure: {}: {e}: another process (an application, or `tenure serve`) has it open; \
+             read it through that process (`etcdctl get` against `tenure serve`) or once it \
+             has closed it",
+            file.display()
+        ),
+        _ => eprintln!("tenure: {}: {e}", file.display()),
+    }
+    ExitCode::from(1)
 }
 
 fn text(b: &[u8]) -> String {
@@ -138,40 +150,12 @@ pub(crate) fn get(file: &Path, key: &str, prefix: bool, rev: i64, json: bool) ->
     }
 }
 
-/// The key (or the keys under the prefix) as they were at `rev`. The read-only view has the
-/// present only, so the file and its log are copied into a private temporary directory and
-/// the copy is opened there: as a standby on a clock that never moves, so nothing expires or
-/// renews and the copy stays at the file's revision. The file and its directory are only read.
+/// The key (or the keys under the prefix) as they were at `rev`, read in place under the
+/// file's lock (`Tenure::read_file_range_at`): a file an engine has open is refused, and an
+/// engine opening it meanwhile waits for nothing half-read. The file and its log are only read.
 fn read_at(file: &Path, key: &[u8], prefix: bool, rev: i64) -> Result<Vec<KeyValue>, ExitCode> {
-    let fail = |what: &dyn std::fmt::Display| {
-        eprintln!("tenure: {}: {what}", file.display());
-        ExitCode::from(1)
-    };
-    let dir = tempfile::tempdir().map_err(|e| fail(&format!("temporary directory: {e}")))?;
-    let copy = dir.path().join("copy.tenure");
-    std::fs::copy(file, &copy).map_err(|e| fail(&e))?;
-    let mut log = file.as_os_str().to_owned();
-    log.push(".wal");
-    let log = std::path::PathBuf::from(log);
-    if log.exists() {
-        let mut copy_log = copy.as_os_str().to_owned();
-        copy_log.push(".wal");
-        std::fs::copy(&log, copy_log).map_err(|e| fail(&e))?;
-    }
-    let db = Tenure::builder()
-        .path(&copy)
-        .clock(tenure::ManualClock::new())
-        .primary(false)
-        .auto_revoke(false)
-        .open()
-        .map_err(|e| fail(&e))?;
-    let kvs = if prefix {
-        db.range_at(key, None, rev)
-    } else {
-        db.get_at(key, rev).map(|kv| kv.into_iter().collect())
-    };
-    let _ = db.close();
-    kvs.map_err(|e| fail(&e))
+    let range_end = if prefix { prefix_end(key) } else { Vec::new() };
+    Tenure::read_file_range_at(file, key, range_end, rev).map_err(|e| cannot_read(file, &e))
 }
 
 fn prefix_end(prefix: &[u8]) -> Vec<u8> {

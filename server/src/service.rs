@@ -177,11 +177,11 @@ impl PbKvService for Kv {
         let req = req.into_inner();
         let (rev, physical) = (req.revision, req.physical);
         let db = self.0.db.clone();
-        let current = blocking(move || match db.compact(rev) {
-            Ok(Ok(current)) if physical => db
-                .wait_compacted()
-                .map(|()| current)
-                .map_err(errors::status),
+        let compact = move || match physical {
+            true => db.compact_physical(rev),
+            false => db.compact(rev),
+        };
+        let current = blocking(move || match compact() {
             Ok(Ok(current)) => Ok(current),
             Ok(Err(r)) => Err(errors::refusal(r)),
             Err(e) => Err(errors::status(e)),

@@ -331,9 +331,9 @@ impl Stream {
         if let Some(e) = ended {
             self.watchers.remove(&id);
             let (compact_revision, reason) = match e {
-                Error::Compacted { revision, reason } => {
-                    (revision, format!("tenure serve: {reason}"))
-                }
+                Error::Compacted {
+                    revision, reason, ..
+                } => (revision, format!("tenure serve: {reason}")),
                 _ => (0, EtcdError::Stopped.text().to_string()),
             };
             let resp = PbWatchResponse {

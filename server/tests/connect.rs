@@ -272,6 +272,40 @@ fn r1_watch_from_a_revision_and_compacted_over_connect() {
 }
 
 #[test]
+fn k13_future_revision_and_compacted_come_back_as_themselves_over_connect() {
+    both(|p| {
+        let db = p.connect();
+        db.put("h/a", "1", None).unwrap();
+        let r1 = db.revision().unwrap();
+        db.put("h/a", "2", None).unwrap();
+        let current = db.revision().unwrap();
+        // A revision above the current one: etcd's text on the wire, FutureRevision here.
+        for e in [
+            db.get_at("h/a", current + 5).unwrap_err(),
+            db.range_at("h/", None, current + 5).unwrap_err(),
+        ] {
+            assert_eq!(e.code(), tenure::ErrorCode::FutureRevision, "{e:?}");
+            assert!(
+                matches!(e, Error::FutureRevision { requested, .. } if requested == current + 5),
+                "{e:?}"
+            );
+        }
+        assert_eq!(
+            db.compact(current + 5).unwrap(),
+            Err(tenure::etcd::Refusal::FutureRevision)
+        );
+        // Below a compaction: Compacted with the revision asked for.
+        assert_eq!(db.compact_physical(current).unwrap(), Ok(current));
+        let e = db.get_at("h/a", r1).unwrap_err();
+        assert!(
+            matches!(e, Error::Compacted { revision, .. } if revision == r1),
+            "{e:?}"
+        );
+        assert_eq!(db.get_at("h/a", current).unwrap().unwrap().value, b"2");
+    });
+}
+
+#[test]
 fn r1_mutex_and_election_recipes_over_connect() {
     both(|p| {
         let (a, b) = (p.connect(), p.connect());

@@ -1,5 +1,6 @@
 //! SPEC E10 with history (issue 24): `tenure get FILE KEY --rev N` reads a past revision of a
-//! database no process has open, as `etcdctl get --rev` does, and writes nothing.
+//! database no process has open, as `etcdctl get --rev` does, read in place under the file's
+//! lock (refused while a process has it open) and writes nothing.
 
 mod common;
 
@@ -103,4 +104,58 @@ fn e10_get_rev_below_a_compaction_is_compacted() {
         "{}",
         text(&below.stderr)
     );
+}
+
+#[test]
+fn e10_get_rev_of_a_file_a_running_server_has_open_is_refused_naming_tenure_serve() {
+    let (dir, path) = temp_db();
+    history(&path);
+    let s = common::Server::start(&path, &[]);
+    s.ok(&["put", "k", "v4"]);
+    let before = contents(dir.path());
+    let file = path.to_str().unwrap();
+    // Never a copy of a file being written: the read takes the file's lock and is refused.
+    let o = tenure_cli(&["get", file, "k", "--rev", "2"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("is already open") && err.contains("tenure serve"),
+        "{err}"
+    );
+    assert_eq!(
+        contents(dir.path()),
+        before,
+        "the refused read wrote nothing"
+    );
+    drop(s);
+}
+
+#[test]
+fn e10_get_rev_reads_a_killed_servers_file_with_its_log_in_place() {
+    let (dir, path) = temp_db();
+    history(&path);
+    let s = common::Server::start(&path, &[]);
+    s.ok(&["put", "k", "v4"]); // revision 6
+    s.ok(&["put", "k", "v5"]); // revision 7
+                               // Killed: the acknowledged writes are in the log, which the read replays in memory.
+    s.kill9();
+    let before = contents(dir.path());
+    let file = path.to_str().unwrap();
+    let get = |rev: &str| tenure_cli(&["get", file, "k", "--rev", rev]);
+    assert_eq!(
+        text(&get("6").stdout),
+        "k\nv4\n",
+        "{}",
+        text(&get("6").stderr)
+    );
+    assert_eq!(text(&get("2").stdout), "k\nv2\n");
+    assert_eq!(text(&get("0").stdout), "k\nv5\n");
+    let future = get("8");
+    assert_eq!(future.status.code(), Some(1));
+    assert!(text(&future.stderr).contains("future revision"));
+    assert_eq!(contents(dir.path()), before, "nothing was written");
+    // The lock is released when the read is over: an engine opens the file.
+    let db = tenure::Tenure::open(&path).unwrap();
+    assert_eq!(db.get_at("k", 6).unwrap().unwrap().value, b"v4");
+    db.close().unwrap();
 }

@@ -538,6 +538,39 @@ void files_and_snapshots() {
     std::filesystem::remove_all(dir);
 }
 
+// K9, K13, K14: reads at a revision through range options, the compaction revision on the
+// error, a physical compaction and a future revision.
+void history_reads_and_revision_errors() {
+    char tmpl[] = "/tmp/tenure-hpp-XXXXXX";
+    const char *made = mkdtemp(tmpl);
+    CHECK(made != nullptr);
+    if (!made) return;
+    const std::filesystem::path dir(made);
+    {
+        engine db = engine::open((dir / "history.tenure").string());
+        const std::int64_t r1 = db.put("k", "v1");
+        db.put("k", "v2");
+        const std::int64_t r3 = db.put("other", "o");
+        CHECK_EQ(db.range_at("", 0, r1).size(), 1u);
+        CHECK_STR(db.range_at("", 0, r1).at(0).value, "v1");
+        tenure_range_options opts{};
+        opts.limit = 1;
+        opts.revision = r3;
+        CHECK_EQ(db.range("", opts).size(), 1u);
+        CHECK_THROWS(db.get_at("k", r3 + 1), TENURE_ERR_FUTURE_REVISION);
+        db.compact(r3, true);
+        try {
+            (void)db.get_at("k", r1);
+            CHECK(false);
+        } catch (const error &e) {
+            CHECK_EQ(e.code(), TENURE_ERR_COMPACTED);
+            CHECK_EQ(e.compact_revision(), r3);
+        }
+        CHECK_STR(db.get_at("k", r3).value().value, "v2");
+    }
+    std::filesystem::remove_all(dir);
+}
+
 struct test_case {
     const char *name;
     void (*fn)();
@@ -562,6 +595,7 @@ int main() {
         {"electors_call_back_and_stop_when_destroyed", electors_call_back_and_stop_when_destroyed},
         {"fences_record_locks_and_keep_alives", fences_record_locks_and_keep_alives},
         {"files_and_snapshots", files_and_snapshots},
+        {"history_reads_and_revision_errors", history_reads_and_revision_errors},
     };
     int failed = 0;
     for (const test_case &c : cases) {

@@ -37,6 +37,7 @@ TABLE: list[tuple[str, type[tenure.TenureError], int, type[BaseException] | None
     ("Unavailable", tenure.Unavailable, 20, ConnectionError),
     ("PermissionDenied", tenure.PermissionDenied, 21, PermissionError),
     ("Unauthenticated", tenure.Unauthenticated, 22, None),
+    ("FutureRevision", tenure.FutureRevision, 23, None),
 ]
 
 
@@ -68,6 +69,16 @@ def test_only_the_documented_classes_have_extra_bases() -> None:
     for _, cls, _, extra in TABLE:
         if extra is None:
             assert not issubclass(cls, (ValueError, TimeoutError))
+
+
+def test_k13_the_revisions_an_error_carries_are_attributes() -> None:
+    with pytest.raises(tenure.Compacted) as compacted:
+        _raise_for_test("Compacted")
+    assert (compacted.value.revision, compacted.value.compact_revision) == (1, 2)
+    with pytest.raises(tenure.FutureRevision) as future:
+        _raise_for_test("FutureRevision")
+    assert (future.value.revision, future.value.current_revision) == (9, 4)
+    assert "required revision is a future revision" in str(future.value)
 
 
 def test_a_panic_raises_tenure_error_and_the_interpreter_goes_on() -> None:

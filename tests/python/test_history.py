@@ -1,6 +1,6 @@
-"""Revision history (SPEC K9, K10): reads at a past revision, compaction keeping its own
-revision, the compacted and future errors as typed exceptions, sync and asyncio, and a watch
-from a past revision after a reopen."""
+"""Revision history (SPEC K9, K10, K13, K14): reads at a past revision, compaction keeping its
+own revision (physical or not), the compacted and future errors as typed exceptions (with their
+revisions), sync and asyncio, and a watch from a past revision after a reopen."""
 
 from __future__ import annotations
 
@@ -61,14 +61,68 @@ def test_k9_range_at_a_revision_lists_the_keys_of_then_with_a_limit(hdb: tenure.
 
 
 @pytest.mark.everywhere
-def test_k9_a_future_revision_is_invalid_argument_with_etcds_text(hdb: tenure.Tenure) -> None:
+def test_k13_a_future_revision_is_future_revision_with_etcds_text(hdb: tenure.Tenure) -> None:
     db = hdb
     write_history(db)
     future = db.revision + 1
-    with pytest.raises(tenure.InvalidArgument, match="required revision is a future revision"):
+    with pytest.raises(tenure.FutureRevision, match="required revision is a future revision") as e:
         db.get("k", revision=future)
-    with pytest.raises(tenure.InvalidArgument, match="required revision is a future revision"):
+    assert e.value.revision == future
+    assert e.value.code == 23
+    assert isinstance(e.value, tenure.TenureError)
+    assert not isinstance(e.value, tenure.InvalidArgument)
+    with pytest.raises(tenure.FutureRevision, match="required revision is a future revision"):
         db.range("", revision=future)
+    with pytest.raises(tenure.FutureRevision):
+        db.compact(future)
+
+
+def test_k13_future_revision_names_the_current_one_embedded(hdb: tenure.Tenure) -> None:
+    db = hdb
+    write_history(db)
+    current = db.revision
+    with pytest.raises(tenure.FutureRevision) as e:
+        db.get("k", revision=current + 2)
+    assert (e.value.revision, e.value.current_revision) == (current + 2, current)
+
+
+def test_k13_compacted_carries_compact_revision(hdb: tenure.Tenure) -> None:
+    db = hdb
+    r = write_history(db)
+    db.compact(r + 2)
+    with pytest.raises(tenure.Compacted) as e:
+        db.get("k", revision=r + 1)
+    assert (e.value.revision, e.value.compact_revision) == (r + 1, r + 2)
+    with pytest.raises(tenure.Compacted) as e:
+        db.range("", revision=r + 1)
+    assert e.value.compact_revision == r + 2
+    with pytest.raises(tenure.Compacted) as e:
+        db.watch("k", start_revision=r + 1)
+    assert e.value.compact_revision == r + 2
+    with pytest.raises(tenure.Compacted) as e:
+        db.compact(r + 1)
+    assert e.value.compact_revision == r + 2
+
+
+def test_k14_physical_compaction_sync_and_asyncio(path: Path) -> None:
+    with tenure.open(path) as db:
+        r = write_history(db)
+        db.compact(r + 2, physical=True)
+        kv = db.get("k", revision=r + 2)
+        assert kv is not None and kv.value == b"v2"
+        with pytest.raises(tenure.Compacted):
+            db.get("k", revision=r + 1)
+
+    async def main() -> None:
+        async with tenure.aio.open(path) as adb:
+            await adb.compact(r + 3, physical=True)
+            with pytest.raises(tenure.Compacted) as e:
+                await adb.get("k", revision=r + 2)
+            assert e.value.compact_revision == r + 3
+            with pytest.raises(tenure.FutureRevision):
+                await adb.compact(r + 9, physical=True)
+
+    asyncio.run(main())
 
 
 def test_k9_a_negative_revision_is_invalid_argument(db: tenure.Tenure) -> None:
@@ -95,7 +149,7 @@ def test_k10_compact_keeps_its_revision_and_below_it_is_compacted(hdb: tenure.Te
         db.range("", revision=r + 1)
     with pytest.raises(tenure.Compacted):
         db.compact(r + 2)
-    with pytest.raises(tenure.InvalidArgument, match="future revision"):
+    with pytest.raises(tenure.FutureRevision, match="future revision"):
         db.compact(db.revision + 1)
     # A watch from the compacted revision replays it and what followed.
     with db.watch("k", start_revision=r + 2, timeout=10.0) as w:
@@ -124,7 +178,7 @@ def test_k9_asyncio_reads_at_a_revision_and_compacts(path: Path) -> None:
             await db.compact(r + 2)
             with pytest.raises(tenure.Compacted):
                 await db.get("k", revision=r + 1)
-            with pytest.raises(tenure.InvalidArgument, match="future revision"):
+            with pytest.raises(tenure.FutureRevision, match="future revision"):
                 await db.range("", revision=r + 9)
 
     asyncio.run(main())

@@ -542,6 +542,7 @@ impl Engine {
         self.register(range, opts)?
             .map_err(|compacted| Error::Compacted {
                 revision: start,
+                compact_revision: compacted,
                 reason: format!("the history starts at revision {compacted}"),
             })
     }

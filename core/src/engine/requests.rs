@@ -3,7 +3,6 @@
 
 use super::Engine;
 use crate::error::{Error, Result};
-use crate::etcd::errors::EtcdError;
 use crate::etcd::{Outcome, Refusal, RequestOp, ResponseOp, WatchStart};
 use crate::kv::range::{respond, KeyRange, RangeRequest, RangeResponse};
 use crate::kv::watch::{WatchOptions, Watcher};
@@ -111,9 +110,10 @@ impl Engine {
         let all = view.range_at(&range, r.revision)?;
         drop(view);
         // A compaction that began meanwhile may have removed rows this read needed.
-        let compacted = self.compacted_revision()?;
+        let (current, compacted) =
+            self.read_durable(|lease_kv| (lease_kv.kv.revision, lease_kv.kv.compacted))?;
         if r.revision < compacted {
-            return Err(refused(Refusal::Compacted, compacted));
+            return Err(refused(Refusal::Compacted, r.revision, current, compacted));
         }
         Ok(respond(r, all))
     }
@@ -124,7 +124,8 @@ impl Engine {
         let s = self.shared();
         if !s.cfg.persist {
             // In memory no history is kept: only the present is answered.
-            return Err(refused(Refusal::Compacted, self.revision()?));
+            let current = self.revision()?;
+            return Err(refused(Refusal::Compacted, revision, current, current));
         }
         let relabels = s.relabels.load(Ordering::Acquire);
         if s.file_revision.load(Ordering::Acquire) < revision
@@ -172,7 +173,11 @@ impl Engine {
                 response: ResponseOp::Range(out),
                 ..
             } => Ok(out),
-            Outcome::Refused(why) => Err(refused(why, self.compacted_revision()?)),
+            Outcome::Refused(why) => {
+                let (current, compacted) =
+                    self.read_durable(|lease_kv| (lease_kv.kv.revision, lease_kv.kv.compacted))?;
+                Err(refused(why, r.revision, current, compacted))
+            }
             other => Err(Error::storage(format!(
                 "internal: a range was answered {other:?}"
             ))),
@@ -283,20 +288,16 @@ impl Engine {
         }
         Err(Error::Compacted {
             revision: next.unwrap_or(0),
+            compact_revision: 0,
             reason: "writes outpaced the replay of the history; retry the watch".into(),
         })
     }
 }
 
-/// The error of a refused read at a revision (`compacted`: the first revision still kept).
-fn refused(why: Refusal, compacted: i64) -> Error {
-    match why {
-        Refusal::Compacted => Error::Compacted {
-            revision: compacted,
-            reason: EtcdError::Compacted.text().to_owned(),
-        },
-        other => EtcdError::of_refusal(other).error(None),
-    }
+/// The error of a refused read at `requested` (`current`: the current revision, `compacted`:
+/// the compaction point, the first revision still kept).
+fn refused(why: Refusal, requested: i64, current: i64, compacted: i64) -> Error {
+    crate::etcd::errors::refused_at(why, requested, current, compacted)
 }
 
 /// Whether a read names a revision anywhere (a range, or a range inside a txn).

@@ -288,6 +288,7 @@ impl EtcdError {
             Error::LeaseExists(_) => E::LeaseExists,
             Error::LeaseTtlTooLarge(_) => E::LeaseTtlTooLarge,
             Error::Compacted { .. } => E::Compacted,
+            Error::FutureRevision { .. } => E::FutureRevision,
             Error::NotPrimary => E::NoLeader,
             Error::Closed(_) => E::Stopped,
             Error::Timeout { .. } => E::Timeout,
@@ -310,9 +311,15 @@ impl EtcdError {
             E::LeaseNotFound => Error::LeaseNotFound(id),
             E::LeaseExists => Error::LeaseExists(id),
             E::LeaseTtlTooLarge => Error::LeaseTtlTooLarge(Duration::ZERO),
+            // etcd's errors carry no numbers: the caller fills in what it knows.
             E::Compacted => Error::Compacted {
                 revision: 0,
+                compact_revision: 0,
                 reason: text(),
+            },
+            E::FutureRevision => Error::FutureRevision {
+                requested: 0,
+                current: 0,
             },
             // Retrying may help: as a server that cannot be reached.
             E::NoLeader
@@ -329,7 +336,6 @@ impl EtcdError {
             | E::TtlZero
             | E::TooManyOps
             | E::DuplicateKey
-            | E::FutureRevision
             | E::RequestTooLarge
             | E::InvalidSortOption
             | E::TooManyWatches => Error::InvalidArgument(text()),
@@ -368,6 +374,21 @@ pub fn error(code: Code, message: &str, lease: Option<LeaseId>) -> Error {
             Error::InvalidArgument(message)
         }
         _ => Error::storage(format!("server: {message}")),
+    }
+}
+
+/// The error of a read or a compaction at `requested` refused with `why`, with the numbers the
+/// caller knows (`current`: the current revision, `compacted`: the compaction point; 0 for
+/// unknown).
+pub fn refused_at(why: Refusal, requested: i64, current: i64, compacted: i64) -> Error {
+    match why {
+        Refusal::Compacted => Error::Compacted {
+            revision: requested,
+            compact_revision: compacted,
+            reason: E::Compacted.text().to_owned(),
+        },
+        Refusal::FutureRevision => Error::FutureRevision { requested, current },
+        other => EtcdError::of_refusal(other).error(None),
     }
 }
 
@@ -415,7 +436,12 @@ mod tests {
             Error::LeaseTtlTooLarge(Duration::from_secs(1)),
             Error::Compacted {
                 revision: 4,
+                compact_revision: 4,
                 reason: "history".into(),
+            },
+            Error::FutureRevision {
+                requested: 9,
+                current: 5,
             },
             Error::invalid(limits::EMPTY_KEY),
         ];

@@ -344,6 +344,7 @@ impl WatchHub {
         if start <= compacted {
             return Err(Error::Compacted {
                 revision: start,
+                compact_revision: compacted + 1,
                 reason: format!("the watch history starts after revision {compacted}"),
             });
         }
@@ -463,6 +464,7 @@ impl WatchHub {
         if let Some(limit) = over {
             *w.shared.error.lock() = Some(Error::Compacted {
                 revision,
+                compact_revision: 0,
                 reason: format!("the watcher fell more than {limit} behind and was cancelled"),
             });
             self.remove(id);

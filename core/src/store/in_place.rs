@@ -23,7 +23,10 @@ use super::{
     LogMeta, View,
 };
 use crate::error::{Error, Result};
-use crate::types::{SnapshotInfo, SnapshotProgress};
+use crate::etcd::errors::refused_at;
+use crate::etcd::Refusal;
+use crate::kv::range::KeyRange;
+use crate::types::{KeyValue, SnapshotInfo, SnapshotProgress};
 
 fn read_tx(db: &impl ReadableDatabase, path: &Path) -> Result<redb::ReadTransaction> {
     db.begin_read().map_err(|e| corrupt_at(path, e.to_string()))
@@ -150,6 +153,40 @@ pub(crate) fn copy_in_place(
             Opened::Scratched(db) => load(db, path).and_then(|_| read_tx(db, path)),
         }?;
         View::of(tx, path).copy_to(dest, progress)
+    })
+}
+
+/// The keys of `range` as they were at `revision` (0: the file's current one) in the database
+/// file at `path`, read in place as [`read_in_place`] reads (SPEC E10, K9): under the file's
+/// locks for the whole read (`AlreadyOpen` while an engine has it open; an engine opening it
+/// meanwhile is refused), its log's records replayed in memory, nothing written. Below the
+/// file's compaction → `Compacted`, above its revision → `FutureRevision`.
+pub(crate) fn range_at_in_place(
+    path: &Path,
+    range: &KeyRange,
+    revision: i64,
+) -> Result<Vec<KeyValue>> {
+    guarded(path, || {
+        let opened = open_in_place(path, None, true)?;
+        let (loaded, tx) = match &opened {
+            Opened::Empty => (None, None),
+            Opened::AsIs(db) => (load(db, path)?, Some(read_tx(db, path)?)),
+            Opened::Scratched(db) => (load(db, path)?, Some(read_tx(db, path)?)),
+        };
+        let (current, compacted) = loaded
+            .as_ref()
+            .map_or((0, 0), |(l, _)| (l.revision, l.compacted));
+        let at = if revision == 0 { current } else { revision };
+        if at > current {
+            return Err(refused_at(Refusal::FutureRevision, at, current, compacted));
+        }
+        if at < compacted {
+            return Err(refused_at(Refusal::Compacted, at, current, compacted));
+        }
+        match tx {
+            Some(tx) => View::of(tx, path).range_at(range, at),
+            None => Ok(Vec::new()),
+        }
     })
 }
 

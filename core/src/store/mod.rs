@@ -64,7 +64,7 @@ pub use files::temp_beside;
 use files::{new_private, open_read_only_held, sibling_temp};
 pub(crate) use history::Progress;
 use history::{Recorder, HISTORY_ROWS};
-pub(crate) use in_place::{copy_in_place, read_in_place};
+pub(crate) use in_place::{copy_in_place, range_at_in_place, read_in_place};
 use open::{open_error, replay};
 use seal::{meta_intact, seal, unseal, write_meta, Digest};
 pub(crate) use snapshot::{kv_hash, View};

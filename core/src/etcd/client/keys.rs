@@ -35,7 +35,8 @@ impl Remote {
         let r = self.call(true, None, None, |mut c| {
             let o = (revision != 0).then(|| etcd::GetOptions::new().with_revision(revision));
             async move { c.get(key, o).await }
-        })?;
+        });
+        let r = r.map_err(|e| at_revision(e, revision))?;
         self.seen(r.header()); // etcd's header holds the current revision, at any read
         Ok(r.kvs().first().map(kv))
     }
@@ -82,7 +83,8 @@ impl Remote {
                 }
             }
             async move { c.get(prefix, Some(o)).await }
-        })?;
+        });
+        let r = r.map_err(|e| at_revision(e, revision))?;
         self.seen(r.header()); // etcd's header holds the current revision, at any read
         Ok(r.kvs().iter().map(kv).collect())
     }
@@ -216,10 +218,16 @@ impl Remote {
         Ok(())
     }
 
-    /// etcd's Compact (not physical: it returns once the revision is compacted logically).
-    pub(crate) fn compact(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
+    /// etcd's Compact; `physical`: it returns once the server removed the compacted rows, else
+    /// once the revision is compacted logically.
+    pub(crate) fn compact(
+        &self,
+        revision: i64,
+        physical: bool,
+    ) -> Result<std::result::Result<i64, Refusal>> {
         let r = self.call(false, None, None, |mut c| async move {
-            c.compact(revision, None).await
+            let o = physical.then(|| etcd::CompactionOptions::new().with_physical());
+            c.compact(revision, o).await
         });
         match r {
             Ok(r) => Ok(Ok(self.seen(r.header()))),
@@ -228,5 +236,29 @@ impl Remote {
                 _ => Err(e),
             },
         }
+    }
+}
+
+/// The error of a read at `revision` with the numbers the caller knows (etcd's errors carry
+/// none): the revision asked for.
+fn at_revision(e: Error, revision: i64) -> Error {
+    match e {
+        Error::Compacted {
+            revision: 0,
+            compact_revision,
+            reason,
+        } => Error::Compacted {
+            revision,
+            compact_revision,
+            reason,
+        },
+        Error::FutureRevision {
+            requested: 0,
+            current,
+        } => Error::FutureRevision {
+            requested: revision,
+            current,
+        },
+        e => e,
     }
 }

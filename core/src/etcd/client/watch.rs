@@ -80,6 +80,7 @@ impl Remote {
 fn compacted(start: i64, compact_revision: Option<i64>) -> Error {
     Error::Compacted {
         revision: start,
+        compact_revision: compact_revision.unwrap_or(0),
         reason: match compact_revision {
             Some(c) => format!("history before revision {c} was compacted on the server"),
             None => "the history from that revision was compacted on the server".into(),
@@ -128,6 +129,7 @@ async fn pump(mut stream: etcd::WatchStream, feed: WatchFeed) {
         if msg.compact_revision() > 0 {
             return feed.fail(Error::Compacted {
                 revision: msg.compact_revision(),
+                compact_revision: msg.compact_revision(),
                 reason: "compacted on the server".into(),
             });
         }
@@ -178,12 +180,16 @@ mod tests {
     fn a_compacted_start_names_the_servers_floor_when_it_said() {
         let e = compacted(3, Some(7));
         assert!(
-            matches!(&e, Error::Compacted { revision: 3, reason } if reason.contains("revision 7")),
+            matches!(&e, Error::Compacted { revision: 3, compact_revision: 7, reason } if reason.contains("revision 7")),
             "{e:?}"
         );
         assert!(matches!(
             compacted(3, None),
-            Error::Compacted { revision: 3, .. }
+            Error::Compacted {
+                revision: 3,
+                compact_revision: 0,
+                ..
+            }
         ));
     }
 }
