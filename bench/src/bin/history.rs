@@ -157,13 +157,9 @@ fn past_read(args: &Args, path: &Path) {
         }
         let p = |s: &mut Vec<Duration>| {
             s.sort_unstable();
-            (
-                quantile(s, 0.50).as_nanos(),
-                quantile(s, 0.99).as_nanos(),
-            )
+            (quantile(s, 0.50).as_nanos(), quantile(s, 0.99).as_nanos())
         };
-        let ((n50, n99), (c50, c99), (p50, p99)) =
-            (p(&mut now), p(&mut at_current), p(&mut past));
+        let ((n50, n99), (c50, c99), (p50, p99)) = (p(&mut now), p(&mut at_current), p(&mut past));
         println!(
             "history past_read round={round} keys={} versions={} get_p50_ns={n50} get_p99_ns={n99} \
              get_at_current_p50_ns={c50} get_at_current_p99_ns={c99} get_at_past_p50_ns={p50} \

@@ -140,10 +140,7 @@ fn durable(path: &std::path::Path, op: &str, threads: usize, args: &Args) -> f64
         thread::sleep(Duration::from_secs_f64(args.secs));
         stop.store(true, Ordering::Relaxed);
     }
-    let total: u64 = workers
-        .into_iter()
-        .map(|w| w.join().expect("worker"))
-        .sum();
+    let total: u64 = workers.into_iter().map(|w| w.join().expect("worker")).sum();
     let elapsed = began.elapsed().as_secs_f64();
     db.close().expect("close");
     total as f64 / elapsed
