@@ -215,6 +215,21 @@ fn kv_of(key: &[u8], e: Entry) -> Option<KeyValue> {
     })
 }
 
+/// `key` as it was at `revision`: its last row at or before it (a tombstone is `None`).
+fn last_at(history: &HistoryTable, key: &[u8], revision: i64) -> Result<Option<KeyValue>> {
+    let last = history
+        .range((key, i64::MIN)..=(key, revision))
+        .map_err(storage)?
+        .next_back();
+    match last {
+        Some(row) => {
+            let (k, v) = row.map_err(storage)?;
+            Ok(kv_of(key, open_row(key, k.value().1, v.value())?))
+        }
+        None => Ok(None),
+    }
+}
+
 fn undecodable(key: &[u8], rev: i64) -> Error {
     Error::storage(format!(
         "undecodable history row for key {:?} at revision {rev}",
@@ -237,6 +252,12 @@ impl View {
         let Some(history) = self.history()? else {
             return Ok(out);
         };
+        if let Some(key) = range.single_key() {
+            // One key: one seek to its last row at or before `revision` (the general walk
+            // below takes three, finding the key first and the next key after it).
+            out.extend(last_at(&history, key, revision)?);
+            return Ok(out);
+        }
         let Some((start, end)) = range.bounds() else {
             return Ok(out);
         };
@@ -268,15 +289,7 @@ impl View {
             if beyond {
                 break;
             }
-            let last = history
-                .range((next.as_slice(), i64::MIN)..=(next.as_slice(), revision))
-                .map_err(storage)?
-                .next_back();
-            if let Some(row) = last {
-                let (k, v) = row.map_err(storage)?;
-                let e = open_row(&next, k.value().1, v.value())?;
-                out.extend(kv_of(&next, e));
-            }
+            out.extend(last_at(&history, &next, revision)?);
             from = Bound::Excluded((next, i64::MAX));
         }
         Ok(out)
