@@ -15,6 +15,7 @@ mod bounds;
 mod convert;
 mod coordination;
 mod decode_refusals;
+mod gateway;
 mod errors;
 mod hpack;
 mod http;
