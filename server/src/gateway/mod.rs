@@ -18,81 +18,89 @@ use pb::v3electionpb as election;
 use pb::v3lockpb as lock;
 pub(crate) use transcode::Gateway;
 
-/// The gateway's routes: etcd 3.4's paths (the lease ones also under `/v3/kv/lease/`, as etcd).
+/// The gateway's routes: etcd 3.4's paths under `/v3/` and, as etcd 3.4 also serves them,
+/// `/v3beta/` (etcd3gw and tooz ask for it by name).
 pub(crate) fn router(gw: Gateway) -> Router {
     Router::new()
-        .route("/v3/kv/range", unary::<kv::RangeRequest, kv::RangeResponse>("/etcdserverpb.KV/Range"))
-        .route("/v3/kv/put", unary::<kv::PutRequest, kv::PutResponse>("/etcdserverpb.KV/Put"))
+        .nest("/v3", routes())
+        .nest("/v3beta", routes())
+        .with_state(gw)
+}
+
+/// One path per method (the lease ones also under `kv/lease/`, as etcd).
+fn routes() -> Router<Gateway> {
+    Router::new()
+        .route("/kv/range", unary::<kv::RangeRequest, kv::RangeResponse>("/etcdserverpb.KV/Range"))
+        .route("/kv/put", unary::<kv::PutRequest, kv::PutResponse>("/etcdserverpb.KV/Put"))
         .route(
-            "/v3/kv/deleterange",
+            "/kv/deleterange",
             unary::<kv::DeleteRangeRequest, kv::DeleteRangeResponse>("/etcdserverpb.KV/DeleteRange"),
         )
-        .route("/v3/kv/txn", unary::<kv::TxnRequest, kv::TxnResponse>("/etcdserverpb.KV/Txn"))
+        .route("/kv/txn", unary::<kv::TxnRequest, kv::TxnResponse>("/etcdserverpb.KV/Txn"))
         .route(
-            "/v3/kv/compaction",
+            "/kv/compaction",
             unary::<kv::CompactionRequest, kv::CompactionResponse>("/etcdserverpb.KV/Compact"),
         )
         .route(
-            "/v3/watch",
+            "/watch",
             streaming::<kv::WatchRequest, kv::WatchResponse>("/etcdserverpb.Watch/Watch"),
         )
         .route(
-            "/v3/lease/grant",
+            "/lease/grant",
             unary::<kv::LeaseGrantRequest, kv::LeaseGrantResponse>("/etcdserverpb.Lease/LeaseGrant"),
         )
-        .route("/v3/lease/revoke", lease_revoke())
-        .route("/v3/kv/lease/revoke", lease_revoke())
+        .route("/lease/revoke", lease_revoke())
+        .route("/kv/lease/revoke", lease_revoke())
         .route(
-            "/v3/lease/keepalive",
+            "/lease/keepalive",
             streaming::<kv::LeaseKeepAliveRequest, kv::LeaseKeepAliveResponse>(
                 "/etcdserverpb.Lease/LeaseKeepAlive",
             ),
         )
-        .route("/v3/lease/timetolive", lease_time_to_live())
-        .route("/v3/kv/lease/timetolive", lease_time_to_live())
-        .route("/v3/lease/leases", lease_leases())
-        .route("/v3/kv/lease/leases", lease_leases())
+        .route("/lease/timetolive", lease_time_to_live())
+        .route("/kv/lease/timetolive", lease_time_to_live())
+        .route("/lease/leases", lease_leases())
+        .route("/kv/lease/leases", lease_leases())
         .route(
-            "/v3/maintenance/status",
+            "/maintenance/status",
             unary::<kv::StatusRequest, kv::StatusResponse>("/etcdserverpb.Maintenance/Status"),
         )
-        .route("/v3/lock/lock", unary::<lock::LockRequest, lock::LockResponse>("/v3lockpb.Lock/Lock"))
+        .route("/lock/lock", unary::<lock::LockRequest, lock::LockResponse>("/v3lockpb.Lock/Lock"))
         .route(
-            "/v3/lock/unlock",
+            "/lock/unlock",
             unary::<lock::UnlockRequest, lock::UnlockResponse>("/v3lockpb.Lock/Unlock"),
         )
         .route(
-            "/v3/election/campaign",
+            "/election/campaign",
             unary::<election::CampaignRequest, election::CampaignResponse>(
                 "/v3electionpb.Election/Campaign",
             ),
         )
         .route(
-            "/v3/election/proclaim",
+            "/election/proclaim",
             unary::<election::ProclaimRequest, election::ProclaimResponse>(
                 "/v3electionpb.Election/Proclaim",
             ),
         )
         .route(
-            "/v3/election/leader",
+            "/election/leader",
             unary::<election::LeaderRequest, election::LeaderResponse>(
                 "/v3electionpb.Election/Leader",
             ),
         )
         .route(
-            "/v3/election/observe",
+            "/election/observe",
             server_streaming::<election::LeaderRequest, election::LeaderResponse>(
                 "/v3electionpb.Election/Observe",
             ),
         )
         .route(
-            "/v3/election/resign",
+            "/election/resign",
             unary::<election::ResignRequest, election::ResignResponse>(
                 "/v3electionpb.Election/Resign",
             ),
         )
-        .route("/v3/{*rest}", any(not_found))
-        .with_state(gw)
+        .route("/{*rest}", any(not_found))
 }
 
 fn lease_revoke() -> MethodRouter<Gateway> {
