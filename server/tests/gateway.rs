@@ -15,7 +15,15 @@ use serde_json::{json, Value};
 /// POSTs `body` to `base/v3/path` with curl: the HTTP status and the body.
 fn post(base: &str, path: &str, body: &str) -> (u32, String) {
     let out = Command::new("curl")
-        .args(["-s", "--max-time", "20", "-w", "\n%{http_code}", "-X", "POST"])
+        .args([
+            "-s",
+            "--max-time",
+            "20",
+            "-w",
+            "\n%{http_code}",
+            "-X",
+            "POST",
+        ])
         .arg(format!("{base}/v3/{path}"))
         .args(["--data-binary", body])
         .output()
@@ -93,7 +101,10 @@ impl Pair {
         let body = body.to_string();
         let (ecode, ebody) = post(&self.etcd, path, &body);
         let (code, tbody) = post(&self.tenure, path, &body);
-        ((ecode, normal(parse(&ebody))), (code, normal(parse(&tbody))))
+        (
+            (ecode, normal(parse(&ebody))),
+            (code, normal(parse(&tbody))),
+        )
     }
 }
 
@@ -135,8 +146,14 @@ fn e21_kv_range_put_deleterange_txn_and_compaction_answer_as_etcd() {
         json!({"key": b64("fo"), "range_end": b64("fp"), "sort_order": "DESCEND", "limit": 1}),
     );
     assert_eq!(prefix["more"], true);
-    p.same("kv/range", json!({"key": b64("f"), "range_end": "AA==", "count_only": true}));
-    p.same("kv/range", json!({"key": b64("foo"), "revision": 2, "keys_only": true}));
+    p.same(
+        "kv/range",
+        json!({"key": b64("f"), "range_end": "AA==", "count_only": true}),
+    );
+    p.same(
+        "kv/range",
+        json!({"key": b64("foo"), "revision": 2, "keys_only": true}),
+    );
     let txn = p.same(
         "kv/txn",
         json!({
@@ -208,8 +225,14 @@ fn e21_wrong_method_and_unknown_path_answer_as_etcd() {
 fn e21_lease_grant_revoke_keepalive_timetolive_and_leases_answer_as_etcd() {
     let p = Pair::start();
     let grant = p.same("lease/grant", json!({"TTL": 60, "ID": 1000}));
-    assert_eq!((grant["ID"].clone(), grant["TTL"].clone()), (json!("1000"), json!("60")));
-    p.same("kv/put", json!({"key": b64("leased"), "value": b64("v"), "lease": 1000}));
+    assert_eq!(
+        (grant["ID"].clone(), grant["TTL"].clone()),
+        (json!("1000"), json!("60"))
+    );
+    p.same(
+        "kv/put",
+        json!({"key": b64("leased"), "value": b64("v"), "lease": 1000}),
+    );
     let leases = p.same("lease/leases", json!({}));
     assert_eq!(leases["leases"], json!([{"ID": "1000"}]));
     p.same("kv/lease/leases", json!({}));
@@ -231,7 +254,11 @@ fn e21_lease_grant_revoke_keepalive_timetolive_and_leases_answer_as_etcd() {
     assert_eq!(t, e);
     assert_eq!(t["result"]["TTL"], "60");
     let unknown = p.same("lease/keepalive", json!({"ID": 4242}));
-    assert_eq!(unknown["result"]["TTL"], Value::Null, "TTL 0: the lease is gone");
+    assert_eq!(
+        unknown["result"]["TTL"],
+        Value::Null,
+        "TTL 0: the lease is gone"
+    );
     p.same("lease/revoke", json!({"ID": 1000}));
     let gone = p.same("kv/lease/revoke", json!({"ID": 1000}));
     assert_eq!(
@@ -298,7 +325,10 @@ fn e21_watch_is_a_chunked_stream_of_results_as_etcd_writes_it() {
     let delete = t.next();
     assert_eq!(delete, e.next());
     assert_eq!(delete["result"]["events"][0]["type"], "DELETE");
-    assert_eq!(delete["result"]["events"][0]["prev_kv"]["value"], b64("old"));
+    assert_eq!(
+        delete["result"]["events"][0]["prev_kv"]["value"],
+        b64("old")
+    );
 }
 
 #[test]
@@ -320,7 +350,10 @@ fn e21_lock_and_election_answer_as_etcd() {
     let first = t.next();
     assert_eq!(first, e.next());
     assert_eq!(first["result"]["kv"]["value"], b64("v1"));
-    p.same("election/proclaim", json!({"leader": leader, "value": b64("v2")}));
+    p.same(
+        "election/proclaim",
+        json!({"leader": leader, "value": b64("v2")}),
+    );
     let now = p.same("election/leader", json!({"name": b64("el")}));
     assert_eq!(now["kv"]["value"], b64("v2"));
     assert_eq!(t.next(), e.next(), "the observer sees the proclamation");
@@ -337,7 +370,15 @@ fn e21_maintenance_status_answers_etcds_fields() {
     let p = Pair::start();
     let ((ecode, e), (code, t)) = p.both("maintenance/status", json!({}));
     assert_eq!((code, ecode), (200, 200));
-    for key in ["header", "version", "dbSize", "leader", "raftIndex", "raftTerm", "dbSizeInUse"] {
+    for key in [
+        "header",
+        "version",
+        "dbSize",
+        "leader",
+        "raftIndex",
+        "raftTerm",
+        "dbSizeInUse",
+    ] {
         assert!(e.get(key).is_some(), "etcd writes {key}: {e}");
         assert!(t.get(key).is_some(), "tenure writes {key}: {t}");
     }
@@ -381,7 +422,11 @@ fn e21_bodies_and_streamed_requests_are_bounded() {
     assert_eq!(parse(body)["code"], 8);
     // A streamed request past the bound ends the sending side: the keep-alives before it are
     // answered, the stream ends, and the server serves on.
-    let (_, grant) = post(&url, "lease/grant", &json!({"TTL": 60, "ID": 7}).to_string());
+    let (_, grant) = post(
+        &url,
+        "lease/grant",
+        &json!({"TTL": 60, "ID": 7}).to_string(),
+    );
     assert_eq!(parse(&grant)["ID"], "7");
     let mut stream = format!("{}{}", json!({"ID": 7}), json!({"ID": 7}));
     stream.push_str(&format!("{{\"ID\":\"{}", "7".repeat(3 * limit)));

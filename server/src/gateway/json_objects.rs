@@ -95,7 +95,12 @@ mod tests {
         for c in chunks {
             buf.extend_from_slice(c.as_bytes());
             while let Frame::Complete(end) = f.scan(&buf) {
-                out.push(String::from_utf8(buf[..end].to_vec()).unwrap().trim().to_string());
+                out.push(
+                    String::from_utf8(buf[..end].to_vec())
+                        .unwrap()
+                        .trim()
+                        .to_string(),
+                );
                 buf.drain(..end);
                 f.consumed(end);
             }
@@ -110,7 +115,11 @@ mod tests {
         let whole = split(&[body]);
         assert_eq!(
             whole,
-            vec![r#"{"a":{"b":"}\"{"}}"#, r#"{"c":[1,{"d":2}]}"#, r#"{"e":"\\"}"#]
+            vec![
+                r#"{"a":{"b":"}\"{"}}"#,
+                r#"{"c":[1,{"d":2}]}"#,
+                r#"{"e":"\\"}"#
+            ]
         );
         // Every byte a chunk of its own: the same objects.
         let bytes: Vec<String> = body.chars().map(String::from).collect();

@@ -30,13 +30,24 @@ pub(crate) fn router(gw: Gateway) -> Router {
 /// One path per method (the lease ones also under `kv/lease/`, as etcd).
 fn routes() -> Router<Gateway> {
     Router::new()
-        .route("/kv/range", unary::<kv::RangeRequest, kv::RangeResponse>("/etcdserverpb.KV/Range"))
-        .route("/kv/put", unary::<kv::PutRequest, kv::PutResponse>("/etcdserverpb.KV/Put"))
+        .route(
+            "/kv/range",
+            unary::<kv::RangeRequest, kv::RangeResponse>("/etcdserverpb.KV/Range"),
+        )
+        .route(
+            "/kv/put",
+            unary::<kv::PutRequest, kv::PutResponse>("/etcdserverpb.KV/Put"),
+        )
         .route(
             "/kv/deleterange",
-            unary::<kv::DeleteRangeRequest, kv::DeleteRangeResponse>("/etcdserverpb.KV/DeleteRange"),
+            unary::<kv::DeleteRangeRequest, kv::DeleteRangeResponse>(
+                "/etcdserverpb.KV/DeleteRange",
+            ),
         )
-        .route("/kv/txn", unary::<kv::TxnRequest, kv::TxnResponse>("/etcdserverpb.KV/Txn"))
+        .route(
+            "/kv/txn",
+            unary::<kv::TxnRequest, kv::TxnResponse>("/etcdserverpb.KV/Txn"),
+        )
         .route(
             "/kv/compaction",
             unary::<kv::CompactionRequest, kv::CompactionResponse>("/etcdserverpb.KV/Compact"),
@@ -47,7 +58,9 @@ fn routes() -> Router<Gateway> {
         )
         .route(
             "/lease/grant",
-            unary::<kv::LeaseGrantRequest, kv::LeaseGrantResponse>("/etcdserverpb.Lease/LeaseGrant"),
+            unary::<kv::LeaseGrantRequest, kv::LeaseGrantResponse>(
+                "/etcdserverpb.Lease/LeaseGrant",
+            ),
         )
         .route("/lease/revoke", lease_revoke())
         .route("/kv/lease/revoke", lease_revoke())
@@ -65,7 +78,10 @@ fn routes() -> Router<Gateway> {
             "/maintenance/status",
             unary::<kv::StatusRequest, kv::StatusResponse>("/etcdserverpb.Maintenance/Status"),
         )
-        .route("/lock/lock", unary::<lock::LockRequest, lock::LockResponse>("/v3lockpb.Lock/Lock"))
+        .route(
+            "/lock/lock",
+            unary::<lock::LockRequest, lock::LockResponse>("/v3lockpb.Lock/Lock"),
+        )
         .route(
             "/lock/unlock",
             unary::<lock::UnlockRequest, lock::UnlockResponse>("/v3lockpb.Lock/Unlock"),
@@ -131,7 +147,9 @@ fn server_streaming<Q: transcode::Request, R: transcode::Reply>(
     .fallback(method_not_allowed)
 }
 
-fn streaming<Q: transcode::Request, R: transcode::Reply>(grpc: &'static str) -> MethodRouter<Gateway> {
+fn streaming<Q: transcode::Request, R: transcode::Reply>(
+    grpc: &'static str,
+) -> MethodRouter<Gateway> {
     post(move |State(gw): State<Gateway>, body: Body| transcode::streaming::<Q, R>(gw, grpc, body))
         .fallback(method_not_allowed)
 }
@@ -147,5 +165,10 @@ async fn not_found() -> Response {
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response {
-    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        text,
+    )
+        .into_response()
 }

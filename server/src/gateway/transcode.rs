@@ -54,7 +54,10 @@ impl Gateway {
 }
 
 /// A message the gateway reads from JSON and sends to a service.
-pub(crate) trait Request: prost::Message + Default + DeserializeOwned + Send + 'static {}
+pub(crate) trait Request:
+    prost::Message + Default + DeserializeOwned + Send + 'static
+{
+}
 impl<T: prost::Message + Default + DeserializeOwned + Send + 'static> Request for T {}
 
 /// A message the gateway receives from a service and writes as JSON.
@@ -62,7 +65,11 @@ pub(crate) trait Reply: prost::Message + Default + Serialize + Send + 'static {}
 impl<T: prost::Message + Default + Serialize + Send + 'static> Reply for T {}
 
 /// A unary call: the body is one request (empty: all fields at their defaults, as etcd).
-pub(crate) async fn unary<Q: Request, R: Reply>(gw: Gateway, path: &'static str, body: Body) -> Response {
+pub(crate) async fn unary<Q: Request, R: Reply>(
+    gw: Gateway,
+    path: &'static str,
+    body: Body,
+) -> Response {
     let request: Q = match read_one(body, gw.max_json).await {
         Ok(q) => q,
         Err(status) => return error_response(&status),
@@ -296,7 +303,10 @@ fn ok_response(body: Body, status: StatusCode) -> Response {
     let mut r = Response::new(body);
     *r.status_mut() = status;
     let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     // etcd's gateway forwards the gRPC response's headers so.
     h.insert(
         "grpc-metadata-content-type",
