@@ -16,6 +16,7 @@ mod convert;
 mod coordination;
 mod decode_refusals;
 mod errors;
+mod gateway;
 mod hpack;
 mod http;
 mod inspect;

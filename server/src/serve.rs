@@ -371,7 +371,29 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
         db: ctx.db.clone(),
         metrics: metrics.clone(),
     };
-    // HTTP/1.1 and HTTP/2 on every client listener (E18): the HTTP routes, then gRPC's.
+    let kv = PbKvServer::new(Kv(ctx.clone())).max_decoding_message_size(limit);
+    let lease = PbLeaseServer::new(Lease(ctx.clone())).max_decoding_message_size(limit);
+    let watch = PbWatchServer::new(Watch(ctx.clone())).max_decoding_message_size(limit);
+    let maintenance = PbMaintenanceServer::new(Maintenance::new(ctx.clone(), &args.bounds))
+        .max_decoding_message_size(limit);
+    let cluster = PbClusterServer::new(Cluster(ctx.clone())).max_decoding_message_size(limit);
+    let lock = LockServer::new(Lock(ctx.clone())).max_decoding_message_size(limit);
+    let election = ElectionServer::new(Elections(ctx.clone())).max_decoding_message_size(limit);
+    // The JSON gateway (E21) calls these same services, behind the same refusals.
+    let services = tonic::service::Routes::new(kv.clone())
+        .add_service(lease.clone())
+        .add_service(watch.clone())
+        .add_service(maintenance.clone())
+        .add_service(cluster.clone())
+        .add_service(lock.clone())
+        .add_service(election.clone())
+        .prepare();
+    let gateway = crate::gateway::Gateway::new(
+        tower_layer::Layer::layer(&crate::decode_refusals::DecodeRefusals, services),
+        limit,
+    );
+    // HTTP/1.1 and HTTP/2 on every client listener (E18): the HTTP routes and the JSON
+    // gateway, then gRPC's.
     let router = Server::builder()
         .tcp_nodelay(true)
         .http2_keepalive_interval(Some(args.bounds.grpc_keepalive_interval))
@@ -381,17 +403,18 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
         // first layer outermost).
         .layer(crate::metrics_grpc::GrpcLayer(metrics.grpc.clone()))
         .layer(crate::decode_refusals::DecodeRefusals)
-        .add_routes(crate::http::router(http.clone(), true).into())
-        .add_service(PbKvServer::new(Kv(ctx.clone())).max_decoding_message_size(limit))
-        .add_service(PbLeaseServer::new(Lease(ctx.clone())).max_decoding_message_size(limit))
-        .add_service(PbWatchServer::new(Watch(ctx.clone())).max_decoding_message_size(limit))
-        .add_service(
-            PbMaintenanceServer::new(Maintenance::new(ctx.clone(), &args.bounds))
-                .max_decoding_message_size(limit),
+        .add_routes(
+            crate::http::router(http.clone(), true)
+                .merge(crate::gateway::router(gateway))
+                .into(),
         )
-        .add_service(PbClusterServer::new(Cluster(ctx.clone())).max_decoding_message_size(limit))
-        .add_service(LockServer::new(Lock(ctx.clone())).max_decoding_message_size(limit))
-        .add_service(ElectionServer::new(Elections(ctx.clone())).max_decoding_message_size(limit));
+        .add_service(kv)
+        .add_service(lease)
+        .add_service(watch)
+        .add_service(maintenance)
+        .add_service(cluster)
+        .add_service(lock)
+        .add_service(election);
     let mut tasks = tokio::task::JoinSet::new();
     let mut sockets = Vec::new();
     let slots =
