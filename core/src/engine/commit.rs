@@ -25,6 +25,10 @@ use crate::types::Durability;
 const GATHER: Duration = Duration::from_micros(50);
 /// Buffered mode: flush early once this many ops are pending.
 pub(super) const FLUSH_OPS: usize = 1 << 16;
+/// Buffered mode: past this many pending ops a writer waits for the commit that takes its
+/// write, so a writer faster than the disk cannot grow the pending batch (and the process)
+/// without bound while the committer is busy (SPEC D3).
+pub(super) const BUFFERED_BACKLOG_OPS: usize = 4 * FLUSH_OPS;
 
 /// What only the commit leader touches, guarded by `Shared::leader`; taken by whoever holds
 /// `CommitProgress::committing` (so never contended).
@@ -54,9 +58,10 @@ impl Leader {
 }
 
 /// Hands what a write added to `pending` on (returning the sequence number to wait for in
-/// Immediate mode), or, in memory, straight to the hub. `leads`: the caller waits for it with
-/// [`wait_durable`] and so commits it itself if no commit is in flight; otherwise the committer
-/// thread is woken for it.
+/// Immediate mode, and in Buffered mode past [`BUFFERED_BACKLOG_OPS`]), or, in memory,
+/// straight to the hub. `leads`: the caller waits for it with [`wait_durable`] and so commits
+/// it itself if no commit is in flight (Immediate); otherwise the committer thread is woken
+/// for it.
 pub(super) fn enqueued(s: &Shared, st: &mut WriteState, leads: bool) -> Option<u64> {
     if !s.cfg.persist {
         let batch = st.pending.take();
@@ -94,10 +99,11 @@ pub(super) fn enqueued(s: &Shared, st: &mut WriteState, leads: bool) -> Option<u
                     },
                 );
             }
-            if st.pending.ops.len() >= FLUSH_OPS {
+            let pending = st.pending.ops.len();
+            if pending >= FLUSH_OPS {
                 s.commit_cv.notify_one();
             }
-            None
+            (pending >= BUFFERED_BACKLOG_OPS).then_some(st.seq)
         }
     }
 }
@@ -666,4 +672,67 @@ fn finish(s: &Shared) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+    use crate::{StorageFaults, Tenure};
+
+    /// SPEC D3: with the disk stalled, a Buffered writer stops at the backlog bound (it waits
+    /// for the commit that takes its write) instead of growing the pending batch without end;
+    /// once the disk moves again every write lands.
+    #[test]
+    fn d3_a_buffered_writer_waits_once_the_backlog_is_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let faults = StorageFaults::new();
+        let db = Tenure::builder()
+            .path(dir.path().join("db"))
+            .durability(Durability::Buffered(Duration::from_millis(5)))
+            .storage_faults(faults.clone())
+            .open()
+            .unwrap();
+        /// Lets the disk move again however the test ends, so closing the engine never hangs.
+        struct Unstall(StorageFaults);
+        impl Drop for Unstall {
+            fn drop(&mut self) {
+                self.0.stall_syncs(false);
+            }
+        }
+        faults.stall_syncs(true);
+        let unstall = Unstall(faults.clone());
+        let puts = 2 * BUFFERED_BACKLOG_OPS;
+        let acked = Arc::new(AtomicUsize::new(0));
+        let writer = {
+            let (db, acked) = (db.clone(), acked.clone());
+            std::thread::spawn(move || {
+                for i in 0..puts {
+                    db.put(format!("k{i}"), "v", None).unwrap();
+                    acked.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        let s = db.engine("test").unwrap().shared();
+        while s.done.lock().parked.is_empty() {
+            if writer.is_finished() {
+                let pending = s.state.lock().pending.ops.len();
+                let ended = writer.join().map_err(|e| e.downcast::<String>());
+                panic!("the writer never waited ({pending} ops pending): {ended:?}");
+            }
+            std::thread::yield_now();
+        }
+        assert!(acked.load(Ordering::SeqCst) < puts);
+        let pending = s.state.lock().pending.ops.len();
+        assert!(
+            (BUFFERED_BACKLOG_OPS..BUFFERED_BACKLOG_OPS + 64).contains(&pending),
+            "{pending} ops pending"
+        );
+        drop(unstall);
+        writer.join().unwrap();
+        assert_eq!(acked.load(Ordering::SeqCst), puts);
+        let last = db.get(format!("k{}", puts - 1)).unwrap().unwrap();
+        assert_eq!(last.value, b"v");
+    }
 }

@@ -27,6 +27,8 @@ pub(crate) const LOG: u8 = 2;
 struct FaultSwitches {
     fail_writes: AtomicU8,
     fail_syncs: AtomicU8,
+    /// Syncs that wait (polling) until the switch is off: a disk that stalls, not one that fails.
+    stall_syncs: AtomicU8,
     /// fsyncs that reached a file (`Stats::fsyncs`).
     syncs: AtomicU64,
     /// How long they took (`Metrics::fsync_duration`).
@@ -38,6 +40,7 @@ impl Default for FaultSwitches {
         FaultSwitches {
             fail_writes: AtomicU8::new(0),
             fail_syncs: AtomicU8::new(0),
+            stall_syncs: AtomicU8::new(0),
             syncs: AtomicU64::new(0),
             sync_duration: Histogram::latency(),
         }
@@ -101,6 +104,20 @@ impl StorageFaults {
         Self::set(&self.inner.fail_syncs, DB, on);
     }
 
+    /// While on, every sync of the database file and its log waits until it is turned off (a
+    /// stalled disk: commits stop finishing, nothing fails).
+    pub fn stall_syncs(&self, on: bool) {
+        Self::set(&self.inner.stall_syncs, DB | LOG, on);
+    }
+
+    /// Holds a sync of `target` while its stall switch is on. A poll, not a condition variable:
+    /// only fault tests turn it on, and it keeps the switches lock-free.
+    pub(crate) fn wait_while_stalled(&self, target: u8) {
+        while self.inner.stall_syncs.load(Ordering::SeqCst) & target != 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     pub(crate) fn fails_write(&self, target: u8) -> bool {
         self.inner.fail_writes.load(Ordering::SeqCst) & target != 0
     }
@@ -141,6 +158,7 @@ impl StorageBackend for FaultyBackend {
         self.file.set_len(len)
     }
     fn sync_data(&self) -> std::result::Result<(), std::io::Error> {
+        self.faults.wait_while_stalled(DB);
         if self.faults.fails_sync(DB) {
             return Err(injected());
         }

@@ -558,6 +558,7 @@ impl Writer {
         if self.faults.fails_write(super::LOG) {
             return Err(cannot("cannot write the log", &super::injected()));
         }
+        self.faults.wait_while_stalled(super::LOG);
         let started = std::time::Instant::now();
         match &mut self.direct {
             Some(d) => {
