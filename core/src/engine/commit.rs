@@ -703,7 +703,8 @@ mod tests {
         }
         faults.stall_syncs(true);
         let unstall = Unstall(faults.clone());
-        let puts = 2 * BUFFERED_BACKLOG_OPS;
+        // The first commit (the one that stalls) takes at most FLUSH_OPS of them.
+        let puts = BUFFERED_BACKLOG_OPS + FLUSH_OPS + 1000;
         let acked = Arc::new(AtomicUsize::new(0));
         let writer = {
             let (db, acked) = (db.clone(), acked.clone());
