@@ -165,7 +165,6 @@ impl LeaseKv {
         &mut self,
         op: OpRef<'_>,
         path: &mut Path<'_>,
-        rules: Rules,
         rev: i64,
         wrote: &mut bool,
         b: &mut Batch,
@@ -241,7 +240,7 @@ impl LeaseKv {
                     responses: TxnRef::Etcd(t)
                         .branch(ok)
                         .iter()
-                        .map(|op| self.apply_op(op, path, rules, rev, wrote, b))
+                        .map(|op| self.apply_op(op, path, rev, wrote, b))
                         .collect(),
                 }
             }
@@ -295,7 +294,7 @@ impl LeaseKv {
         let mut wrote = false;
         let mut at = path.iter();
         for op in ops.iter() {
-            let response = self.apply_op(op, &mut at, rules, rev, &mut wrote, b);
+            let response = self.apply_op(op, &mut at, rev, &mut wrote, b);
             answer(op, response, rev);
         }
         if wrote {
