@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::LeaseId;
+use crate::types::LeaseId;
 
 /// Everything that can go wrong in tenure.
 ///

@@ -144,9 +144,13 @@ fn imports(
                 me[..me.len().saturating_sub(1)].to_vec()
             };
             full.extend(path);
+            // A name re-exported at the crate root, imported from there, is an arrow to lib.rs
+            // (the top of the house), whichever file defines it: import it from its module.
             let target = module_file(&full).or_else(|| {
-                let (_, module) = exports.iter().find(|(n, _)| Some(n) == full.first())?;
-                module_file(module)
+                exports
+                    .iter()
+                    .any(|(n, _)| Some(n) == full.first())
+                    .then(|| "lib.rs".to_string())
             });
             if let Some(t) = target.filter(|t| t != file) {
                 if !out.contains(&t) {
@@ -203,10 +207,16 @@ fn the_import_reader_sees_an_arrow_up() {
     // handle is caught.
     let files = vec!["handle.rs".to_string(), "limits/mod.rs".to_string()];
     let exports = vec![("Tenure".to_string(), vec!["handle".to_string()])];
-    let src = "use crate::Tenure;\n// use crate::nothing;\n";
+    let src = "use crate::handle::Tenure;\n// use crate::nothing;\n";
     assert_eq!(
         imports("limits/mod.rs", src, &files, &exports),
         vec!["handle.rs".to_string()]
+    );
+    // A name taken from the crate root is an arrow to lib.rs, above every file.
+    let src = "use crate::Tenure;\n";
+    assert_eq!(
+        imports("limits/mod.rs", src, &files, &exports),
+        vec!["lib.rs".to_string()]
     );
     let nested = "use super::check::x;\n";
     let files = vec!["limits/check.rs".to_string(), "limits/mod.rs".to_string()];

@@ -528,7 +528,8 @@ impl Engine {
 
     /// [`Tenure::txn`](crate::Tenure::txn), for this engine.
     pub(crate) fn txn(&self, txn: Txn) -> Result<TxnResponse> {
-        self.write(|lease_kv, b, _| lease_kv.txn(txn, b))
+        // Borrowed by the apply, so it is dropped after the state lock is released.
+        self.write(|lease_kv, b, _| lease_kv.txn(&txn, b))
     }
 
     /// [`Tenure::watch`](crate::Tenure::watch), for this engine.

@@ -2,9 +2,10 @@
 //! events for resuming, and fan-out that never blocks a writer.
 //!
 //! Events enter the hub only after the write that made them is durable (the committer calls
-//! [`WatchHub::dispatch`] after the commit), in revision order. Each event is stored once (an
-//! `Arc`) and shared by the history and every queue it enters, so a thousand watchers of one
-//! key cost one copy of each event. A watcher whose queue would exceed its bound (events or
+//! [`WatchHub::dispatch`] after the commit), in revision order. Each event is stored once and
+//! shared (an `Arc`, made when a queue first takes it) by the history and every queue it
+//! enters, so a thousand watchers of one key cost one copy of each event, and an event no one
+//! watches costs no allocation of its own. A watcher whose queue would exceed its bound (events or
 //! bytes) is cancelled with [`Error::Compacted`] naming the revision it can resume from.
 //!
 //! Finding the watchers of an event costs a hash lookup for single-key watches, one per
@@ -268,13 +269,47 @@ impl Drop for Registered {
     }
 }
 
+/// An event of the history: kept as it came until a queue takes it, shared from then on (so
+/// the writes no one watches allocate nothing for the history, BENCHMARKS.md §10).
+enum Kept {
+    Plain(Event),
+    Shared(Arc<Event>),
+}
+
+impl Kept {
+    /// The event as a watcher's queue takes it: one copy, shared by every queue and the history.
+    fn share(&mut self) -> Arc<Event> {
+        let shared = match self {
+            Kept::Shared(ev) => return ev.clone(),
+            Kept::Plain(ev) => Arc::new(Event {
+                kind: ev.kind,
+                kv: std::mem::take(&mut ev.kv),
+                prev_kv: ev.prev_kv.take(),
+            }),
+        };
+        *self = Kept::Shared(shared.clone());
+        shared
+    }
+}
+
+impl std::ops::Deref for Kept {
+    type Target = Event;
+
+    fn deref(&self) -> &Event {
+        match self {
+            Kept::Plain(ev) => ev,
+            Kept::Shared(ev) => ev,
+        }
+    }
+}
+
 /// The watcher registry and event history. Guarded by the engine's hub mutex.
 pub(crate) struct WatchHub {
     watchers: FxHashMap<u64, Registered>,
     index: Index,
     next_id: u64,
     graveyard: (Sender<u64>, Receiver<u64>),
-    history: VecDeque<Arc<Event>>,
+    history: VecDeque<Kept>,
     /// Sum of [`event_bytes`] (with previous key-values) over `history`.
     history_bytes: usize,
     limits: WatchLimits,
@@ -365,11 +400,11 @@ impl WatchHub {
             bytes += event_bytes(&ev, opts.prev_kv);
             let _ = tx.send(Arc::new(ev));
         }
-        for ev in self.history.range(from..) {
+        for ev in self.history.range_mut(from..) {
             if range.contains(&ev.kv.key) {
                 replayed += 1;
                 bytes += event_bytes(ev, opts.prev_kv);
-                let _ = tx.send(ev.clone());
+                let _ = tx.send(ev.share());
             }
         }
         if let Some(q) = &shared.queued_bytes {
@@ -401,13 +436,16 @@ impl WatchHub {
         if events.is_empty() {
             return;
         }
-        self.bury();
-        let events: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
+        // With no watcher left, the dropped ones wait for the next register or count.
+        if !self.watchers.is_empty() {
+            self.bury();
+        }
+        let mut events: Vec<Kept> = events.into_iter().map(Kept::Plain).collect();
         if !self.watchers.is_empty() {
             let mut hits: Vec<(u64, usize)> = Vec::new();
             // One revision at a time, and a revision enters a watcher's queue whole or not at
             // all, so a cancelled watcher resumes exactly at the revision it did not get.
-            for group in events.chunk_by(|a, b| a.revision() == b.revision()) {
+            for group in events.chunk_by_mut(|a, b| a.revision() == b.revision()) {
                 hits.clear();
                 for (i, ev) in group.iter().enumerate() {
                     self.index.candidates(&ev.kv.key, |id| hits.push((id, i)));
@@ -424,7 +462,7 @@ impl WatchHub {
 
     /// Queues the events `run` names (of one revision's `group`) to watcher `id`, or cancels it
     /// if they do not fit.
-    fn deliver(&mut self, id: u64, group: &[Arc<Event>], run: &[(u64, usize)]) {
+    fn deliver(&mut self, id: u64, group: &mut [Kept], run: &[(u64, usize)]) {
         let Some(w) = self.watchers.get(&id) else {
             return;
         };
@@ -435,14 +473,14 @@ impl WatchHub {
         let revision = group[0].revision();
         let mine = || {
             run.iter()
-                .map(|&(_, i)| &group[i])
-                .filter(|ev| w.range.contains(&ev.kv.key))
+                .map(|&(_, i)| i)
+                .filter(|&i| w.range.contains(&group[i].kv.key))
         };
         if revision < w.start || mine().next().is_none() {
             return;
         }
-        let (count, bytes) = mine().fold((0, 0), |(n, b), ev| {
-            (n + 1, b + event_bytes(ev, w.shared.prev_kv))
+        let (count, bytes) = mine().fold((0, 0), |(n, b), i| {
+            (n + 1, b + event_bytes(&group[i], w.shared.prev_kv))
         });
         let tx = w.tx.as_ref().expect("a registered watcher has its sender");
         let queued = tx.len();
@@ -473,7 +511,10 @@ impl WatchHub {
         if let Some(q) = &w.shared.queued_bytes {
             q.fetch_add(bytes, Ordering::Relaxed);
         }
-        if mine().all(|ev| tx.send(ev.clone()).is_ok()) {
+        let sent = run.iter().all(|&(_, i)| {
+            !w.range.contains(&group[i].kv.key) || tx.send(group[i].share()).is_ok()
+        });
+        if sent {
             w.shared.wake();
         } else {
             self.remove(id);
@@ -481,7 +522,7 @@ impl WatchHub {
     }
 
     /// Keeps `events` in the history, then trims it to its bounds (whole revisions only).
-    fn retain(&mut self, events: Vec<Arc<Event>>) {
+    fn retain(&mut self, events: Vec<Kept>) {
         if self.limits.history == 0 {
             if let Some(last) = events.last() {
                 self.compacted = last.revision();

@@ -1,21 +1,21 @@
-//! The one apply algorithm: an etcd request ([`RequestOp`]) applied to the [`LeaseKv`] at one
-//! revision, validated in full first (I-S1). `tenure serve` runs etcd's requests through it, and
-//! the embedded [`Txn`](crate::Txn) is lowered to one (`LeaseKv::txn`).
+//! The one apply algorithm: an etcd request applied to the [`LeaseKv`] at one revision,
+//! validated in full first (I-S1). `tenure serve` runs etcd's requests ([`RequestOp`]) through
+//! it, and the embedded [`Txn`] too, lowered to etcd's request as a borrowed view
+//! (`etcd/lower.rs`: no copy of it, each answer raised as it is made).
 
 use std::collections::BTreeSet;
 
 use crate::batch::Batch;
-use crate::error::Result;
-use crate::etcd::{
-    Outcome, RangeCompare, RangeRequest, RangeResponse, Refusal, RequestOp, ResponseOp,
-};
+use crate::error::{Error, Result};
+use crate::etcd::lower::{raise, Branch, CompareRef, DeleteRef, OpRef, ReadRef, TxnRef};
+use crate::etcd::{Outcome, RangeRequest, RangeResponse, Refusal, RequestOp, ResponseOp};
 use crate::kv::range::KeyRange;
-use crate::kv::txn::{Compare, CompareTarget};
+use crate::kv::txn::{Compare, CompareTarget, Txn, TxnResponse};
 use crate::limits::{check_key, check_txn_ops};
 use crate::state::LeaseKv;
 
 /// The rules a request is held to: etcd's for a request from outside; the embedded API's for a
-/// lowered [`Txn`](crate::Txn), which may write one key twice in a branch (the last write wins).
+/// lowered [`Txn`], which may write one key twice in a branch (the last write wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Rules {
     /// etcd's: a key written twice in one branch is [`Refusal::DuplicateKey`].
@@ -25,7 +25,7 @@ pub(crate) enum Rules {
 }
 
 /// etcd's op budget (SPEC E2a) for a request from outside, before any work on it. The embedded
-/// [`Txn`](crate::Txn) nests nothing and is not held to it.
+/// [`Txn`] nests nothing and is not held to it.
 fn check_ops(op: &RequestOp) -> Result<()> {
     match op {
         RequestOp::Txn(t) => check_txn_ops(t),
@@ -33,17 +33,18 @@ fn check_ops(op: &RequestOp) -> Result<()> {
     }
 }
 
+/// Which nested txn takes which branch, in the order the ops meet them.
+type Path<'p> = std::slice::Iter<'p, bool>;
+
 impl LeaseKv {
-    fn compare_range(&self, c: &RangeCompare) -> bool {
+    fn compare_range(&self, c: CompareRef<'_>) -> bool {
         if c.range_end.is_empty() {
-            return self.kv.compare(&c.compare);
+            return self.kv.compare(c.compare);
         }
-        let keys = self
-            .kv
-            .keys_in(&KeyRange::new(&c.compare.key, &c.range_end));
+        let keys = self.kv.keys_in(&KeyRange::new(&c.compare.key, c.range_end));
         if keys.is_empty() {
             let value = matches!(c.compare.target, CompareTarget::Value(_));
-            return !value && self.kv.compare(&c.compare);
+            return !value && self.kv.compare(c.compare);
         }
         keys.into_iter().all(|key| {
             self.kv.compare(&Compare {
@@ -53,13 +54,22 @@ impl LeaseKv {
         })
     }
 
-    /// The branch each (nested) txn takes, decided on the state before any op runs (as etcd).
-    fn branches(&self, ops: &[RequestOp], out: &mut Vec<bool>) {
-        for op in ops {
-            if let RequestOp::Txn(t) = op {
-                let ok = t.compare.iter().all(|c| self.compare_range(c));
+    /// Whether every compare of `t` holds.
+    fn holds(&self, t: TxnRef<'_>) -> bool {
+        t.all(|c| self.compare_range(c))
+    }
+
+    /// The branch each nested txn of `ops` takes, decided on the state before any op runs
+    /// (as etcd).
+    fn branches(&self, ops: Branch<'_>, out: &mut Vec<bool>) {
+        let Branch::Etcd(ops) = ops else {
+            return; // the embedded txn nests none
+        };
+        for op in Branch::Etcd(ops).iter() {
+            if let OpRef::Txn(t) = op {
+                let ok = self.holds(TxnRef::Etcd(t));
                 out.push(ok);
-                self.branches(if ok { &t.success } else { &t.failure }, out);
+                self.branches(TxnRef::Etcd(t).branch(ok), out);
             }
         }
     }
@@ -80,23 +90,26 @@ impl LeaseKv {
     /// Validates the ops that will run, before anything is applied.
     fn validate(
         &self,
-        ops: &[RequestOp],
-        path: &mut std::slice::Iter<'_, bool>,
+        ops: Branch<'_>,
+        path: &mut Path<'_>,
         rules: Rules,
         past_ok: bool,
     ) -> Result<std::result::Result<(), Refusal>> {
         let etcd = rules == Rules::Etcd;
         let mut puts = BTreeSet::new();
         let mut deletes = Vec::new();
-        for op in ops {
+        for op in ops.iter() {
             match op {
-                RequestOp::Range(r) => {
+                OpRef::Read(ReadRef::Request(r)) => {
                     check_key(&r.key)?;
                     if let Err(refusal) = self.check_range(r, past_ok) {
                         return Ok(Err(refusal));
                     }
                 }
-                RequestOp::Put(p) => {
+                OpRef::Read(ReadRef::Key(key)) => check_key(key)?,
+                // Lowered, a prefix is a range from its first key (`"\0"` for every key).
+                OpRef::Read(ReadRef::Prefix { .. }) => {}
+                OpRef::Put(p) => {
                     check_key(&p.key)?;
                     if etcd && !puts.insert(p.key.as_slice()) {
                         return Ok(Err(Refusal::DuplicateKey));
@@ -108,22 +121,41 @@ impl LeaseKv {
                         self.check_lease(p.lease)?;
                     }
                 }
-                RequestOp::DeleteRange(d) => {
+                OpRef::PutKey { key, lease, .. } => {
+                    check_key(key)?;
+                    if etcd && !puts.insert(key) {
+                        return Ok(Err(Refusal::DuplicateKey));
+                    }
+                    self.check_lease(lease)?;
+                }
+                OpRef::Delete(DeleteRef::Request(d)) => {
                     check_key(&d.key)?;
                     if etcd {
                         deletes.push(KeyRange::new(&d.key, &d.range_end));
                     }
                 }
-                RequestOp::Txn(t) => {
+                OpRef::Delete(DeleteRef::Key(key)) => {
+                    check_key(key)?;
+                    if etcd {
+                        deletes.push(KeyRange::new(key, b""));
+                    }
+                }
+                OpRef::Delete(DeleteRef::Prefix(prefix)) => {
+                    if etcd {
+                        deletes.push(KeyRange::prefix(prefix));
+                    }
+                }
+                OpRef::Txn(t) => {
                     let ok = *path.next().expect("one branch per nested txn");
-                    let branch = if ok { &t.success } else { &t.failure };
-                    if let Err(r) = self.validate(branch, path, rules, past_ok)? {
+                    if let Err(r) =
+                        self.validate(TxnRef::Etcd(t).branch(ok), path, rules, past_ok)?
+                    {
                         return Ok(Err(r));
                     }
                 }
             }
         }
-        if puts.iter().any(|k| deletes.iter().any(|d| d.contains(k))) {
+        if !deletes.is_empty() && puts.iter().any(|k| deletes.iter().any(|d| d.contains(k))) {
             return Ok(Err(Refusal::DuplicateKey));
         }
         Ok(Ok(()))
@@ -131,16 +163,15 @@ impl LeaseKv {
 
     fn apply_op(
         &mut self,
-        op: &RequestOp,
-        path: &mut std::slice::Iter<'_, bool>,
-        rules: Rules,
+        op: OpRef<'_>,
+        path: &mut Path<'_>,
         rev: i64,
         wrote: &mut bool,
         b: &mut Batch,
     ) -> ResponseOp {
         match op {
-            RequestOp::Range(r) => ResponseOp::Range(self.range(r)),
-            RequestOp::Put(p) => {
+            OpRef::Read(r) => ResponseOp::Range(self.range(r)),
+            OpRef::Put(p) => {
                 // The previous key-value only when it is asked for or kept from.
                 let keeps = p.prev_kv || p.ignore_value || p.ignore_lease;
                 let prev = if keeps { self.kv.get(&p.key) } else { None };
@@ -158,19 +189,30 @@ impl LeaseKv {
                     prev_kv: if p.prev_kv { prev } else { None },
                 }
             }
-            RequestOp::DeleteRange(d)
-                if rules == Rules::Embedded && d.range_end.is_empty() && !d.prev_kv =>
-            {
+            OpRef::PutKey { key, value, lease } => {
+                self.put_at(key, value, lease, rev, b);
+                *wrote = true;
+                ResponseOp::Put { prev_kv: None }
+            }
+            OpRef::Delete(DeleteRef::Key(key)) => {
                 // The embedded `Op::Delete`: also forgets a bare attached name (L6), which
                 // etcd has not; nothing to return, so no copy of the key-value.
-                let existed = self.delete_at(&d.key, rev, b);
+                let existed = self.delete_at(key, rev, b);
                 *wrote |= existed;
                 ResponseOp::DeleteRange {
                     deleted: i64::from(existed),
                     prev_kvs: Vec::new(),
                 }
             }
-            RequestOp::DeleteRange(d) => {
+            OpRef::Delete(DeleteRef::Prefix(prefix)) => {
+                let n = self.delete_prefix_at(prefix, rev, b);
+                *wrote |= n > 0;
+                ResponseOp::DeleteRange {
+                    deleted: i64::try_from(n).unwrap_or(i64::MAX),
+                    prev_kvs: Vec::new(),
+                }
+            }
+            OpRef::Delete(DeleteRef::Request(d)) => {
                 let range = KeyRange::new(&d.key, &d.range_end);
                 let (deleted, prev_kvs) = if d.prev_kv {
                     let gone = self.kv.range_of(&range);
@@ -191,38 +233,74 @@ impl LeaseKv {
                     prev_kvs,
                 }
             }
-            RequestOp::Txn(t) => {
+            OpRef::Txn(t) => {
                 let ok = *path.next().expect("one branch per nested txn");
-                let branch = if ok { &t.success } else { &t.failure };
                 ResponseOp::Txn {
                     succeeded: ok,
-                    responses: branch
+                    responses: TxnRef::Etcd(t)
+                        .branch(ok)
                         .iter()
-                        .map(|op| self.apply_op(op, path, rules, rev, wrote, b))
+                        .map(|op| self.apply_op(op, path, rev, wrote, b))
                         .collect(),
                 }
             }
         }
     }
 
-    /// etcd's range; a plain read of one key (the embedded `Op::Get`) is the index's get.
-    fn range(&self, r: &RangeRequest) -> RangeResponse {
-        let plain = r.range_end.is_empty()
-            && !r.keys_only
-            && !r.count_only
-            && r.min_mod_revision == 0
-            && r.max_mod_revision == 0
-            && r.min_create_revision == 0
-            && r.max_create_revision == 0;
-        if !plain {
-            return self.kv.range_request(r);
-        }
-        let kvs: Vec<_> = self.kv.get(&r.key).into_iter().collect();
+    /// etcd's range; a plain read of one key (the embedded `Op::Get`) is the index's get, a
+    /// prefix (`Op::Range`) the index's prefix read.
+    fn range(&self, r: ReadRef<'_>) -> RangeResponse {
+        let kvs = match r {
+            ReadRef::Request(r) => {
+                let plain = r.range_end.is_empty()
+                    && !r.keys_only
+                    && !r.count_only
+                    && r.min_mod_revision == 0
+                    && r.max_mod_revision == 0
+                    && r.min_create_revision == 0
+                    && r.max_create_revision == 0;
+                if !plain {
+                    return self.kv.range_request(r);
+                }
+                self.kv.get(&r.key).into_iter().collect()
+            }
+            ReadRef::Key(key) => self.kv.get(key).into_iter().collect(),
+            ReadRef::Prefix { prefix, limit } => self.kv.range(prefix, limit),
+        };
         RangeResponse {
             count: kvs.len() as i64,
             kvs,
             more: false,
         }
+    }
+
+    /// The one algorithm on the ops of one branch: nested branches decided, every op validated,
+    /// then applied at one revision, which moves only if something was written. `answer` takes
+    /// each op's response, in order, with the revision the writes are at. `Ok(Ok(revision))`:
+    /// the store's revision after it.
+    fn apply_branch<'a>(
+        &mut self,
+        ops: Branch<'a>,
+        rules: Rules,
+        b: &mut Batch,
+        mut answer: impl FnMut(OpRef<'a>, ResponseOp, i64),
+    ) -> Result<std::result::Result<i64, Refusal>> {
+        let mut path = Vec::new();
+        self.branches(ops, &mut path);
+        if let Err(r) = self.validate(ops, &mut path.iter(), rules, false)? {
+            return Ok(Err(r));
+        }
+        let rev = self.next_revision()?;
+        let mut wrote = false;
+        let mut at = path.iter();
+        for op in ops.iter() {
+            let response = self.apply_op(op, &mut at, rev, &mut wrote, b);
+            answer(op, response, rev);
+        }
+        if wrote {
+            self.kv.revision = rev;
+        }
+        Ok(Ok(self.kv.revision))
     }
 
     /// SPEC E2: one etcd request, validated in full before anything is applied; every write at
@@ -232,24 +310,60 @@ impl LeaseKv {
         self.apply(op, Rules::Etcd, b)
     }
 
-    /// [`execute`](Self::execute) under `rules`: the one apply algorithm.
+    /// [`execute`](Self::execute) under `rules`: a txn's compares decided, then its branch
+    /// (or the request alone, a branch of one) through the one algorithm.
     pub(crate) fn apply(&mut self, op: &RequestOp, rules: Rules, b: &mut Batch) -> Result<Outcome> {
-        let ops = std::slice::from_ref(op);
-        let mut path = Vec::new();
-        self.branches(ops, &mut path);
-        if let Err(r) = self.validate(ops, &mut path.iter(), rules, false)? {
-            return Ok(Outcome::Refused(r));
-        }
-        let rev = self.next_revision()?;
-        let mut wrote = false;
-        let response = self.apply_op(op, &mut path.iter(), rules, rev, &mut wrote, b);
-        if wrote {
-            self.kv.revision = rev;
-        }
-        Ok(Outcome::Done {
-            revision: self.kv.revision,
-            response,
+        let done = |revision, response| Outcome::Done { revision, response };
+        Ok(match op {
+            RequestOp::Txn(t) => {
+                let succeeded = self.holds(TxnRef::Etcd(t));
+                let ops = TxnRef::Etcd(t).branch(succeeded);
+                let mut responses = Vec::with_capacity(ops.len());
+                match self.apply_branch(ops, rules, b, |_, r, _| responses.push(r))? {
+                    Ok(revision) => done(
+                        revision,
+                        ResponseOp::Txn {
+                            succeeded,
+                            responses,
+                        },
+                    ),
+                    Err(refusal) => Outcome::Refused(refusal),
+                }
+            }
+            op => {
+                let mut response = None;
+                let ops = Branch::Etcd(std::slice::from_ref(op));
+                match self.apply_branch(ops, rules, b, |_, r, _| response = Some(r))? {
+                    Ok(revision) => done(revision, response.expect("one op, one response")),
+                    Err(refusal) => Outcome::Refused(refusal),
+                }
+            }
         })
+    }
+
+    /// K5: the embedded txn, lowered to etcd's request as a borrowed view and applied by the
+    /// one algorithm with the embedded rules (a key may be written twice in a branch); each
+    /// answer raised to the embedded API's as it is made.
+    pub(crate) fn txn(&mut self, txn: &Txn, b: &mut Batch) -> Result<TxnResponse> {
+        let t = TxnRef::Embedded(txn);
+        let succeeded = self.holds(t);
+        let ops = t.branch(succeeded);
+        let mut responses = Vec::with_capacity(ops.len());
+        let applied = self.apply_branch(ops, Rules::Embedded, b, |op, r, rev| {
+            responses.push(raise(op, r, rev))
+        })?;
+        match applied {
+            Ok(revision) => Ok(TxnResponse {
+                succeeded,
+                revision,
+                responses,
+            }),
+            // The embedded rules refuse nothing an embedded txn can hold (no ignore flags, no
+            // past revision, a key may be written twice): said rather than assumed.
+            Err(refusal) => Err(Error::storage(format!(
+                "internal: an embedded txn was refused {refusal:?}"
+            ))),
+        }
     }
 
     /// A read-only request (a range, or a txn without writes): never changes anything.
@@ -272,13 +386,13 @@ impl LeaseKv {
 
     fn read(&self, op: &RequestOp, mut past: Option<&mut Vec<RangeRequest>>) -> Result<Outcome> {
         check_ops(op)?;
-        let ops = std::slice::from_ref(op);
+        let ops = Branch::Etcd(std::slice::from_ref(op));
         let mut path = Vec::new();
         self.branches(ops, &mut path);
         if let Err(r) = self.validate(ops, &mut path.iter(), Rules::Etcd, past.is_some())? {
             return Ok(Outcome::Refused(r));
         }
-        let response = self.read_op(op, &mut path.iter(), &mut past);
+        let response = self.read_op(op.into(), &mut path.iter(), &mut past);
         Ok(Outcome::Done {
             revision: self.kv.revision,
             response,
@@ -287,30 +401,31 @@ impl LeaseKv {
 
     fn read_op(
         &self,
-        op: &RequestOp,
-        path: &mut std::slice::Iter<'_, bool>,
+        op: OpRef<'_>,
+        path: &mut Path<'_>,
         past: &mut Option<&mut Vec<RangeRequest>>,
     ) -> ResponseOp {
         match op {
-            RequestOp::Range(r) => match past {
+            OpRef::Read(ReadRef::Request(r)) => match past {
                 Some(list) if r.is_past(self.kv.revision) => {
                     list.push(r.clone());
                     ResponseOp::Range(RangeResponse::default())
                 }
-                _ => ResponseOp::Range(self.range(r)),
+                _ => ResponseOp::Range(self.range(ReadRef::Request(r))),
             },
-            RequestOp::Txn(t) => {
+            OpRef::Read(r) => ResponseOp::Range(self.range(r)),
+            OpRef::Txn(t) => {
                 let ok = *path.next().expect("one branch per nested txn");
-                let branch = if ok { &t.success } else { &t.failure };
                 ResponseOp::Txn {
                     succeeded: ok,
-                    responses: branch
+                    responses: TxnRef::Etcd(t)
+                        .branch(ok)
                         .iter()
                         .map(|op| self.read_op(op, path, past))
                         .collect(),
                 }
             }
-            RequestOp::Put(_) | RequestOp::DeleteRange(_) => {
+            OpRef::Put(_) | OpRef::PutKey { .. } | OpRef::Delete(_) => {
                 unreachable!("read_op is only called on requests that do not write")
             }
         }
@@ -321,7 +436,7 @@ impl LeaseKv {
 mod tests {
     use super::*;
     use crate::error::Error;
-    use crate::etcd::{DeleteRangeRequest, PutRequest, TxnRequest};
+    use crate::etcd::{DeleteRangeRequest, PutRequest, RangeCompare, TxnRequest};
     use crate::kv::txn::CompareOp;
     use std::time::Duration;
 

@@ -8,18 +8,13 @@ use std::time::Duration;
 
 use crate::batch::Batch;
 use crate::error::{Error, Result};
-use crate::etcd::lower::raise;
-use crate::etcd::{Outcome, RequestOp, ResponseOp};
 use crate::kv::index::KvIndex;
-use crate::kv::txn::{Txn, TxnResponse};
 use crate::lease::lessor::{ns, Due, Lessor, NO_TIME};
 use crate::limits::check_key;
 use crate::rows::{Loaded, StoreOp};
 use crate::types::{ExpiredLease, LeaseId, Recovery};
 
 mod apply;
-
-use self::apply::Rules;
 
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Counters {
@@ -368,30 +363,6 @@ impl LeaseKv {
         self.kv.compacted = revision;
         b.op(|| StoreOp::Compact(revision));
         Ok(self.kv.revision)
-    }
-
-    /// K5: lowered to etcd's request and applied by the one algorithm, with the embedded rules;
-    /// validated in full before anything is applied, one revision if anything was written.
-    pub(crate) fn txn(&mut self, txn: Txn, b: &mut Batch) -> Result<TxnResponse> {
-        let op = RequestOp::Txn(txn.lower());
-        match (&op, self.apply(&op, Rules::Embedded, b)?) {
-            (
-                RequestOp::Txn(req),
-                Outcome::Done {
-                    revision,
-                    response:
-                        ResponseOp::Txn {
-                            succeeded,
-                            responses,
-                        },
-                },
-            ) => Ok(raise(req, succeeded, revision, responses)),
-            // The embedded rules refuse nothing a lowered txn can hold (no ignore flags, no
-            // past revision, a key may be written twice): said rather than assumed.
-            (_, other) => Err(Error::storage(format!(
-                "internal: a lowered txn was answered {other:?}"
-            ))),
-        }
     }
 }
 
