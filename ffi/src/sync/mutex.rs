@@ -46,7 +46,9 @@ impl tenure_mutex_options {
 ///
 /// Errors: `TENURE_ERR_NULL_POINTER`.
 #[no_mangle]
-pub unsafe extern "C" fn tenure_mutex_options_init(opts: *mut tenure_mutex_options) -> tenure_result {
+pub unsafe extern "C" fn tenure_mutex_options_init(
+    opts: *mut tenure_mutex_options,
+) -> tenure_result {
     guard("tenure_mutex_options_init", || {
         let d = MutexOptions::default();
         // SAFETY: the caller promises a writable struct.
