@@ -137,6 +137,15 @@ enum Drained {
     Behind,
 }
 
+/// Records `kv` as the latest value of an entry, keeping the lease already known when an
+/// event leaves it out (an entry's lease never changes: its mark is put on the same lease).
+fn remember(last: &mut Option<KeyValue>, mut kv: KeyValue) {
+    if kv.lease.is_none() {
+        kv.lease = last.as_ref().and_then(|l| l.lease);
+    }
+    *last = Some(kv);
+}
+
 /// Takes every queued event of `w`; `Closed` when the backend closed. `last` (if kept) gets
 /// the watched key's latest value: a put's, or the one a delete removed.
 fn drain(w: &mut Watcher, mut last: Option<&mut Option<KeyValue>>) -> Result<Drained> {
@@ -144,13 +153,13 @@ fn drain(w: &mut Watcher, mut last: Option<&mut Option<KeyValue>>) -> Result<Dra
         match w.try_recv() {
             Ok(Some(ev)) if ev.kind == EventKind::Delete => {
                 if let (Some(last), Some(prev)) = (last, ev.prev_kv) {
-                    *last = Some(prev);
+                    remember(last, prev);
                 }
                 return Ok(Drained::Deleted);
             }
             Ok(Some(ev)) => {
                 if let Some(last) = last.as_deref_mut() {
-                    *last = Some(ev.kv);
+                    remember(last, ev.kv);
                 }
             }
             Ok(None) => return Ok(Drained::Empty),
