@@ -207,13 +207,6 @@ impl Mutex {
         let claim = self.claim()?;
         // Taken before the key is put, so that no demote in between is missed.
         let demoted = self.session.backend().demotion();
-        // With a lock delay, the holder before the put: one that ends before the wait first
-        // looks at the queue is still seen to end.
-        let before = match self.options.lock_delay {
-            Some(_) => first_entry(&**self.session.backend(), &self.prefix)?
-                .filter(|kv| kv.key != self.key),
-            None => None,
-        };
         let (rev, fresh) = self.enqueue()?;
         let turn = Turn {
             session: &self.session,
@@ -224,9 +217,7 @@ impl Mutex {
         Ok(Entered {
             entry: (claim, rev),
             fresh,
-            turn: TurnWait::new(turn, rev, wait, demoted)
-                .with_lock_delay(self.options.lock_delay)
-                .with_ahead(before),
+            turn: TurnWait::new(turn, rev, wait, demoted).with_lock_delay(self.options.lock_delay),
         })
     }
 

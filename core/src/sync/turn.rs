@@ -205,15 +205,6 @@ impl TurnWait {
         self
     }
 
-    /// The holder as read just before this contender's entry was put (with a lock delay): if
-    /// it is gone by the first look at the queue, its end is judged all the same.
-    pub(crate) fn with_ahead(mut self, ahead: Option<KeyValue>) -> TurnWait {
-        if self.lock_delay.is_some() {
-            self.ahead = ahead;
-        }
-        self
-    }
-
     /// The backend clock's time until which a lock delay holds this turn back, if one does.
     pub(crate) fn delayed_until(&self) -> Option<Duration> {
         self.delay.as_ref().map(Alarm::at)
