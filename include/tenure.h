@@ -326,6 +326,21 @@ typedef struct tenure_session_options {
     int64_t keepalive_interval_ms;
 } tenure_session_options;
 
+// Options of a mutex (SPEC S9, bounded holds) for `tenure_mutex_lock_with` and
+// `tenure_mutex_try_lock_with`, mirroring the Rust `MutexOptions`: fill them with
+// `tenure_mutex_options_init`, then change what you need. Fields are only ever appended.
+typedef struct tenure_mutex_options {
+    // 0: none. Else, in ms: after the hold ahead of this waiter ended involuntarily (its
+    // session's lease expired or was revoked without an unlock, or its `max_hold` ran out),
+    // take the lock only this long after seeing that end. A voluntary unlock never delays.
+    // At most 9 000 000 000 000 ms; negative or above is `TENURE_ERR_INVALID_ARGUMENT`.
+    int64_t lock_delay_ms;
+    // 0: none. Else, in ms: a hold ends itself this long after it was acquired, even while
+    // its session lives (`tenure_lock_is_held` turns false first, then the key is deleted).
+    // Bounded as `lock_delay_ms`.
+    int64_t max_hold_ms;
+} tenure_mutex_options;
+
 // Configuration of a leader elector (SPEC S5). Start from `tenure_elector_config_init`, then
 // set `name` and `identity`. Checked by `tenure_elector_start`: `lease_duration_ms >
 // renew_deadline_ms > retry_period_ms × 1.2`, `renew_deadline_ms + retry_period_ms <
@@ -997,6 +1012,11 @@ tenure_result tenure_session_close(const struct tenure_session *s);
 // no-op. No other thread may be using it.
 void tenure_session_free(struct tenure_session *s);
 
+// Fills `opts` with the defaults: no lock delay, no bound on a hold (etcd's mutex).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`.
+tenure_result tenure_mutex_options_init(struct tenure_mutex_options *opts);
+
 // Waits until the session holds the mutex `name` (NUL-terminated UTF-8; names nest without
 // interfering), in FIFO order of arrival, for up to `timeout_ms` (-1: no limit, 0: only if it
 // is free now and no one waits). Free `*out` with `tenure_lock_free`. On failure the claim is
@@ -1020,6 +1040,27 @@ tenure_result tenure_mutex_lock(const struct tenure_session *s,
 tenure_result tenure_mutex_try_lock(const struct tenure_session *s,
                                     const char *name,
                                     struct tenure_lock **out);
+
+// `tenure_mutex_lock` with bounded holds (SPEC S9): `opts` (NULL: the defaults) sets the lock
+// delay and the longest hold of this acquisition.
+//
+// Errors: those of `tenure_mutex_lock`; `TENURE_ERR_INVALID_ARGUMENT` also for an option
+// negative or above its bound.
+tenure_result tenure_mutex_lock_with(const struct tenure_session *s,
+                                     const char *name,
+                                     int64_t timeout_ms,
+                                     const struct tenure_mutex_options *opts,
+                                     struct tenure_lock **out);
+
+// `tenure_mutex_try_lock` with bounded holds (SPEC S9; a try never waits, so only `max_hold`
+// and the marked unlock of `lock_delay` apply).
+//
+// Errors: those of `tenure_mutex_try_lock`; `TENURE_ERR_INVALID_ARGUMENT` also for an option
+// negative or above its bound.
+tenure_result tenure_mutex_try_lock_with(const struct tenure_session *s,
+                                         const char *name,
+                                         const struct tenure_mutex_options *opts,
+                                         struct tenure_lock **out);
 
 // The lock's fencing token (SPEC S3): strictly increasing per mutex name; still readable after
 // unlock (0 if `l` is NULL).

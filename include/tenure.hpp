@@ -918,6 +918,15 @@ struct session_options {
     milliseconds keepalive_interval{0};
 };
 
+// Bounded holds of a mutex (SPEC S9); zero = none.
+struct mutex_options {
+    // After the hold ahead ended involuntarily (lease lost, or its max_hold ran out), take the
+    // lock only this long after seeing that end. A voluntary unlock never delays.
+    milliseconds lock_delay{0};
+    // A hold ends itself this long after it was taken, even while the session lives.
+    milliseconds max_hold{0};
+};
+
 // A lease renewed by a library thread until closed, orphaned or lost. Destroying it orphans
 // the lease (it expires after its TTL, like a crash); close() revokes it at once, releasing
 // its locks and candidacies.
@@ -978,6 +987,24 @@ class session {
         detail::check(tenure_mutex_try_lock(h_.get(), n.c_str(), &raw));
         return lock_guard(raw);
     }
+    // lock() with bounded holds (SPEC S9).
+    lock_guard lock(std::string_view name, const mutex_options &opts,
+                    milliseconds timeout = forever) const {
+        const std::string n = detail::c_string(name, "mutex name");
+        const tenure_mutex_options c = to_c(opts);
+        tenure_lock *raw = nullptr;
+        detail::check(
+            tenure_mutex_lock_with(h_.get(), n.c_str(), detail::ms(timeout), &c, &raw));
+        return lock_guard(raw);
+    }
+    // try_lock() with bounded holds (SPEC S9).
+    lock_guard try_lock(std::string_view name, const mutex_options &opts) const {
+        const std::string n = detail::c_string(name, "mutex name");
+        const tenure_mutex_options c = to_c(opts);
+        tenure_lock *raw = nullptr;
+        detail::check(tenure_mutex_try_lock_with(h_.get(), n.c_str(), &c, &raw));
+        return lock_guard(raw);
+    }
     // Waits (FIFO) until the session holds one of the `permits` permits of semaphore `name`;
     // throws TENURE_ERR_TIMEOUT, or TENURE_ERR_INVALID_ARGUMENT if `permits` is not the holders'.
     permit_guard acquire(std::string_view name, std::uint32_t permits,
@@ -1022,6 +1049,13 @@ class session {
     tenure_session *get() const noexcept { return h_.get(); }
 
   private:
+    static tenure_mutex_options to_c(const mutex_options &o) {
+        tenure_mutex_options c;
+        detail::check(tenure_mutex_options_init(&c));
+        c.lock_delay_ms = detail::ms(o.lock_delay);
+        c.max_hold_ms = detail::ms(o.max_hold);
+        return c;
+    }
     static tenure_session_options to_c(const session_options &o) {
         tenure_session_options c;
         detail::check(tenure_session_options_init(&c));

@@ -615,16 +615,29 @@ class Session(_Scope):
         """Revokes the session's lease (its locks and candidacies go with it). Idempotent."""
         await _run(self.sync.close)
 
-    def lock(self, name: str, timeout: float | None = None) -> _Opening[LockGuard]:
+    def lock(
+        self,
+        name: str,
+        timeout: float | None = None,
+        lock_delay: float | None = None,
+        max_hold: float | None = None,
+    ) -> _Opening[LockGuard]:
         """Waits for the lock ``name`` (FIFO), at most ``timeout`` seconds (then
         ``tenure.Timeout``): ``await`` it for a ``LockGuard``, or ``async with`` it to unlock on
-        exit. Cancelling the task withdraws the waiter's key."""
-        m = self.mutex(name)
+        exit. Cancelling the task withdraws the waiter's key. ``lock_delay`` and ``max_hold``
+        bound the hold as for ``Session.mutex``."""
+        m = self.mutex(name, lock_delay=lock_delay, max_hold=max_hold)
         return _Opening(lambda: m.lock(timeout), LockGuard.unlock)
 
-    def mutex(self, name: str) -> Mutex:
-        """The mutex ``name`` of this session."""
-        return Mutex(self.sync.mutex(name))
+    def mutex(
+        self, name: str, lock_delay: float | None = None, max_hold: float | None = None
+    ) -> Mutex:
+        """The mutex ``name`` of this session. Bounded holds (SPEC S9), in seconds:
+        ``lock_delay`` — after the holder ahead lost its session without unlocking (or ran out
+        of ``max_hold``), take the lock only this long after seeing that end; a voluntary unlock
+        never delays. ``max_hold`` — a hold ends itself this long after it was taken, even while
+        the session lives (``LockGuard.is_held()`` turns false, then the key is deleted)."""
+        return Mutex(self.sync.mutex(name, lock_delay=lock_delay, max_hold=max_hold))
 
     def election(self, name: str) -> Election:
         """The election ``name``, in which this session can campaign."""

@@ -3,6 +3,9 @@
  * thread and misuse. Blocking is synchronised through watches, never through sleeps. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -643,6 +646,131 @@ static void s8_readers_share_a_writer_waits_and_a_closed_reader_frees_it(void) {
     tenure_close(db);
 }
 
+/* ---- S9: bounded holds, on a manual clock ---------------------------------------------- */
+
+struct bounded_waiter {
+    tenure_session *s;
+    struct tenure_mutex_options opts;
+    tenure_result rc;
+    atomic_bool over;
+};
+
+static void *wait_bounded(void *arg) {
+    struct bounded_waiter *w = arg;
+    tenure_lock *l = NULL;
+    w->rc = tenure_mutex_lock_with(w->s, "m", -1, &w->opts, &l);
+    tenure_lock_free(l);
+    atomic_store(&w->over, true);
+    return NULL;
+}
+
+/* Takes every event of `w` up to and including a delete. */
+static void await_delete(tenure_watcher *w) {
+    for (int i = 0; i < 16; i++) {
+        tenure_event *ev = NULL;
+        CHECK_OK(tenure_watcher_next(w, WAIT_MS, &ev));
+        bool deleted = ev != NULL && tenure_event_type(ev) == TENURE_EVENT_DELETE;
+        tenure_event_free(ev);
+        if (deleted) return;
+    }
+    CHECK(!"a delete arrived");
+}
+
+static void s9_options_default_to_none_and_bad_values_are_invalid(void) {
+    tenure *db = open_memory(NULL);
+    tenure_session *s = new_session(db);
+    struct tenure_mutex_options o;
+    memset(&o, 0xff, sizeof o);
+    CHECK_OK(tenure_mutex_options_init(&o));
+    CHECK_EQ(o.lock_delay_ms, 0);
+    CHECK_EQ(o.max_hold_ms, 0);
+    CHECK_RC(tenure_mutex_options_init(NULL), TENURE_ERR_NULL_POINTER);
+    tenure_lock *l = (tenure_lock *)1;
+    o.lock_delay_ms = -1;
+    CHECK_RC(tenure_mutex_lock_with(s, "m", 0, &o, &l), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("lock_delay");
+    o.lock_delay_ms = 0;
+    o.max_hold_ms = INT64_MAX;
+    CHECK_RC(tenure_mutex_try_lock_with(s, "m", &o, &l), TENURE_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("max_hold");
+    CHECK(l == (tenure_lock *)1);
+    CHECK_EQ(count_prefix(db, "m/"), 0);
+    /* NULL options: the plain mutex. */
+    CHECK_OK(tenure_mutex_try_lock_with(s, "m", NULL, &l));
+    CHECK(tenure_lock_is_held(l));
+    tenure_lock_free(l);
+    CHECK_RC(tenure_mutex_lock_with(NULL, "m", 0, NULL, &l), TENURE_ERR_NULL_POINTER);
+    end_session(s);
+    tenure_close(db);
+}
+
+static void s9_max_hold_ends_a_hold_on_the_engine_clock(void) {
+    tenure_clock *clock = NULL;
+    CHECK_OK(tenure_clock_manual_new(&clock));
+    tenure *db = open_memory(clock);
+    tenure_session *a = new_session(db), *b = new_session(db);
+    struct tenure_mutex_options o;
+    CHECK_OK(tenure_mutex_options_init(&o));
+    o.max_hold_ms = 10000;
+    tenure_lock *la = NULL, *lb = NULL;
+    CHECK_OK(tenure_mutex_lock_with(a, "m", 0, &o, &la));
+    tenure_watcher *watch = NULL;
+    CHECK_OK(tenure_watch(db, S("m/"), TENURE_WATCH_PREFIX, 0, &watch));
+    CHECK_OK(tenure_clock_advance(clock, 9999));
+    CHECK(tenure_lock_is_held(la));
+    CHECK_OK(tenure_clock_advance(clock, 1));
+    await_delete(watch);
+    CHECK(!tenure_lock_is_held(la));
+    CHECK(!tenure_session_done(a)); /* the hold ended, not the session */
+    CHECK_OK(tenure_mutex_try_lock(b, "m", &lb));
+    CHECK(tenure_lock_fencing_token(lb) > tenure_lock_fencing_token(la));
+    CHECK_RC(tenure_lock_unlock(la), TENURE_ERR_NOT_LEADER);
+    tenure_watcher_free(watch);
+    tenure_lock_free(la);
+    tenure_lock_free(lb);
+    end_session(a);
+    end_session(b);
+    tenure_close(db);
+    tenure_clock_free(clock);
+}
+
+static void s9_lock_delay_holds_back_the_next_holder_after_a_lost_session(void) {
+    tenure_clock *clock = NULL;
+    CHECK_OK(tenure_clock_manual_new(&clock));
+    tenure *db = open_memory(clock);
+    tenure_session *a = new_session(db), *b = new_session(db);
+    tenure_lock *la = NULL;
+    CHECK_OK(tenure_mutex_lock(a, "m", 0, &la));
+    tenure_watcher *watch = NULL;
+    CHECK_OK(tenure_watch(db, S("m/"), TENURE_WATCH_PREFIX, 0, &watch));
+    struct bounded_waiter w = {.s = b, .rc = -1};
+    atomic_init(&w.over, false);
+    CHECK_OK(tenure_mutex_options_init(&w.opts));
+    w.opts.lock_delay_ms = 5000;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, wait_bounded, &w) == 0);
+    await_event(watch, TENURE_EVENT_PUT); /* b is queued */
+    CHECK_OK(tenure_lease_revoke(db, tenure_session_lease(a))); /* a ends without unlocking */
+    /* Time moves in 100 ms steps until b has the lock: never before 5 s have passed (b's
+     * 60 s lease outlives the at most 30 s moved). */
+    int64_t moved = 0;
+    while (!atomic_load(&w.over) && moved < 30000) {
+        for (int i = 0; i < 1000 && !atomic_load(&w.over); i++) sched_yield();
+        if (atomic_load(&w.over)) break;
+        CHECK_OK(tenure_clock_advance(clock, 100));
+        moved += 100;
+    }
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_OK(w.rc);
+    CHECK(moved >= 5000);
+    tenure_watcher_free(watch);
+    tenure_lock_free(la);
+    tenure_session_free(a);
+    end_session(b);
+    tenure_close(db);
+    tenure_clock_free(clock);
+}
+
 void sync_tests(void) {
     RUN(s1_session_holds_a_lease_closes_resumes_and_reports_its_loss);
     RUN(s1_session_renews_its_lease_past_its_ttl);
@@ -657,4 +785,7 @@ void sync_tests(void) {
     RUN(keep_alive_renews_until_freed_and_reports_a_lost_lease);
     RUN(s7_semaphore_admits_its_permits_fifo_and_a_closed_holder_frees_one);
     RUN(s8_readers_share_a_writer_waits_and_a_closed_reader_frees_it);
+    RUN(s9_options_default_to_none_and_bad_values_are_invalid);
+    RUN(s9_max_hold_ends_a_hold_on_the_engine_clock);
+    RUN(s9_lock_delay_holds_back_the_next_holder_after_a_lost_session);
 }

@@ -340,6 +340,21 @@ void locks_unlock_when_destroyed_and_sessions_orphan() {
     CHECK(by_a.fencing_token() > first);
     CHECK_THROWS(by_a.unlock(), TENURE_ERR_NOT_LEADER);
 
+    // Bounded holds (SPEC S9): options on lock and try_lock; a negative one is refused.
+    {
+        tenurecpp::mutex_options bounded;
+        bounded.lock_delay = 1s;
+        bounded.max_hold = 60s;
+        tenurecpp::lock_guard held = a.lock("bounded", bounded, wait_bound);
+        CHECK(held.is_held());
+        CHECK_THROWS(b.try_lock("bounded", bounded), TENURE_ERR_LOCKED);
+        held.unlock();
+        tenurecpp::mutex_options bad;
+        bad.max_hold = -1ms;
+        CHECK_THROWS(b.try_lock("bounded", bad), TENURE_ERR_INVALID_ARGUMENT);
+        CHECK(b.try_lock("bounded", tenurecpp::mutex_options{}).is_held());
+    }
+
     // A semaphore of two permits (SPEC S7): a third holder is refused until one releases.
     {
         tenurecpp::permit_guard pa = a.acquire("pool", 2, wait_bound);

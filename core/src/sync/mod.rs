@@ -13,6 +13,7 @@ mod backend;
 mod election;
 mod elector;
 mod fence;
+mod hold;
 mod mutex;
 mod record;
 mod rwlock;
@@ -30,6 +31,7 @@ pub use backend::{sort_and_bound, Backend, CreateOrder, RangeOptions};
 pub use election::{CampaignWait, Election, Leadership, Observer};
 pub use elector::{ElectorCallbacks, ElectorConfig, ElectorRun, LeaderElector};
 pub use fence::FenceGate;
+pub use hold::{MutexOptions, ENDED, RELEASED};
 pub use mutex::{LockGuard, LockWait, Mutex};
 pub use record::RecordLock;
 // queues (S10), barriers (S11), groups and the partitioner (S12).

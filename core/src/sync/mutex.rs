@@ -3,10 +3,12 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
 use crate::sync::backend::Backend;
+use crate::sync::hold::{mark_and_release, Hold, MaxHold, MutexOptions, RELEASED};
 use crate::sync::session::{Claim, Session};
 use crate::sync::turn::{first_entry, key_of, prefix_of, Entered, QueueWait, Turn, TurnWait};
 use crate::types::LeaseId;
-use crate::wait::{block_on, Interest, Pollable, Stop, Wait};
+use crate::wait::{block_on, Interest, Pollable, Stop, StopCallback, Wait};
+use crossbeam_channel::Receiver;
 
 /// A fair, distributed-style mutex (SPEC S2), etcd's algorithm and key layout: each contender
 /// puts `name/<lease hex>` with its session's lease; the holder is the key with the lowest
@@ -17,6 +19,9 @@ use crate::wait::{block_on, Interest, Pollable, Stop, Wait};
 /// same name through the same session (from any thread) while the first is held or being
 /// acquired fails with `InvalidArgument`; use one session per concurrent holder. A key left by
 /// an earlier process on the same lease (a resumed session) is taken over, as in etcd.
+///
+/// [`with_options`](Mutex::with_options) bounds the holds (SPEC S9): a `lock_delay` after a
+/// holder's involuntary end, a `max_hold` after which a hold ends itself.
 ///
 /// ```
 /// use std::time::Duration;
@@ -43,6 +48,7 @@ pub struct Mutex {
     name: String,
     prefix: Vec<u8>,
     key: Vec<u8>,
+    options: MutexOptions,
 }
 
 /// A held lock. Its fencing token is the create revision of its key (SPEC S3). Dropping the
@@ -65,10 +71,18 @@ pub struct LockGuard {
     db: Arc<dyn Backend>,
     key: Vec<u8>,
     rev: i64,
+    lease: LeaseId,
     released: bool,
-    /// The session's lost token: once raised, the lock is no longer held as far as this
-    /// holder knows (SPEC R3: its lease may be gone on the server).
-    lost: Stop,
+    /// Whether an unlock marks the key [`RELEASED`] before deleting it (a `lock_delay` mutex).
+    mark: bool,
+    /// Raised when the hold ends without an unlock: the session's lost token (SPEC R3: its
+    /// lease may be gone on the server), or, with a `max_hold`, a token of its own that the
+    /// session's loss and the timer raise.
+    done: Stop,
+    /// Links the session's loss to `done` (with a `max_hold`).
+    _lost_link: Option<StopCallback>,
+    /// Ends the hold after `max_hold`; dropped (cancelled) with the guard.
+    max_hold: Option<MaxHold>,
     _claim: Claim,
 }
 
@@ -82,7 +96,23 @@ impl Mutex {
             name: name.to_owned(),
             prefix,
             key,
+            options: MutexOptions::default(),
         }
+    }
+
+    /// A mutex named `name` for `session` with bounded holds (SPEC S9, see [`MutexOptions`]).
+    /// `InvalidArgument` if a duration is zero or above `limits::MAX_DURATION`.
+    pub fn with_options(session: &Session, name: &str, options: MutexOptions) -> Result<Mutex> {
+        options.check()?;
+        Ok(Mutex {
+            options,
+            ..Mutex::new(session, name)
+        })
+    }
+
+    /// The options this mutex was made with.
+    pub fn options(&self) -> MutexOptions {
+        self.options
     }
 
     /// This contender's key.
@@ -116,16 +146,36 @@ impl Mutex {
         }
     }
 
-    fn guard(&self, rev: i64, claim: Claim) -> LockGuard {
+    fn guard(&self, rev: i64, claim: Claim) -> Result<LockGuard> {
         claim.acquired(rev);
-        LockGuard {
+        let lost = self.session.lost();
+        let mut g = LockGuard {
             db: self.session.backend().clone(),
             key: self.key.clone(),
             rev,
+            lease: self.session.lease_id(),
             released: false,
-            lost: self.session.lost().clone(),
+            mark: self.options.lock_delay.is_some(),
+            done: lost.clone(),
+            _lost_link: None,
+            max_hold: None,
             _claim: claim,
+        };
+        if let Some(after) = self.options.max_hold {
+            let done = Stop::new();
+            let raise = done.clone();
+            g._lost_link = Some(lost.on_stop(move || raise.stop()));
+            g.done = done.clone();
+            let hold = Hold {
+                db: g.db.clone(),
+                key: g.key.clone(),
+                rev,
+                lease: g.lease,
+            };
+            // On failure the guard is dropped, which unlocks.
+            g.max_hold = Some(MaxHold::start(hold, after, done)?);
         }
+        Ok(g)
     }
 
     /// Waits until this session holds the lock, as long as `wait` allows (`None`: no limit;
@@ -167,7 +217,7 @@ impl Mutex {
         Ok(Entered {
             entry: (claim, rev),
             fresh,
-            turn: TurnWait::new(turn, rev, wait, demoted),
+            turn: TurnWait::new(turn, rev, wait, demoted).with_lock_delay(self.options.lock_delay),
         })
     }
 
@@ -177,7 +227,7 @@ impl Mutex {
         let (rev, fresh) = self.enqueue()?;
         let db = self.session.backend();
         match first_entry(&**db, &self.prefix)? {
-            Some(kv) if kv.create_revision == rev => Ok(self.guard(rev, claim)),
+            Some(kv) if kv.create_revision == rev => self.guard(rev, claim),
             // The oldest entry is not mine and is not older: mine is gone (its lease was lost
             // since the put), so nothing is acquired (etcd#11051's race, without the wait).
             None => Err(Error::SessionExpired(self.session.lease_id())),
@@ -214,7 +264,7 @@ impl Pollable for LockWait {
         let held = self
             .queue
             .poll(|| m.enter(wait.clone()), |(_, rev)| m.withdraw(rev))?;
-        Ok(held.map(|(claim, rev)| m.guard(rev, claim)))
+        held.map(|(claim, rev)| m.guard(rev, claim)).transpose()
     }
 
     fn register<'a>(&'a self, interest: &mut Interest<'a>) {
@@ -223,6 +273,14 @@ impl Pollable for LockWait {
 
     fn polls_the_network(&self) -> bool {
         self.mutex.session.backend().over_network()
+    }
+}
+
+impl LockWait {
+    /// While a lock delay holds this wait back (SPEC S9: the holder ahead ended
+    /// involuntarily), the time on the backend's clock at which it will take the lock.
+    pub fn delayed_until(&self) -> Option<std::time::Duration> {
+        self.queue.turn().and_then(TurnWait::delayed_until)
     }
 }
 
@@ -250,17 +308,17 @@ impl LockGuard {
         self.rev
     }
 
-    /// Whether this acquisition still holds the lock: its session is not done and its key
-    /// exists with the same create revision (a lost session deletes it).
+    /// Whether this acquisition still holds the lock: its hold is not [`done`](Self::done) and
+    /// its key exists with the same create revision (a lost session deletes it).
     pub fn is_held(&self) -> bool {
         !self.released
-            && !self.lost.is_stopped()
+            && !self.done.is_stopped()
             && matches!(self.db.get(&self.key), Ok(Some(kv)) if kv.create_revision == self.rev)
     }
 
     /// Keeps the lock held past this guard: its key stays until someone deletes it or its
     /// lease ends (etcd's lock service hands the key to a client, which unlocks by deleting
-    /// it). Returns the key and the fencing token.
+    /// it; a `max_hold` timer is cancelled). Returns the key and the fencing token.
     pub fn keep(mut self) -> (Vec<u8>, i64) {
         self.released = true;
         (std::mem::take(&mut self.key), self.rev)
@@ -270,7 +328,7 @@ impl LockGuard {
     /// had already been lost.
     pub fn unlock(mut self) -> Result<()> {
         self.released = true;
-        if release(&*self.db, &self.key, self.rev)? {
+        if self.release()? {
             Ok(())
         } else {
             Err(Error::NotLeader)
@@ -278,10 +336,32 @@ impl LockGuard {
     }
 }
 
+impl LockGuard {
+    /// A channel that disconnects when this hold ends without an unlock: the session's lease
+    /// is lost, or its `max_hold` ran out (raised before the key is deleted, SPEC S9). Stop
+    /// writing to the guarded resource then.
+    pub fn done(&self) -> Receiver<()> {
+        self.done.channel().clone()
+    }
+
+    /// Deletes this acquisition's key, marked [`RELEASED`] first with a `lock_delay`. Not once
+    /// `max_hold` ran out: the timer marks it ended and deletes it (false: no longer held).
+    fn release(&self) -> Result<bool> {
+        if self.max_hold.as_ref().is_some_and(MaxHold::fired) {
+            return Ok(false);
+        }
+        if self.mark {
+            mark_and_release(&*self.db, &self.key, self.rev, self.lease, RELEASED)
+        } else {
+            release(&*self.db, &self.key, self.rev)
+        }
+    }
+}
+
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if !self.released {
-            let _ = release(&*self.db, &self.key, self.rev);
+            let _ = self.release();
         }
     }
 }

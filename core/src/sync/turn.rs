@@ -4,15 +4,18 @@
 //! it early.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, TryRecvError};
 
 use crate::error::{Error, Result};
+use crate::kv::watch::WatchOptions;
 use crate::kv::watch::Watcher;
 use crate::sync::backend::{Backend, CreateOrder, RangeOptions};
+use crate::sync::hold::ended_involuntarily;
 use crate::sync::session::Session;
 use crate::types::{EventKind, KeyValue, LeaseId};
-use crate::wait::{Interest, Pollable, Stop, Wait};
+use crate::wait::{Alarm, Interest, Pollable, Stop, Wait};
 
 /// `name/` as bytes: the prefix of a mutex's or an election's keys.
 pub(crate) fn prefix_of(name: &str) -> Vec<u8> {
@@ -73,6 +76,9 @@ pub(crate) fn first_entry(db: &dyn Backend, prefix: &[u8]) -> Result<Option<KeyV
 /// Besides the awaited deletes, the wait ends with `SessionExpired` (or `Closed`) when the
 /// session's lost-lease token is raised or `me` is deleted, with `Timeout` when the caller's
 /// [`Wait`] runs out or is stopped, and with `NotPrimary` at a demotion.
+///
+/// With a lock delay (SPEC S9), a turn that came because the entry ahead ended involuntarily
+/// is taken only once the delay has passed on the backend's clock, counted from that moment.
 pub(crate) struct TurnWait {
     db: Arc<dyn Backend>,
     prefix: Vec<u8>,
@@ -94,6 +100,13 @@ pub(crate) struct TurnWait {
     mine: Option<Watcher>,
     /// The watch on the predecessor; `None`: find the predecessor in the store.
     pred: Option<Watcher>,
+    /// The mutex's lock delay, if any (SPEC S9); `None` for elections.
+    lock_delay: Option<Duration>,
+    /// The entry ahead as last seen (its delete's previous key-value when the watch gave it):
+    /// how it ended decides the lock delay. Only kept with a lock delay.
+    ahead: Option<KeyValue>,
+    /// Set once the turn has come after an involuntary end: due when the delay is over.
+    delay: Option<Alarm>,
 }
 
 impl std::fmt::Debug for TurnWait {
@@ -124,12 +137,31 @@ enum Drained {
     Behind,
 }
 
-/// Takes every queued event of `w`; `Closed` when the backend closed.
-fn drain(w: &mut Watcher) -> Result<Drained> {
+/// Records `kv` as the latest value of an entry, keeping the lease already known when an
+/// event leaves it out (an entry's lease never changes: its mark is put on the same lease).
+fn remember(last: &mut Option<KeyValue>, mut kv: KeyValue) {
+    if kv.lease.is_none() {
+        kv.lease = last.as_ref().and_then(|l| l.lease);
+    }
+    *last = Some(kv);
+}
+
+/// Takes every queued event of `w`; `Closed` when the backend closed. `last` (if kept) gets
+/// the watched key's latest value: a put's, or the one a delete removed.
+fn drain(w: &mut Watcher, mut last: Option<&mut Option<KeyValue>>) -> Result<Drained> {
     loop {
         match w.try_recv() {
-            Ok(Some(ev)) if ev.kind == EventKind::Delete => return Ok(Drained::Deleted),
-            Ok(Some(_)) => {}
+            Ok(Some(ev)) if ev.kind == EventKind::Delete => {
+                if let (Some(last), Some(prev)) = (last, ev.prev_kv) {
+                    remember(last, prev);
+                }
+                return Ok(Drained::Deleted);
+            }
+            Ok(Some(ev)) => {
+                if let Some(last) = last.as_deref_mut() {
+                    remember(last, ev.kv);
+                }
+            }
             Ok(None) => return Ok(Drained::Empty),
             Err(e @ Error::Closed(_)) => return Err(e),
             Err(_) => return Ok(Drained::Behind),
@@ -161,7 +193,64 @@ impl TurnWait {
             what: turn.what,
             mine: None,
             pred: None,
+            lock_delay: None,
+            ahead: None,
+            delay: None,
         }
+    }
+
+    /// Takes the turn only `d` after an involuntary end of the entry ahead (SPEC S9).
+    pub(crate) fn with_lock_delay(mut self, d: Option<Duration>) -> TurnWait {
+        self.lock_delay = d;
+        self
+    }
+
+    /// The backend clock's time until which a lock delay holds this turn back, if one does.
+    pub(crate) fn delayed_until(&self) -> Option<Duration> {
+        self.delay.as_ref().map(Alarm::at)
+    }
+
+    /// The end of a wait that sits out a lock delay: the turn is taken once it is due, unless
+    /// the session, my entry, the caller's wait or a demotion ends it first.
+    fn poll_delay(&mut self) -> Result<Option<()>> {
+        let expired = Error::SessionExpired(self.session);
+        if self.lost.is_stopped() {
+            return Err(self.lost_error());
+        }
+        if let Some(w) = &mut self.mine {
+            match drain(w, None)? {
+                Drained::Empty => {}
+                Drained::Deleted => return Err(expired),
+                Drained::Behind => self.mine = None,
+            }
+        }
+        if self.mine.is_none() {
+            // Watched again, then checked: a delete in between is seen in the watch.
+            self.mine = Some(self.db.watch(&self.me, Default::default())?);
+            if !self.mine_exists()? {
+                return Err(expired);
+            }
+        }
+        if self.delay.as_ref().is_some_and(Alarm::is_due) {
+            return if self.mine_exists()? {
+                Ok(Some(()))
+            } else {
+                Err(expired)
+            };
+        }
+        if self.wait.is_over() {
+            return Err(self.wait.timed_out(&self.what));
+        }
+        if self.demoted() {
+            return Err(Error::NotPrimary);
+        }
+        Ok(None)
+    }
+
+    fn demoted(&self) -> bool {
+        self.demoted
+            .as_ref()
+            .is_some_and(|d| !matches!(d.try_recv(), Err(TryRecvError::Empty)))
     }
 
     fn lost_error(&self) -> Error {
@@ -187,6 +276,9 @@ impl Pollable for TurnWait {
     fn poll(&mut self) -> Result<Option<()>> {
         let expired = Error::SessionExpired(self.session);
         loop {
+            if self.delay.is_some() {
+                return self.poll_delay();
+            }
             if self.lost.is_stopped() {
                 return Err(self.lost_error());
             }
@@ -196,7 +288,7 @@ impl Pollable for TurnWait {
                     .mine
                     .insert(self.db.watch(&self.me, Default::default())?),
             };
-            match drain(mine)? {
+            match drain(mine, None)? {
                 Drained::Empty => {}
                 Drained::Deleted => return Err(expired),
                 Drained::Behind => {
@@ -206,18 +298,15 @@ impl Pollable for TurnWait {
                 }
             }
             if let Some(w) = &mut self.pred {
-                match drain(w)? {
+                let ahead = self.lock_delay.is_some().then_some(&mut self.ahead);
+                match drain(w, ahead)? {
                     Drained::Deleted | Drained::Behind => self.pred = None,
                     Drained::Empty => {
                         // Nothing to do until something registered is ready.
                         if self.wait.is_over() {
                             return Err(self.wait.timed_out(&self.what));
                         }
-                        let demoted = self
-                            .demoted
-                            .as_ref()
-                            .is_some_and(|d| !matches!(d.try_recv(), Err(TryRecvError::Empty)));
-                        if demoted {
+                        if self.demoted() {
                             return Err(Error::NotPrimary);
                         }
                         return Ok(None);
@@ -237,12 +326,33 @@ impl Pollable for TurnWait {
                 // Checked again after the predecessors: mine may have gone between the check
                 // above and the range. No older entry can reappear, so "none older and mine
                 // exists" holds at the moment of this read.
-                return if self.mine_exists()? {
-                    Ok(Some(()))
-                } else {
-                    Err(expired)
-                };
+                if !self.mine_exists()? {
+                    return Err(expired);
+                }
+                if let (Some(d), Some(last)) = (self.lock_delay, self.ahead.take()) {
+                    if ended_involuntarily(&*self.db, &last)? {
+                        self.delay = Some(Alarm::after(self.db.clock(), d));
+                        continue;
+                    }
+                }
+                return Ok(Some(()));
             };
+            if self.lock_delay.is_some() {
+                // With a lock delay the watch starts right after the read and carries the
+                // previous key-value, so the mark (or the lease) of the entry's last value is
+                // seen however soon after the read it went.
+                let opts = WatchOptions {
+                    prev_kv: true,
+                    start_revision: Some(pred.mod_revision + 1),
+                    ..WatchOptions::default()
+                };
+                self.ahead = Some(pred.clone());
+                if let Ok(w) = self.db.watch(&pred.key, opts) {
+                    self.pred = Some(w);
+                    continue;
+                }
+                // Compacted past it already: watch from now, as without a delay.
+            }
             let w = self.db.watch(&pred.key, Default::default())?;
             // Registered first, then checked: a delete in between is seen here or in the watch.
             if self
@@ -264,6 +374,9 @@ impl Pollable for TurnWait {
         interest.wait(&self.wait, &self.stopped);
         for w in [&self.mine, &self.pred].into_iter().flatten() {
             interest.recv(w.channel());
+        }
+        if let Some(alarm) = &self.delay {
+            alarm.register(interest);
         }
         if let Some(d) = &self.demoted {
             interest.recv(d);
@@ -325,6 +438,14 @@ impl<E> QueueWait<E> {
                 self.withdraw(withdraw);
                 Err(e)
             }
+        }
+    }
+
+    /// The turn being waited for, once the entry is put.
+    pub(crate) fn turn(&self) -> Option<&TurnWait> {
+        match self {
+            QueueWait::Queued { turn, .. } => Some(turn),
+            _ => None,
         }
     }
 

@@ -18,6 +18,7 @@
 //! One file per seam: `stop` (the token), `wait` (deadline + token), `poll` (the state-machine
 //! form of a wait and `block_on`), `pool` (one thread serving many waits).
 
+mod alarm;
 mod poll;
 mod pool;
 mod stop;
@@ -27,6 +28,7 @@ mod wait;
 
 use std::time::Instant;
 
+pub(crate) use alarm::Alarm;
 pub use poll::{block_on, Interest, Next, Pollable, Source};
 pub use pool::{WaitPool, WaitResult};
 pub use stop::{Stop, StopCallback};

@@ -463,7 +463,8 @@ fn s4_a_resumed_leadership_proclaims_and_resigns_only_while_it_leads() {
     assert!(matches!(resumed.proclaim("late"), Err(Error::NotLeader)));
 }
 
-// The semaphore and the read-write lock (S7–S9).
+// The semaphore and the read-write lock (S7–S8), bounded holds of the mutex (S9).
+mod hold;
 mod rwlock;
 mod semaphore;
 // queues (S10).

@@ -78,8 +78,21 @@ impl PySession {
         }
     }
 
-    fn make_mutex(slf: &Bound<'_, Self>, name: &str) -> PyResult<PyMutex> {
-        let m = SyncMutex::new(slf.get().inner.get()?, name);
+    /// The mutex `name`, with bounded holds (SPEC S9) when `lock_delay` or `max_hold` (seconds)
+    /// is given: each more than zero and at most `tenure.MAX_DURATION`, else
+    /// `tenure.InvalidArgument` naming it.
+    fn make_mutex(
+        slf: &Bound<'_, Self>,
+        name: &str,
+        lock_delay: Option<f64>,
+        max_hold: Option<f64>,
+    ) -> PyResult<PyMutex> {
+        let opts = tenure::sync::MutexOptions {
+            lock_delay: opt_interval(lock_delay, "lock_delay")?,
+            max_hold: opt_interval(max_hold, "max_hold")?,
+        };
+        let m = SyncMutex::with_options(slf.get().inner.get()?, name, opts)
+            .map_err(crate::errors::err)?;
         Ok(PyMutex {
             session: slf.clone().into_any().unbind(),
             name: name.to_owned(),
@@ -174,20 +187,34 @@ impl PySession {
     /// `KeyboardInterrupt`. Use as `with session.lock("jobs/1", timeout=5.0) as guard: ...`.
     /// A session holds a given lock at most once: locking `name` again through the same session
     /// (from any thread) while it is held or being acquired raises `tenure.InvalidArgument`;
-    /// give each concurrent holder its own session.
-    #[pyo3(signature = (name, timeout=None))]
+    /// give each concurrent holder its own session. `lock_delay` and `max_hold` bound the hold
+    /// as for `Session.mutex`.
+    #[pyo3(signature = (name, timeout=None, lock_delay=None, max_hold=None))]
     fn lock(
         slf: &Bound<'_, Self>,
         name: &str,
         #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+        #[pyo3(from_py_with = opt_secs_arg)] lock_delay: Option<f64>,
+        #[pyo3(from_py_with = opt_secs_arg)] max_hold: Option<f64>,
     ) -> PyResult<PyLockGuard> {
-        let m = PySession::make_mutex(slf, name)?;
+        let m = PySession::make_mutex(slf, name, lock_delay, max_hold)?;
         m.lock_inner(slf.py(), timeout)
     }
 
-    /// The mutex `name` of this session (SPEC S2).
-    fn mutex(slf: &Bound<'_, Self>, name: &str) -> PyResult<PyMutex> {
-        PySession::make_mutex(slf, name)
+    /// The mutex `name` of this session (SPEC S2). Bounded holds (SPEC S9), in seconds:
+    /// `lock_delay` — after the holder ahead of this one lost its session without unlocking
+    /// (expired or revoked) or ran out of `max_hold`, take the lock only this long after seeing
+    /// that end (a paused holder may still be writing); a voluntary unlock never delays.
+    /// `max_hold` — a hold ends itself this long after it was taken, even while the session is
+    /// kept alive: `LockGuard.is_held()` turns false first, then the key is deleted.
+    #[pyo3(signature = (name, lock_delay=None, max_hold=None))]
+    fn mutex(
+        slf: &Bound<'_, Self>,
+        name: &str,
+        #[pyo3(from_py_with = opt_secs_arg)] lock_delay: Option<f64>,
+        #[pyo3(from_py_with = opt_secs_arg)] max_hold: Option<f64>,
+    ) -> PyResult<PyMutex> {
+        PySession::make_mutex(slf, name, lock_delay, max_hold)
     }
 
     /// The semaphore `name` of `permits` permits (SPEC S7), through which this session takes a
