@@ -10,20 +10,20 @@ use std::time::Duration;
 
 use etcd_client::proto::*;
 use prost::Message;
-use tenure::etcd::errors::EtcdError;
-use tenure::etcd::{Outcome, RequestOp, ResponseOp};
-use tenure::{Tenure, WaitPool};
+use crate::etcd::errors::EtcdError;
+use crate::etcd::{Outcome, RequestOp, ResponseOp};
+use crate::{Tenure, WaitPool};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::{wrappers::ReceiverStream, Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::convert::{self, Ids};
-use crate::errors;
+use super::convert::{self, Ids};
+use super::errors;
 
-pub(crate) type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+pub type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 /// What every service shares.
-pub(crate) struct Ctx {
+pub struct Ctx {
     pub db: Tenure,
     pub ids: Ids,
     /// Client URLs, for MemberList.
@@ -40,7 +40,7 @@ pub(crate) struct Ctx {
 
 /// Runs an engine call on the blocking pool: one that ends on its own (a commit, a read), never
 /// a wait for another client (those go to `Ctx::pool`), so every write finds a thread.
-pub(crate) async fn blocking<T: Send + 'static>(
+pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {
     match tokio::task::spawn_blocking(f).await {
@@ -59,11 +59,11 @@ fn unimplemented(what: &str) -> Status {
 }
 
 #[derive(Clone)]
-pub(crate) struct Kv(pub Arc<Ctx>);
+pub struct Kv(pub Arc<Ctx>);
 
 /// etcd's refusal of a request that writes (goes through its raft log) and is larger than
 /// `--max-request-bytes`, whatever field makes it so.
-pub(crate) fn check_size(ctx: &Ctx, req: &impl Message) -> Result<(), Status> {
+pub fn check_size(ctx: &Ctx, req: &impl Message) -> Result<(), Status> {
     if req.encoded_len() > ctx.max_request_bytes {
         return Err(errors::etcd(EtcdError::RequestTooLarge));
     }
@@ -72,7 +72,7 @@ pub(crate) fn check_size(ctx: &Ctx, req: &impl Message) -> Result<(), Status> {
 
 impl Kv {
     async fn run(&self, op: RequestOp) -> Result<(i64, ResponseOp), Status> {
-        let done = |r: tenure::Result<Outcome>| match r {
+        let done = |r: crate::Result<Outcome>| match r {
             Ok(Outcome::Done { revision, response }) => Ok((revision, response)),
             Ok(Outcome::Refused(r)) => Err(errors::refusal(r)),
             Err(e) => Err(errors::status(e)),
@@ -194,11 +194,11 @@ impl PbKvService for Kv {
 }
 
 #[derive(Clone)]
-pub(crate) struct Lease(pub Arc<Ctx>);
+pub struct Lease(pub Arc<Ctx>);
 
 /// The TTL, in seconds, etcd 3.4 grants to a LeaseGrant asking for 0 or less: its lessor's
 /// `minLeaseTTL`, 1.5 election timeouts (1 s by default) rounded up to whole seconds.
-pub(crate) const MIN_LEASE_TTL: i64 = 2;
+pub const MIN_LEASE_TTL: i64 = 2;
 
 fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
@@ -280,7 +280,7 @@ impl PbLeaseService for Lease {
                 };
                 let ttl = match ctx.db.renew(req.id) {
                     Ok(ttl) => secs(ttl),
-                    Err(tenure::Error::NotPrimary) => {
+                    Err(crate::Error::NotPrimary) => {
                         let _ = tx.send(Err(errors::etcd(EtcdError::NoLeader))).await;
                         break;
                     }
@@ -308,7 +308,7 @@ impl PbLeaseService for Lease {
         let (info, rev) = blocking(move || {
             let info = match db.time_to_live(req.id) {
                 Ok(info) => Some(info),
-                Err(tenure::Error::LeaseNotFound(_)) => None,
+                Err(crate::Error::LeaseNotFound(_)) => None,
                 Err(e) => return Err(errors::status(e)),
             };
             Ok((info, db.revision().map_err(errors::status)?))
@@ -358,7 +358,7 @@ impl PbLeaseService for Lease {
 }
 
 #[derive(Clone)]
-pub(crate) struct Cluster(pub Arc<Ctx>);
+pub struct Cluster(pub Arc<Ctx>);
 
 #[tonic::async_trait]
 impl PbClusterService for Cluster {

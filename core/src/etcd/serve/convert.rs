@@ -1,4 +1,4 @@
-//! Between etcd's protobuf messages and tenure's requests (`tenure::etcd`). Errors are mapped by
+//! Between etcd's protobuf messages and tenure's requests (`crate::etcd`). Errors are mapped by
 //! `errors` (the core's one table).
 
 use etcd_client::proto::{
@@ -6,27 +6,27 @@ use etcd_client::proto::{
     PbRangeRequest, PbRangeResponse, PbResponseHeader, PbResponseOp, PbTargetUnion, PbTxnOpRequest,
     PbTxnOpResponse, PbTxnRequest, PbTxnResponse,
 };
-use tenure::etcd::errors::EtcdError;
-use tenure::etcd::{
+use crate::etcd::errors::EtcdError;
+use crate::etcd::{
     DeleteRangeRequest, PutRequest, RangeCompare, RangeRequest, RangeResponse, RequestOp,
     ResponseOp, SortOrder, SortTarget, TxnRequest,
 };
-use tenure::limits::{check_key, MAX_TXN_OPS};
-use tenure::{Compare, CompareOp, CompareTarget, KeyValue};
+use crate::limits::{check_key, MAX_TXN_OPS};
+use crate::{Compare, CompareOp, CompareTarget, KeyValue};
 use tonic::Status;
 
-use crate::errors::{self, etcd};
+use super::errors::{self, etcd};
 
 /// Cluster and member identity, stable for one database file.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Ids {
+pub struct Ids {
     pub cluster: u64,
     pub member: u64,
 }
 
 impl Ids {
     /// Derived from the file's canonical path (FNV-1a), so a restart keeps them.
-    pub(crate) fn for_path(path: &std::path::Path) -> Ids {
+    pub fn for_path(path: &std::path::Path) -> Ids {
         let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in canon.as_os_str().as_encoded_bytes() {
@@ -40,7 +40,7 @@ impl Ids {
         }
     }
 
-    pub(crate) fn header(&self, revision: i64) -> Option<PbResponseHeader> {
+    pub fn header(&self, revision: i64) -> Option<PbResponseHeader> {
         Some(PbResponseHeader {
             cluster_id: self.cluster,
             member_id: self.member,
@@ -50,7 +50,7 @@ impl Ids {
     }
 }
 
-pub(crate) fn kv(kv: KeyValue) -> PbKeyValue {
+pub fn kv(kv: KeyValue) -> PbKeyValue {
     PbKeyValue {
         key: kv.key,
         create_revision: kv.create_revision,
@@ -61,7 +61,7 @@ pub(crate) fn kv(kv: KeyValue) -> PbKeyValue {
     }
 }
 
-pub(crate) fn range_request(r: PbRangeRequest) -> Result<RangeRequest, Status> {
+pub fn range_request(r: PbRangeRequest) -> Result<RangeRequest, Status> {
     check_key(&r.key).map_err(errors::status)?;
     let sort_order = match r.sort_order {
         0 => SortOrder::None,
@@ -93,7 +93,7 @@ pub(crate) fn range_request(r: PbRangeRequest) -> Result<RangeRequest, Status> {
     })
 }
 
-pub(crate) fn put_request(p: PbPutRequest) -> Result<PutRequest, Status> {
+pub fn put_request(p: PbPutRequest) -> Result<PutRequest, Status> {
     check_key(&p.key).map_err(errors::status)?;
     if p.ignore_value && !p.value.is_empty() {
         return Err(etcd(EtcdError::ValueProvided));
@@ -111,7 +111,7 @@ pub(crate) fn put_request(p: PbPutRequest) -> Result<PutRequest, Status> {
     })
 }
 
-pub(crate) fn delete_request(d: PbDeleteRequest) -> Result<DeleteRangeRequest, Status> {
+pub fn delete_request(d: PbDeleteRequest) -> Result<DeleteRangeRequest, Status> {
     check_key(&d.key).map_err(errors::status)?;
     Ok(DeleteRangeRequest {
         key: d.key,
@@ -174,7 +174,7 @@ fn compare(c: PbCompare) -> Result<RangeCompare, Status> {
 
 /// Converts a txn, refusing early a level over `MAX_TXN_OPS` compares or ops per branch; the
 /// budget shared down the nesting is the engine's check (`limits::check_txn_ops`, SPEC E2a).
-pub(crate) fn txn_request(t: PbTxnRequest) -> Result<TxnRequest, Status> {
+pub fn txn_request(t: PbTxnRequest) -> Result<TxnRequest, Status> {
     if t.compare.len() > MAX_TXN_OPS
         || t.success.len() > MAX_TXN_OPS
         || t.failure.len() > MAX_TXN_OPS
@@ -205,7 +205,7 @@ pub(crate) fn txn_request(t: PbTxnRequest) -> Result<TxnRequest, Status> {
     })
 }
 
-pub(crate) fn range_response(ids: &Ids, revision: i64, r: RangeResponse) -> PbRangeResponse {
+pub fn range_response(ids: &Ids, revision: i64, r: RangeResponse) -> PbRangeResponse {
     PbRangeResponse {
         header: ids.header(revision),
         kvs: r.kvs.into_iter().map(kv).collect(),
@@ -214,14 +214,14 @@ pub(crate) fn range_response(ids: &Ids, revision: i64, r: RangeResponse) -> PbRa
     }
 }
 
-pub(crate) fn put_response(ids: &Ids, revision: i64, prev_kv: Option<KeyValue>) -> PbPutResponse {
+pub fn put_response(ids: &Ids, revision: i64, prev_kv: Option<KeyValue>) -> PbPutResponse {
     PbPutResponse {
         header: ids.header(revision),
         prev_kv: prev_kv.map(kv),
     }
 }
 
-pub(crate) fn delete_response(
+pub fn delete_response(
     ids: &Ids,
     revision: i64,
     deleted: i64,
@@ -234,7 +234,7 @@ pub(crate) fn delete_response(
     }
 }
 
-pub(crate) fn txn_response(
+pub fn txn_response(
     ids: &Ids,
     revision: i64,
     succeeded: bool,

@@ -1,7 +1,8 @@
-//! Compiles the lock and election services (server side only); etcd's other services come
-//! from the etcd-client crate.
+//! Compiles the lock and election services (server side only, feature `serve`); etcd's other
+//! services come from the etcd-client crate.
 fn main() {
     println!("cargo:rerun-if-changed=proto");
+    #[cfg(feature = "serve")]
     if let Err(e) = tonic_prost_build::configure()
         .build_client(false)
         .compile_protos(
@@ -9,6 +10,6 @@ fn main() {
             &["proto"],
         )
     {
-        panic!("cannot compile server/proto (is protoc installed? `make serve-tools`): {e}");
+        panic!("cannot compile core/proto (is protoc installed? `make serve-tools`): {e}");
     }
 }

@@ -1,24 +1,24 @@
 //! tenure's errors as etcd's gRPC statuses, through the core's one table
-//! (`tenure::etcd::errors`), which the etcd client reads the other way.
+//! (`crate::etcd::errors`), which the etcd client reads the other way.
 
-use tenure::etcd::errors::{self as table, Code, EtcdError};
-use tenure::etcd::Refusal;
-use tenure::Error;
+use crate::etcd::errors::{self as table, Code, EtcdError};
+use crate::etcd::Refusal;
+use crate::Error;
 use tonic::Status;
 
 /// etcd's status for one of its errors (its code and exact text).
-pub(crate) fn etcd(e: EtcdError) -> Status {
+pub fn etcd(e: EtcdError) -> Status {
     Status::new(grpc(e.code()), e.text())
 }
 
 /// tenure's error as etcd would report the same condition.
-pub(crate) fn status(e: Error) -> Status {
+pub fn status(e: Error) -> Status {
     let (code, text) = table::status(&e);
     Status::new(grpc(code), text)
 }
 
 /// A refused request, as etcd refuses it.
-pub(crate) fn refusal(r: Refusal) -> Status {
+pub fn refusal(r: Refusal) -> Status {
     etcd(EtcdError::of_refusal(r))
 }
 
