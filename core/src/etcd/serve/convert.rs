@@ -6,21 +6,26 @@ use etcd_client::proto::{
     PbRangeRequest, PbRangeResponse, PbResponseHeader, PbResponseOp, PbTargetUnion, PbTxnOpRequest,
     PbTxnOpResponse, PbTxnRequest, PbTxnResponse,
 };
+use tonic::Status;
+
+use super::errors::{self, etcd};
 use crate::etcd::errors::EtcdError;
 use crate::etcd::{
     DeleteRangeRequest, PutRequest, RangeCompare, RangeRequest, RangeResponse, RequestOp,
     ResponseOp, SortOrder, SortTarget, TxnRequest,
 };
 use crate::limits::{check_key, MAX_TXN_OPS};
-use crate::{Compare, CompareOp, CompareTarget, KeyValue};
-use tonic::Status;
-
-use super::errors::{self, etcd};
+use crate::Compare;
+use crate::CompareOp;
+use crate::CompareTarget;
+use crate::KeyValue;
 
 /// Cluster and member identity, stable for one database file.
 #[derive(Debug, Clone, Copy)]
 pub struct Ids {
+    /// The cluster ID every response header carries.
     pub cluster: u64,
+    /// This member's ID (the only member).
     pub member: u64,
 }
 
@@ -40,6 +45,7 @@ impl Ids {
         }
     }
 
+    /// The response header at `revision`.
     pub fn header(&self, revision: i64) -> Option<PbResponseHeader> {
         Some(PbResponseHeader {
             cluster_id: self.cluster,
@@ -50,7 +56,7 @@ impl Ids {
     }
 }
 
-pub fn kv(kv: KeyValue) -> PbKeyValue {
+pub(crate) fn kv(kv: KeyValue) -> PbKeyValue {
     PbKeyValue {
         key: kv.key,
         create_revision: kv.create_revision,
@@ -61,7 +67,7 @@ pub fn kv(kv: KeyValue) -> PbKeyValue {
     }
 }
 
-pub fn range_request(r: PbRangeRequest) -> Result<RangeRequest, Status> {
+pub(crate) fn range_request(r: PbRangeRequest) -> Result<RangeRequest, Status> {
     check_key(&r.key).map_err(errors::status)?;
     let sort_order = match r.sort_order {
         0 => SortOrder::None,
@@ -93,7 +99,7 @@ pub fn range_request(r: PbRangeRequest) -> Result<RangeRequest, Status> {
     })
 }
 
-pub fn put_request(p: PbPutRequest) -> Result<PutRequest, Status> {
+pub(crate) fn put_request(p: PbPutRequest) -> Result<PutRequest, Status> {
     check_key(&p.key).map_err(errors::status)?;
     if p.ignore_value && !p.value.is_empty() {
         return Err(etcd(EtcdError::ValueProvided));
@@ -111,7 +117,7 @@ pub fn put_request(p: PbPutRequest) -> Result<PutRequest, Status> {
     })
 }
 
-pub fn delete_request(d: PbDeleteRequest) -> Result<DeleteRangeRequest, Status> {
+pub(crate) fn delete_request(d: PbDeleteRequest) -> Result<DeleteRangeRequest, Status> {
     check_key(&d.key).map_err(errors::status)?;
     Ok(DeleteRangeRequest {
         key: d.key,
@@ -174,7 +180,7 @@ fn compare(c: PbCompare) -> Result<RangeCompare, Status> {
 
 /// Converts a txn, refusing early a level over `MAX_TXN_OPS` compares or ops per branch; the
 /// budget shared down the nesting is the engine's check (`limits::check_txn_ops`, SPEC E2a).
-pub fn txn_request(t: PbTxnRequest) -> Result<TxnRequest, Status> {
+pub(crate) fn txn_request(t: PbTxnRequest) -> Result<TxnRequest, Status> {
     if t.compare.len() > MAX_TXN_OPS
         || t.success.len() > MAX_TXN_OPS
         || t.failure.len() > MAX_TXN_OPS
@@ -205,7 +211,7 @@ pub fn txn_request(t: PbTxnRequest) -> Result<TxnRequest, Status> {
     })
 }
 
-pub fn range_response(ids: &Ids, revision: i64, r: RangeResponse) -> PbRangeResponse {
+pub(crate) fn range_response(ids: &Ids, revision: i64, r: RangeResponse) -> PbRangeResponse {
     PbRangeResponse {
         header: ids.header(revision),
         kvs: r.kvs.into_iter().map(kv).collect(),
@@ -214,14 +220,14 @@ pub fn range_response(ids: &Ids, revision: i64, r: RangeResponse) -> PbRangeResp
     }
 }
 
-pub fn put_response(ids: &Ids, revision: i64, prev_kv: Option<KeyValue>) -> PbPutResponse {
+pub(crate) fn put_response(ids: &Ids, revision: i64, prev_kv: Option<KeyValue>) -> PbPutResponse {
     PbPutResponse {
         header: ids.header(revision),
         prev_kv: prev_kv.map(kv),
     }
 }
 
-pub fn delete_response(
+pub(crate) fn delete_response(
     ids: &Ids,
     revision: i64,
     deleted: i64,
@@ -234,7 +240,7 @@ pub fn delete_response(
     }
 }
 
-pub fn txn_response(
+pub(crate) fn txn_response(
     ids: &Ids,
     revision: i64,
     succeeded: bool,

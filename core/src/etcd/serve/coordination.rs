@@ -11,22 +11,29 @@
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
-use crate::etcd::errors::EtcdError;
-use crate::sync::{Election, Leadership, Mutex, Observer, Session};
-use crate::{Interest, KeyValue, Pollable, Source, Stop, Wait};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
 
 use super::service::{blocking, BoxStream, Ctx};
 use super::{convert, errors};
+use crate::etcd::errors::EtcdError;
+use crate::sync::{Election, Leadership, Mutex, Observer, Session};
+use crate::Interest;
+use crate::KeyValue;
+use crate::Pollable;
+use crate::Source;
+use crate::Stop;
+use crate::Wait;
 
 // Generated code: its items are `pub` by construction.
-#[allow(unreachable_pub, missing_debug_implementations)]
+#[allow(unreachable_pub, missing_debug_implementations, missing_docs)]
+/// etcd's v3lock protocol (server side), compiled from `core/proto`.
 pub mod lockpb {
     tonic::include_proto!("v3lockpb");
 }
-#[allow(unreachable_pub, missing_debug_implementations)]
+#[allow(unreachable_pub, missing_debug_implementations, missing_docs)]
+/// etcd's v3election protocol (server side), compiled from `core/proto`.
 pub mod electionpb {
     tonic::include_proto!("v3electionpb");
 }
@@ -146,7 +153,8 @@ where
     }
 }
 
-#[derive(Clone)]
+/// etcd's Lock service on the `sync` mutex recipe.
+#[derive(Clone, Debug)]
 pub struct Lock(pub Arc<Ctx>);
 
 #[tonic::async_trait]
@@ -193,7 +201,8 @@ impl lockpb::lock_server::Lock for Lock {
     }
 }
 
-#[derive(Clone)]
+/// etcd's Election service on the `sync` election recipe.
+#[derive(Clone, Debug)]
 pub struct Elections(pub Arc<Ctx>);
 
 /// The leadership a client names (etcd's `LeaderKey`), for Proclaim and Resign.

@@ -7,17 +7,20 @@ use crate::Error;
 use tonic::Status;
 
 /// etcd's status for one of its errors (its code and exact text).
+/// The status etcd answers for `e`.
 pub fn etcd(e: EtcdError) -> Status {
     Status::new(grpc(e.code()), e.text())
 }
 
 /// tenure's error as etcd would report the same condition.
+/// The status of a tenure error, through the one table.
 pub fn status(e: Error) -> Status {
     let (code, text) = table::status(&e);
     Status::new(grpc(code), text)
 }
 
 /// A refused request, as etcd refuses it.
+/// The status of a request the apply algorithm refused.
 pub fn refusal(r: Refusal) -> Status {
     etcd(EtcdError::of_refusal(r))
 }

@@ -10,24 +10,30 @@ use std::time::Duration;
 
 use etcd_client::proto::*;
 use prost::Message;
-use crate::etcd::errors::EtcdError;
-use crate::etcd::{Outcome, RequestOp, ResponseOp};
-use crate::{Tenure, WaitPool};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::{wrappers::ReceiverStream, Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::convert::{self, Ids};
 use super::errors;
+use crate::etcd::errors::EtcdError;
+use crate::etcd::{Outcome, RequestOp, ResponseOp};
+use crate::Tenure;
+use crate::WaitPool;
 
+/// A response stream of a streaming call.
 pub type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 /// What every service shares.
+#[derive(Debug)]
 pub struct Ctx {
+    /// The database served.
     pub db: Tenure,
+    /// The cluster and member IDs of response headers.
     pub ids: Ids,
     /// Client URLs, for MemberList.
     pub urls: Vec<String>,
+    /// The largest write request accepted (etcd's `--max-request-bytes`).
     pub max_request_bytes: usize,
     /// Most watches on one watch stream.
     pub max_watches: usize,
@@ -58,12 +64,13 @@ fn unimplemented(what: &str) -> Status {
     Status::unimplemented(format!("tenure serve does not implement {what}"))
 }
 
-#[derive(Clone)]
+/// etcd's KV service.
+#[derive(Clone, Debug)]
 pub struct Kv(pub Arc<Ctx>);
 
 /// etcd's refusal of a request that writes (goes through its raft log) and is larger than
 /// `--max-request-bytes`, whatever field makes it so.
-pub fn check_size(ctx: &Ctx, req: &impl Message) -> Result<(), Status> {
+pub(crate) fn check_size(ctx: &Ctx, req: &impl Message) -> Result<(), Status> {
     if req.encoded_len() > ctx.max_request_bytes {
         return Err(errors::etcd(EtcdError::RequestTooLarge));
     }
@@ -193,12 +200,13 @@ impl PbKvService for Kv {
     }
 }
 
-#[derive(Clone)]
+/// etcd's Lease service.
+#[derive(Clone, Debug)]
 pub struct Lease(pub Arc<Ctx>);
 
 /// The TTL, in seconds, etcd 3.4 grants to a LeaseGrant asking for 0 or less: its lessor's
 /// `minLeaseTTL`, 1.5 election timeouts (1 s by default) rounded up to whole seconds.
-pub const MIN_LEASE_TTL: i64 = 2;
+pub(crate) const MIN_LEASE_TTL: i64 = 2;
 
 fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
@@ -357,7 +365,8 @@ impl PbLeaseService for Lease {
     }
 }
 
-#[derive(Clone)]
+/// etcd's Cluster service (one member).
+#[derive(Clone, Debug)]
 pub struct Cluster(pub Arc<Ctx>);
 
 #[tonic::async_trait]

@@ -15,9 +15,6 @@ use std::sync::Arc;
 
 use etcd_client::proto::{PbEvent, PbWatchRequest, PbWatchRequestUnion, PbWatchResponse};
 use prost::Message;
-use crate::etcd::errors::EtcdError;
-use crate::etcd::WatchStart;
-use crate::{Error, Event, EventKind, WatchOptions, Watcher};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_stream::{wrappers::ReceiverStream, StreamExt};
 use tonic::{Response, Status, Streaming};
@@ -25,6 +22,13 @@ use tonic::{Response, Status, Streaming};
 use super::convert;
 use super::errors;
 use super::service::{BoxStream, Ctx};
+use crate::etcd::errors::EtcdError;
+use crate::etcd::WatchStart;
+use crate::Error;
+use crate::Event;
+use crate::EventKind;
+use crate::WatchOptions;
+use crate::Watcher;
 
 /// Default of `--max-watches-per-stream`; more → the create is answered canceled.
 pub const MAX_WATCHES_PER_STREAM: usize = 10_000;
@@ -46,7 +50,8 @@ const REQUEST_OVERHEAD: usize = 128;
 
 type Out = mpsc::Sender<Result<PbWatchResponse, Status>>;
 
-#[derive(Clone)]
+/// etcd's Watch service: many watches on one stream.
+#[derive(Clone, Debug)]
 pub struct Watch(pub Arc<Ctx>);
 
 #[tonic::async_trait]
