@@ -12,10 +12,7 @@ mod auth;
 mod authority;
 mod backup;
 mod bounds;
-mod convert;
-mod coordination;
 mod decode_refusals;
-mod errors;
 mod gateway;
 mod hpack;
 mod http;
@@ -25,10 +22,12 @@ mod max_connections;
 mod metrics;
 mod metrics_grpc;
 mod serve;
-mod service;
 mod snapshot_budget;
 mod tls;
-mod watch;
+
+// etcd's v3 services live in the core (feature `serve`, shared mode serves them too); the
+// server's own files reach them by their old paths.
+use tenure::etcd::serve::{convert, coordination, errors, service, watch};
 
 use std::ffi::OsString;
 use std::io::Write;

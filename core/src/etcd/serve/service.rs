@@ -10,24 +10,30 @@ use std::time::Duration;
 
 use etcd_client::proto::*;
 use prost::Message;
-use tenure::etcd::errors::EtcdError;
-use tenure::etcd::{Outcome, RequestOp, ResponseOp};
-use tenure::{Tenure, WaitPool};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::{wrappers::ReceiverStream, Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::convert::{self, Ids};
-use crate::errors;
+use super::convert::{self, Ids};
+use super::errors;
+use crate::etcd::errors::EtcdError;
+use crate::etcd::{Outcome, RequestOp, ResponseOp};
+use crate::Tenure;
+use crate::WaitPool;
 
-pub(crate) type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+/// A response stream of a streaming call.
+pub type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 /// What every service shares.
-pub(crate) struct Ctx {
+#[derive(Debug)]
+pub struct Ctx {
+    /// The database served.
     pub db: Tenure,
+    /// The cluster and member IDs of response headers.
     pub ids: Ids,
     /// Client URLs, for MemberList.
     pub urls: Vec<String>,
+    /// The largest write request accepted (etcd's `--max-request-bytes`).
     pub max_request_bytes: usize,
     /// Most watches on one watch stream.
     pub max_watches: usize,
@@ -40,7 +46,7 @@ pub(crate) struct Ctx {
 
 /// Runs an engine call on the blocking pool: one that ends on its own (a commit, a read), never
 /// a wait for another client (those go to `Ctx::pool`), so every write finds a thread.
-pub(crate) async fn blocking<T: Send + 'static>(
+pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {
     match tokio::task::spawn_blocking(f).await {
@@ -58,8 +64,9 @@ fn unimplemented(what: &str) -> Status {
     Status::unimplemented(format!("tenure serve does not implement {what}"))
 }
 
-#[derive(Clone)]
-pub(crate) struct Kv(pub Arc<Ctx>);
+/// etcd's KV service.
+#[derive(Clone, Debug)]
+pub struct Kv(pub Arc<Ctx>);
 
 /// etcd's refusal of a request that writes (goes through its raft log) and is larger than
 /// `--max-request-bytes`, whatever field makes it so.
@@ -72,7 +79,7 @@ pub(crate) fn check_size(ctx: &Ctx, req: &impl Message) -> Result<(), Status> {
 
 impl Kv {
     async fn run(&self, op: RequestOp) -> Result<(i64, ResponseOp), Status> {
-        let done = |r: tenure::Result<Outcome>| match r {
+        let done = |r: crate::Result<Outcome>| match r {
             Ok(Outcome::Done { revision, response }) => Ok((revision, response)),
             Ok(Outcome::Refused(r)) => Err(errors::refusal(r)),
             Err(e) => Err(errors::status(e)),
@@ -193,8 +200,9 @@ impl PbKvService for Kv {
     }
 }
 
-#[derive(Clone)]
-pub(crate) struct Lease(pub Arc<Ctx>);
+/// etcd's Lease service.
+#[derive(Clone, Debug)]
+pub struct Lease(pub Arc<Ctx>);
 
 /// The TTL, in seconds, etcd 3.4 grants to a LeaseGrant asking for 0 or less: its lessor's
 /// `minLeaseTTL`, 1.5 election timeouts (1 s by default) rounded up to whole seconds.
@@ -280,7 +288,7 @@ impl PbLeaseService for Lease {
                 };
                 let ttl = match ctx.db.renew(req.id) {
                     Ok(ttl) => secs(ttl),
-                    Err(tenure::Error::NotPrimary) => {
+                    Err(crate::Error::NotPrimary) => {
                         let _ = tx.send(Err(errors::etcd(EtcdError::NoLeader))).await;
                         break;
                     }
@@ -308,7 +316,7 @@ impl PbLeaseService for Lease {
         let (info, rev) = blocking(move || {
             let info = match db.time_to_live(req.id) {
                 Ok(info) => Some(info),
-                Err(tenure::Error::LeaseNotFound(_)) => None,
+                Err(crate::Error::LeaseNotFound(_)) => None,
                 Err(e) => return Err(errors::status(e)),
             };
             Ok((info, db.revision().map_err(errors::status)?))
@@ -357,8 +365,9 @@ impl PbLeaseService for Lease {
     }
 }
 
-#[derive(Clone)]
-pub(crate) struct Cluster(pub Arc<Ctx>);
+/// etcd's Cluster service (one member).
+#[derive(Clone, Debug)]
+pub struct Cluster(pub Arc<Ctx>);
 
 #[tonic::async_trait]
 impl PbClusterService for Cluster {

@@ -11,23 +11,30 @@
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
-use tenure::etcd::errors::EtcdError;
-use tenure::sync::{Election, Leadership, Mutex, Observer, Session};
-use tenure::{Interest, KeyValue, Pollable, Source, Stop, Wait};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
 
-use crate::service::{blocking, BoxStream, Ctx};
-use crate::{convert, errors};
+use super::service::{blocking, BoxStream, Ctx};
+use super::{convert, errors};
+use crate::etcd::errors::EtcdError;
+use crate::sync::{Election, Leadership, Mutex, Observer, Session};
+use crate::Interest;
+use crate::KeyValue;
+use crate::Pollable;
+use crate::Source;
+use crate::Stop;
+use crate::Wait;
 
 // Generated code: its items are `pub` by construction.
-#[allow(unreachable_pub, missing_debug_implementations)]
-pub(crate) mod lockpb {
+#[allow(unreachable_pub, missing_debug_implementations, missing_docs)]
+/// etcd's v3lock protocol (server side), compiled from `core/proto`.
+pub mod lockpb {
     tonic::include_proto!("v3lockpb");
 }
-#[allow(unreachable_pub, missing_debug_implementations)]
-pub(crate) mod electionpb {
+#[allow(unreachable_pub, missing_debug_implementations, missing_docs)]
+/// etcd's v3election protocol (server side), compiled from `core/proto`.
+pub mod electionpb {
     tonic::include_proto!("v3electionpb");
 }
 
@@ -46,7 +53,7 @@ fn name_of(name: &[u8]) -> Result<String, Status> {
 /// etcd's refusal of a request above `--max-request-bytes`; its lock and election services
 /// pass the error on as it is, so the code is `Unknown` (the text is the KV service's).
 fn check_size(ctx: &Ctx, req: &impl prost::Message) -> Result<(), Status> {
-    crate::service::check_size(ctx, req).map_err(|s| Status::new(Code::Unknown, s.message()))
+    super::service::check_size(ctx, req).map_err(|s| Status::new(Code::Unknown, s.message()))
 }
 
 /// A session on the caller's lease that does not renew it (the client does): no thread.
@@ -57,10 +64,10 @@ fn session(ctx: &Ctx, lease: i64) -> Result<Session, Status> {
     Session::attach(&ctx.db, lease).map_err(errors::status)
 }
 
-fn wait_error(e: tenure::Error) -> Status {
+fn wait_error(e: crate::Error) -> Status {
     match e {
-        tenure::Error::SessionExpired(_) => errors::etcd(EtcdError::LeaseNotFound),
-        tenure::Error::Timeout { .. } => Status::cancelled("the caller went away"),
+        crate::Error::SessionExpired(_) => errors::etcd(EtcdError::LeaseNotFound),
+        crate::Error::Timeout { .. } => Status::cancelled("the caller went away"),
         other => errors::status(other),
     }
 }
@@ -146,8 +153,9 @@ where
     }
 }
 
-#[derive(Clone)]
-pub(crate) struct Lock(pub Arc<Ctx>);
+/// etcd's Lock service on the `sync` mutex recipe.
+#[derive(Clone, Debug)]
+pub struct Lock(pub Arc<Ctx>);
 
 #[tonic::async_trait]
 impl lockpb::lock_server::Lock for Lock {
@@ -193,8 +201,9 @@ impl lockpb::lock_server::Lock for Lock {
     }
 }
 
-#[derive(Clone)]
-pub(crate) struct Elections(pub Arc<Ctx>);
+/// etcd's Election service on the `sync` election recipe.
+#[derive(Clone, Debug)]
+pub struct Elections(pub Arc<Ctx>);
 
 /// The leadership a client names (etcd's `LeaderKey`), for Proclaim and Resign.
 fn leadership(ctx: &Ctx, leader: Option<electionpb::LeaderKey>) -> Result<Leadership, Status> {
@@ -224,7 +233,7 @@ struct Feed {
 impl Pollable for Feed {
     type Output = ();
 
-    fn poll(&mut self) -> tenure::Result<Option<()>> {
+    fn poll(&mut self) -> crate::Result<Option<()>> {
         loop {
             match self.observer.try_recv() {
                 Ok(Some(Some(kv))) => {
@@ -290,7 +299,7 @@ impl electionpb::election_server::Election for Elections {
         let rev = blocking(move || {
             match leadership.proclaim(&req.value) {
                 Ok(()) => {}
-                Err(tenure::Error::NotLeader) => {
+                Err(crate::Error::NotLeader) => {
                     return Err(Status::new(Code::Unknown, NOT_LEADER));
                 }
                 Err(e) => return Err(errors::status(e)),

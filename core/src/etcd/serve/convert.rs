@@ -1,4 +1,4 @@
-//! Between etcd's protobuf messages and tenure's requests (`tenure::etcd`). Errors are mapped by
+//! Between etcd's protobuf messages and tenure's requests (`crate::etcd`). Errors are mapped by
 //! `errors` (the core's one table).
 
 use etcd_client::proto::{
@@ -6,27 +6,32 @@ use etcd_client::proto::{
     PbRangeRequest, PbRangeResponse, PbResponseHeader, PbResponseOp, PbTargetUnion, PbTxnOpRequest,
     PbTxnOpResponse, PbTxnRequest, PbTxnResponse,
 };
-use tenure::etcd::errors::EtcdError;
-use tenure::etcd::{
+use tonic::Status;
+
+use super::errors::{self, etcd};
+use crate::etcd::errors::EtcdError;
+use crate::etcd::{
     DeleteRangeRequest, PutRequest, RangeCompare, RangeRequest, RangeResponse, RequestOp,
     ResponseOp, SortOrder, SortTarget, TxnRequest,
 };
-use tenure::limits::{check_key, MAX_TXN_OPS};
-use tenure::{Compare, CompareOp, CompareTarget, KeyValue};
-use tonic::Status;
-
-use crate::errors::{self, etcd};
+use crate::limits::{check_key, MAX_TXN_OPS};
+use crate::Compare;
+use crate::CompareOp;
+use crate::CompareTarget;
+use crate::KeyValue;
 
 /// Cluster and member identity, stable for one database file.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Ids {
+pub struct Ids {
+    /// The cluster ID every response header carries.
     pub cluster: u64,
+    /// This member's ID (the only member).
     pub member: u64,
 }
 
 impl Ids {
     /// Derived from the file's canonical path (FNV-1a), so a restart keeps them.
-    pub(crate) fn for_path(path: &std::path::Path) -> Ids {
+    pub fn for_path(path: &std::path::Path) -> Ids {
         let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in canon.as_os_str().as_encoded_bytes() {
@@ -40,7 +45,8 @@ impl Ids {
         }
     }
 
-    pub(crate) fn header(&self, revision: i64) -> Option<PbResponseHeader> {
+    /// The response header at `revision`.
+    pub fn header(&self, revision: i64) -> Option<PbResponseHeader> {
         Some(PbResponseHeader {
             cluster_id: self.cluster,
             member_id: self.member,

@@ -15,19 +15,23 @@ use std::sync::Arc;
 
 use etcd_client::proto::{PbEvent, PbWatchRequest, PbWatchRequestUnion, PbWatchResponse};
 use prost::Message;
-use tenure::etcd::errors::EtcdError;
-use tenure::etcd::WatchStart;
-use tenure::{Error, Event, EventKind, WatchOptions, Watcher};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_stream::{wrappers::ReceiverStream, StreamExt};
 use tonic::{Response, Status, Streaming};
 
-use crate::convert;
-use crate::errors;
-use crate::service::{BoxStream, Ctx};
+use super::convert;
+use super::errors;
+use super::service::{BoxStream, Ctx};
+use crate::etcd::errors::EtcdError;
+use crate::etcd::WatchStart;
+use crate::Error;
+use crate::Event;
+use crate::EventKind;
+use crate::WatchOptions;
+use crate::Watcher;
 
 /// Default of `--max-watches-per-stream`; more → the create is answered canceled.
-pub(crate) const MAX_WATCHES_PER_STREAM: usize = 10_000;
+pub const MAX_WATCHES_PER_STREAM: usize = 10_000;
 /// Most events in one response.
 const EVENTS_PER_RESPONSE: usize = 1000;
 /// A response is sent once its events' keys and values reach this many bytes (a single
@@ -46,8 +50,9 @@ const REQUEST_OVERHEAD: usize = 128;
 
 type Out = mpsc::Sender<Result<PbWatchResponse, Status>>;
 
-#[derive(Clone)]
-pub(crate) struct Watch(pub Arc<Ctx>);
+/// etcd's Watch service: many watches on one stream.
+#[derive(Clone, Debug)]
+pub struct Watch(pub Arc<Ctx>);
 
 #[tonic::async_trait]
 impl etcd_client::proto::PbWatchService for Watch {
@@ -372,7 +377,7 @@ impl Stream {
 
 /// What an event adds to a response, roughly: its keys and values.
 fn event_bytes(ev: &Event) -> usize {
-    let kv = |kv: &tenure::KeyValue| kv.key.len() + kv.value.len();
+    let kv = |kv: &crate::KeyValue| kv.key.len() + kv.value.len();
     kv(&ev.kv) + ev.prev_kv.as_ref().map_or(0, kv)
 }
 

@@ -1,24 +1,27 @@
 //! tenure's errors as etcd's gRPC statuses, through the core's one table
-//! (`tenure::etcd::errors`), which the etcd client reads the other way.
+//! (`crate::etcd::errors`), which the etcd client reads the other way.
 
-use tenure::etcd::errors::{self as table, Code, EtcdError};
-use tenure::etcd::Refusal;
-use tenure::Error;
+use crate::etcd::errors::{self as table, Code, EtcdError};
+use crate::etcd::Refusal;
+use crate::Error;
 use tonic::Status;
 
 /// etcd's status for one of its errors (its code and exact text).
-pub(crate) fn etcd(e: EtcdError) -> Status {
+/// The status etcd answers for `e`.
+pub fn etcd(e: EtcdError) -> Status {
     Status::new(grpc(e.code()), e.text())
 }
 
 /// tenure's error as etcd would report the same condition.
-pub(crate) fn status(e: Error) -> Status {
+/// The status of a tenure error, through the one table.
+pub fn status(e: Error) -> Status {
     let (code, text) = table::status(&e);
     Status::new(grpc(code), text)
 }
 
 /// A refused request, as etcd refuses it.
-pub(crate) fn refusal(r: Refusal) -> Status {
+/// The status of a request the apply algorithm refused.
+pub fn refusal(r: Refusal) -> Status {
     etcd(EtcdError::of_refusal(r))
 }
 

@@ -1,0 +1,9 @@
+//! etcd's v3 gRPC services over one `Tenure` (feature `serve`): KV, Lease, Cluster, Watch,
+//! Lock and Election. `tenure serve` puts them behind its listeners; shared mode serves them on
+//! the unix socket beside the file.
+
+pub mod convert;
+pub mod coordination;
+pub mod errors;
+pub mod service;
+pub mod watch;
