@@ -210,6 +210,9 @@ test-c-examples: ffi-debug | c-tools
 	$(CC) $(C_WARN) -pthread examples/c/barrier.c $$(pkg-config --cflags --libs tenure) \
 		-Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/barrier-c"; \
 	"$$tmp/barrier-c"; \
+	$(CC) $(C_WARN) examples/c/groups.c $$(pkg-config --cflags --libs tenure) \
+		-Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/groups-c"; \
+	"$$tmp/groups-c"; \
 	$(CXX) $(CXX_WARN) -pthread examples/cpp/coordination.cpp \
 		$$(pkg-config --cflags --libs tenure) -Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/coordination-cpp"; \
 	"$$tmp/coordination-cpp"; \

@@ -180,7 +180,7 @@ impl PySession {
         slf: &Bound<'_, Self>,
         name: &str,
         #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
-    ) -> PyResult<PyLockGuard> {
+    ) -> PyResult<Py<PyLockGuard>> {
         let m = PySession::make_mutex(slf, name)?;
         m.lock_inner(slf.py(), timeout)
     }
