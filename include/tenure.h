@@ -1592,6 +1592,16 @@ tenure_result tenure_partitioner_members_for(const struct tenure_partitioner *p,
                                              size_t key_len,
                                              struct tenure_member_list **out);
 
+// The primary owner of `key` (`key_len` bytes) now, as a list of one member (the first of
+// `tenure_partitioner_members_for`, whatever `replicas` is), or of none when the group is
+// empty. Free `*out` with `tenure_member_list_free`.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`.
+tenure_result tenure_partitioner_primary_for(const struct tenure_partitioner *p,
+                                             const uint8_t *key,
+                                             size_t key_len,
+                                             struct tenure_member_list **out);
+
 // Frees a partitioner. NULL is a no-op.
 void tenure_partitioner_free(struct tenure_partitioner *p);
 

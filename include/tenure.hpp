@@ -1314,6 +1314,15 @@ class partitioner {
         for (member &m : detail::take_members(raw)) out.push_back(std::move(m.id));
         return out;
     }
+    // The primary owner of `key`, or nullopt when the group is empty.
+    std::optional<std::string> primary_for(std::string_view key) const {
+        tenure_member_list *raw = nullptr;
+        detail::check(
+            tenure_partitioner_primary_for(h_.get(), detail::bytes(key), key.size(), &raw));
+        std::vector<member> one = detail::take_members(raw);
+        if (one.empty()) return std::nullopt;
+        return std::move(one.front().id);
+    }
 
   private:
     detail::handle<tenure_partitioner, tenure_partitioner_free> h_;

@@ -213,6 +213,9 @@ test-c-examples: ffi-debug | c-tools
 	$(CC) $(C_WARN) examples/c/bounded_mutex.c $$(pkg-config --cflags --libs tenure) \
 		-Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/bounded-mutex-c"; \
 	"$$tmp/bounded-mutex-c"; \
+	$(CC) $(C_WARN) examples/c/groups.c $$(pkg-config --cflags --libs tenure) \
+		-Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/groups-c"; \
+	"$$tmp/groups-c"; \
 	$(CXX) $(CXX_WARN) -pthread examples/cpp/coordination.cpp \
 		$$(pkg-config --cflags --libs tenure) -Wl,-rpath,"$$tmp/prefix/lib" -o "$$tmp/coordination-cpp"; \
 	"$$tmp/coordination-cpp"; \

@@ -20,10 +20,10 @@ use tenure::{Error, ExpiredLease, Interest, Next, Pollable, Source};
 use crate::convert::{bytes_arg, opt_secs_arg, timeout};
 use crate::errors::{err, panic_to_py, to_py};
 use crate::iter::{PyExpiredIter, PyWatcher};
-use crate::runtime::{attach, lock, pool, ForkSafe};
+use crate::runtime::{attach, in_pool, lock, ForkSafe, Starter};
 use crate::sync::{
-    priority_of, PyElection, PyLeadership, PyLockGuard, PyMutex, PyObserver, PyPriorityQueue,
-    PyQueue, PySession,
+    change_tuple, priority_of, PyElection, PyGroupWatch, PyLeadership, PyLockGuard, PyMutex,
+    PyObserver, PyPriorityQueue, PyQueue, PySession,
 };
 use crate::types::{PyEvent, PyExpiredLease, PyKeyValue};
 
@@ -57,9 +57,21 @@ where
     P: Pollable + 'static,
     P::Output: Send + 'static,
 {
+    start_with(wake, timeout, |wait| in_pool(make(wait)), convert)
+}
+
+/// As [`start`], for a wait run as `make` says: in the pool, or on a thread of its own for a
+/// core wait that is no state machine (a double barrier's), which ends when the stop token is
+/// raised.
+pub(crate) fn start_with<T: Send + 'static>(
+    wake: Py<PyAny>,
+    timeout: Option<Duration>,
+    make: impl FnOnce(Wait) -> Starter<T>,
+    convert: Convert<T>,
+) -> PyResult<PyPending> {
     let stop = Stop::new();
-    let wait = make(Wait::from(timeout).with_stop(&stop));
-    pool()?.submit(wait, move |r| {
+    let starter = make(Wait::from(timeout).with_stop(&stop));
+    starter(Box::new(move |r| {
         let mut result = Some(r);
         attach(|py| {
             let Some(r) = result.take() else { return };
@@ -76,7 +88,7 @@ where
             }
         });
         drop(result);
-    });
+    }))?;
     Ok(PyPending { stop })
 }
 
@@ -189,14 +201,7 @@ pub(crate) fn _lock_async(
         self::timeout(timeout)?,
         move |wait| m.lock_wait(wait),
         Box::new(move |py, g: LockGuard| {
-            let guard = PyLockGuard {
-                session,
-                name,
-                key,
-                token: g.fencing_token(),
-                inner: ForkSafe::new(Mutex::new(Some(g))),
-            };
-            Ok(Py::new(py, guard)?.into_any())
+            Ok(PyLockGuard::wrap(py, session, name, key, g)?.into_any())
         }),
     )
 }
@@ -346,6 +351,34 @@ pub(crate) fn _dequeue_async(
             let priority = name.as_deref().and_then(|n| priority_of(n, &kv.key));
             let value = pyo3::types::PyBytes::new(py, &kv.value);
             Ok((value, priority).into_pyobject(py)?.into_any().unbind())
+        }),
+    )
+}
+
+// groups (S12).
+/// `GroupWatch.recv()` for `tenure.aio`: `(kind, id, capabilities)`; `Closed` once the watch is
+/// cancelled.
+#[pyfunction]
+#[pyo3(signature = (watch, timeout, wake))]
+pub(crate) fn _group_watch_recv_async(
+    watch: &Bound<'_, PyGroupWatch>,
+    #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    wake: Py<PyAny>,
+) -> PyResult<PyPending> {
+    let source = Shared::new(
+        watch.get().inner.get()?,
+        Error::Closed("the group watch".into()),
+    )
+    .map_err(err)?;
+    start(
+        wake,
+        self::timeout(timeout)?,
+        move |wait| Next::new(source, wait, "a group change"),
+        Box::new(|py, change| {
+            Ok(change_tuple(py, change)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind())
         }),
     )
 }

@@ -537,11 +537,11 @@ impl PyTenure {
         Ok(crate::sync::new_barrier(slf.get().engine()?, name))
     }
 
-    /// The live members of group `name` (SPEC S12) as `(id, capabilities)`, in ID order.
-    fn group_members(
-        slf: &Bound<'_, Self>,
+    /// The live members of group `name` (SPEC S12) as `{id: capabilities}`, in ID order.
+    fn group_members<'py>(
+        slf: &Bound<'py, Self>,
         name: &str,
-    ) -> PyResult<Vec<(String, Py<pyo3::types::PyBytes>)>> {
+    ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
         crate::sync::group_members(slf.py(), slf.get().engine()?, name)
     }
 

@@ -63,8 +63,8 @@ mod _tenure {
     use super::lease::PyLease;
     #[pymodule_export]
     use super::sync::{
-        PyElection, PyFenceGate, PyLeaderElector, PyLeadership, PyLockGuard, PyMutex, PyObserver,
-        PyRecordLock, PySession, PyStop,
+        PyElection, PyFenceGate, PyGuard, PyLeaderElector, PyLeadership, PyLockGuard, PyMutex,
+        PyObserver, PyRecordLock, PySession, PyStop,
     };
     // The semaphore and the read-write lock (S7–S9).
     #[pymodule_export]
@@ -72,12 +72,13 @@ mod _tenure {
         _rwlock_async, _semaphore_acquire_async, PyRwLock, PyRwLockGuard, PySemaphore,
         PySemaphoreGuard,
     };
-    // queues (S10).
+    // queues (S10), groups (S12).
     #[pymodule_export]
-    use super::aio::_dequeue_async;
+    use super::aio::{_dequeue_async, _group_watch_recv_async};
     #[pymodule_export]
     use super::sync::{
-        PyBarrier, PyDoubleBarrier, PyGroup, PyGroupWatch, PyPartitioner, PyPriorityQueue, PyQueue,
+        _double_barrier_async, PyBarrier, PyDoubleBarrier, PyGroup, PyGroupWatch, PyPartitioner,
+        PyPriorityQueue, PyQueue,
     };
     #[pymodule_export]
     use super::txn::{PyCompare, PyOp};

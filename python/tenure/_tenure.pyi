@@ -6,6 +6,8 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Final, Literal, Self, TypeAlias, final
 
+from typing_extensions import disjoint_base
+
 
 from ._errors import TenureError
 
@@ -34,6 +36,7 @@ __all__ = [
     "TxnResponse",
     "Session",
     "Mutex",
+    "_Guard",
     "LockGuard",
     "Election",
     "Leadership",
@@ -68,6 +71,8 @@ __all__ = [
     "_rwlock_async",
     # queues (S10).
     "_dequeue_async",
+    "_double_barrier_async",
+    "_group_watch_recv_async",
     "Barrier",
     "DoubleBarrier",
     "Group",
@@ -167,7 +172,7 @@ class Tenure:
     def queue(self, name: str) -> Queue: ...
     def priority_queue(self, name: str) -> PriorityQueue: ...
     def barrier(self, name: str) -> Barrier: ...
-    def group_members(self, name: str) -> list[tuple[str, bytes]]: ...
+    def group_members(self, name: str) -> dict[str, bytes]: ...
     def watch_group(self, name: str) -> GroupWatch: ...
     def partitioner(self, group: str, replicas: int = 1) -> Partitioner: ...
     # engine
@@ -411,9 +416,11 @@ class Mutex:
     def lock(self, timeout: float | None = None) -> LockGuard: ...
     def try_lock(self) -> LockGuard: ...
 
-@final
-class LockGuard:
-    """A held lock; exit unlocks. Entering a guard no longer held raises NotLeader."""
+@disjoint_base
+class _Guard:
+    """What a held lock, permit or read/write hold share: its fencing token, name, key and
+    session; a context manager whose exit releases it. Entering one no longer held raises
+    NotLeader."""
 
     @property
     def fencing_token(self) -> int: ...
@@ -424,7 +431,6 @@ class LockGuard:
     @property
     def session(self) -> Session: ...
     def is_held(self) -> bool: ...
-    def unlock(self) -> None: ...
     def __enter__(self) -> Self: ...
     def __exit__(
         self,
@@ -433,6 +439,12 @@ class LockGuard:
         tb: TracebackType | None,
         /,
     ) -> bool: ...
+
+@final
+class LockGuard(_Guard):
+    """A held lock; exit unlocks."""
+
+    def unlock(self) -> None: ...
 
 @final
 class Election:
@@ -619,13 +631,22 @@ class Group:
 
 @final
 class GroupWatch:
-    """The joins and leaves of a group: ("joined" | "left", id, capabilities)."""
+    """The joins and leaves of a group: ("joined" | "left", id, capabilities); exit cancels."""
 
     @property
     def name(self) -> str: ...
-    def next(self, timeout: float | None = None) -> tuple[str, str, bytes]: ...
+    def recv(self, timeout: float | None = None) -> tuple[str, str, bytes]: ...
     def __iter__(self) -> Self: ...
     def __next__(self) -> tuple[str, str, bytes]: ...
+    def cancel(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+        /,
+    ) -> bool: ...
 
 @final
 class Partitioner:
@@ -635,7 +656,8 @@ class Partitioner:
     def group(self) -> str: ...
     @property
     def replicas(self) -> int: ...
-    def members_for(self, key: _Key) -> list[str]: ...
+    def members_for(self, key: _Key) -> set[str]: ...
+    def primary_for(self, key: _Key) -> str | None: ...
 
 # ---- native waits of tenure.aio (private) ---------------------------------------------------
 
@@ -672,27 +694,10 @@ class Semaphore:
     def try_acquire(self) -> SemaphoreGuard: ...
 
 @final
-class SemaphoreGuard:
-    """A held permit; exit releases it. Entering one no longer held raises NotLeader."""
+class SemaphoreGuard(_Guard):
+    """A held permit; exit releases it."""
 
-    @property
-    def fencing_token(self) -> int: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def key(self) -> bytes: ...
-    @property
-    def session(self) -> Session: ...
-    def is_held(self) -> bool: ...
     def release(self) -> None: ...
-    def __enter__(self) -> Self: ...
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-        /,
-    ) -> bool: ...
 
 def _semaphore_acquire_async(
     semaphore: Semaphore, timeout: float | None, wake: _Wake
@@ -714,29 +719,12 @@ class RwLock:
     def try_write(self) -> RwLockGuard: ...
 
 @final
-class RwLockGuard:
-    """A held read or write lock; exit releases it. Entering one no longer held raises NotLeader."""
+class RwLockGuard(_Guard):
+    """A held read or write lock; exit unlocks it."""
 
     @property
-    def fencing_token(self) -> int: ...
-    @property
     def is_write(self) -> bool: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def key(self) -> bytes: ...
-    @property
-    def session(self) -> Session: ...
-    def is_held(self) -> bool: ...
-    def release(self) -> None: ...
-    def __enter__(self) -> Self: ...
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-        /,
-    ) -> bool: ...
+    def unlock(self) -> None: ...
 
 def _rwlock_async(
     rwlock: RwLock, write: bool, timeout: float | None, wake: _Wake
@@ -746,3 +734,9 @@ def _rwlock_async(
 def _dequeue_async(
     queue: Queue | PriorityQueue, timeout: float | None, wake: _Wake
 ) -> _Pending: ...
+
+# barriers (S11), groups (S12).
+def _double_barrier_async(
+    barrier: DoubleBarrier, leave: bool, timeout: float | None, wake: _Wake
+) -> _Pending: ...
+def _group_watch_recv_async(watch: GroupWatch, timeout: float | None, wake: _Wake) -> _Pending: ...

@@ -44,6 +44,10 @@ __all__ = [
     # queues (S10), barriers (S11).
     "Barrier",
     "DoubleBarrier",
+    # groups (S12).
+    "Group",
+    "GroupWatch",
+    "Partitioner",
     "PriorityQueue",
     "Queue",
     "Session",
@@ -106,14 +110,9 @@ def _ignore(_value: object) -> None:
     """Drops a value that needs no release (an answer that came after its wait was cancelled)."""
 
 
-def _unlock(guard: _tenure.LockGuard) -> None:
-    """Releases a lock won in a race with the cancellation of its wait."""
-    guard.unlock()
-
-
-def _release(guard: _tenure.SemaphoreGuard | _tenure.RwLockGuard) -> None:
-    """Releases a permit won in a race with the cancellation of its wait."""
-    guard.release()
+def _let_go(guard: _tenure._Guard) -> None:
+    """Releases a lock, permit or hold won in a race with the cancellation of its wait."""
+    guard.__exit__(None, None, None)
 
 
 def _resign(leadership: _tenure.Leadership) -> None:
@@ -206,6 +205,49 @@ class _Scope:
         await self._end()
 
 
+_N = TypeVar("_N", bound=_tenure._Guard)
+
+
+class _Guard(_Scope, Generic[_N]):
+    """A held lock, permit or read/write hold: the native ``tenure._Guard`` ``sync`` (fencing
+    token, name, key) for asyncio. ``async with`` releases it on exit, where one already
+    released or lost with its session is no error (as the native guard's ``with``)."""
+
+    def __init__(self, sync: _N) -> None:
+        self.sync: _N = sync
+
+    name = _Attr[str]("The lock's or semaphore's name.")
+
+    key = _Attr[bytes]("The key of this acquisition.")
+
+    fencing_token = _Attr[int](
+        "The fencing token: the create revision of this acquisition's key, strictly increasing "
+        "per name."
+    )
+
+    def is_held(self) -> bool:
+        """Whether this acquisition's key still exists (the session is alive and it was not
+        released)."""
+        return self.sync.is_held()
+
+    @classmethod
+    async def _acquire(cls, start: Callable[[_Wake], _tenure._Pending]) -> Self:
+        """Awaits the native acquisition ``start(wake)``; a cancelled one withdraws its key
+        before the cancellation completes, and one won in that race is released."""
+        return cls(await _wait(start, _let_go))
+
+    @classmethod
+    async def _take(cls, call: Callable[[], _N]) -> Self:
+        """The guard of a native ``try_*`` call, run on the executor."""
+        return cls(await _run(call))
+
+    async def _end(self) -> None:
+        await _run(lambda: self.sync.__exit__(None, None, None))
+
+    def __repr__(self) -> str:
+        return _repr(self.sync)
+
+
 class _Stream(Generic[_T]):
     """An async iterator over a native blocking iterator, subscribed when it was made."""
 
@@ -291,6 +333,18 @@ class Watcher(_Cancellable[Event]):
     def cancelled(self) -> bool:
         """Whether the watch is cancelled or ended."""
         return bool(self._sync.cancelled)
+
+
+@final
+class GroupWatch(_Cancellable[tuple[str, str, bytes]]):
+    """The joins and leaves of a group (``Tenure.watch_group()``): an async iterator of
+    ``("joined", id, capabilities)`` and ``("left", id, b"")`` (``timeout``: seconds per
+    change) and an async context manager that cancels the watch on exit."""
+
+    @property
+    def name(self) -> str:
+        """The group watched."""
+        return str(self._sync.name)
 
 
 @final
@@ -537,6 +591,21 @@ class Tenure:
         """The barrier ``name`` (etcd's ``recipe.Barrier`` layout); see ``tenure.Barrier``."""
         return Barrier(self.sync.barrier(name))
 
+    # groups (S12).
+    async def group_members(self, name: str) -> dict[str, bytes]:
+        """The live members of group ``name`` as ``{id: capabilities}``, in ID order."""
+        return await self._read(lambda: self.sync.group_members(name))
+
+    def watch_group(self, name: str, timeout: float | None = None) -> GroupWatch:
+        """Follows the joins and leaves of group ``name`` from now on (subscribed at the call);
+        ``async for`` waits at most ``timeout`` seconds per change (then ``tenure.Timeout``)."""
+        return GroupWatch(self.sync.watch_group(name), _tenure._group_watch_recv_async, timeout)
+
+    def partitioner(self, group: str, replicas: int = 1) -> Partitioner:
+        """Which live members of ``group`` own a key, ``replicas`` (1–64) of them per key; see
+        ``tenure.Partitioner``."""
+        return Partitioner(self.sync.partitioner(group, replicas), self._read)
+
     # engine
     async def stats(self) -> dict[str, int]:
         """Engine counters."""
@@ -656,6 +725,11 @@ class Session(_Scope):
         """A participant, through this session, of the double barrier ``name`` for ``count``."""
         return DoubleBarrier(self.sync.double_barrier(name, count))
 
+    # groups (S12).
+    def group(self, name: str) -> Group:
+        """This session's membership of group ``name``."""
+        return Group(self.sync.group(name))
+
     async def _end(self) -> None:
         await self.close()
 
@@ -677,49 +751,25 @@ class Mutex:
     async def lock(self, timeout: float | None = None) -> LockGuard:
         """Waits until held, at most ``timeout`` seconds (then ``tenure.Timeout``); a cancelled
         wait withdraws this contender's key before the cancellation completes."""
-        g = await _wait(lambda wake: _tenure._lock_async(self.sync, timeout, wake), _unlock)
-        return LockGuard(g)
+        return await LockGuard._acquire(
+            lambda wake: _tenure._lock_async(self.sync, timeout, wake)
+        )
 
     async def try_lock(self) -> LockGuard:
         """Takes the lock if free, else ``tenure.Locked``."""
-        return LockGuard(await _run(self.sync.try_lock))
-
-    def __repr__(self) -> str:
-        return _repr(self.sync)
-
-
-class _Held(_Scope):
-    """What a wait won (a lock, a leadership): its name and key; exit releases it."""
-
-    sync: _tenure.LockGuard | _tenure.Leadership
-
-    name = _Attr[str]("The lock's or election's name.")
-
-    key = _Attr[bytes]("The key held: the lock key or the leader key.")
+        return await LockGuard._take(self.sync.try_lock)
 
     def __repr__(self) -> str:
         return _repr(self.sync)
 
 
 @final
-class LockGuard(_Held):
+class LockGuard(_Guard[_tenure.LockGuard]):
     """A held lock; ``async with`` unlocks on exit."""
 
-    def __init__(self, sync: _tenure.LockGuard) -> None:
-        self.sync: _tenure.LockGuard = sync
-
-    fencing_token = _Attr[int]("The fencing token: strictly increasing per lock name.")
-
-    def is_held(self) -> bool:
-        """Whether the lock key still exists (the session is alive and it was not unlocked)."""
-        return self.sync.is_held()
-
     async def unlock(self) -> None:
-        """Releases the lock. Idempotent; ``tenure.NotLeader`` if the lock had been lost."""
+        """Releases the lock; ``tenure.NotLeader`` if it had been unlocked or lost."""
         await _run(self.sync.unlock)
-
-    async def _end(self) -> None:
-        await self.unlock()
 
 
 # queues (S10).
@@ -836,7 +886,17 @@ class Barrier:
 @final
 class DoubleBarrier:
     """A participant of a double barrier (``Session.double_barrier()``). ``enter`` and
-    ``leave`` run on the executor; a cancelled one keeps its thread until its timeout."""
+    ``leave`` wait on a native thread of their own; cancelling the task ends the wait at once
+    (a cancelled ``enter`` withdraws its entry).
+
+    >>> import asyncio, tenure.aio
+    >>> async def main() -> None:
+    ...     async with tenure.aio.open() as db, db.session() as s:
+    ...         b = s.double_barrier("batch", 1)
+    ...         await b.enter(timeout=5)
+    ...         await b.leave(timeout=5)
+    >>> asyncio.run(main())
+    """
 
     def __init__(self, sync: _tenure.DoubleBarrier) -> None:
         self.sync = sync
@@ -848,11 +908,81 @@ class DoubleBarrier:
     async def enter(self, timeout: float | None = None) -> None:
         """Enters and waits until ``count`` participants have, at most ``timeout`` seconds
         (then ``tenure.Timeout``; see ``tenure.DoubleBarrier``)."""
-        await _run(lambda: self.sync.enter(timeout))
+        await _wait(
+            lambda wake: _tenure._double_barrier_async(self.sync, False, timeout, wake), _ignore
+        )
 
     async def leave(self, timeout: float | None = None) -> None:
         """Leaves and waits until every participant has left, at most ``timeout`` seconds."""
-        await _run(lambda: self.sync.leave(timeout))
+        await _wait(
+            lambda wake: _tenure._double_barrier_async(self.sync, True, timeout, wake), _ignore
+        )
+
+    def __repr__(self) -> str:
+        return _repr(self.sync)
+
+
+# groups (S12).
+@final
+class Group:
+    """A session's membership of a group (``Session.group()``): a member whose session ends
+    leaves.
+
+    >>> import asyncio, tenure.aio
+    >>> async def main() -> dict[str, bytes]:
+    ...     async with tenure.aio.open() as db, db.session() as s:
+    ...         await s.group("workers").join("w1", "gpu")
+    ...         return await db.group_members("workers")
+    >>> asyncio.run(main())
+    {'w1': b'gpu'}
+    """
+
+    def __init__(self, sync: _tenure.Group) -> None:
+        self.sync = sync
+
+    name = _Attr[str]("The group's name.")
+
+    async def join(self, member: str, capabilities: _Key | None = None) -> None:
+        """Joins as ``member`` with ``capabilities``; again through the same session, updates
+        them. ``tenure.Locked`` if another session is that member, ``tenure.InvalidArgument``
+        for an ID empty, over 256 bytes or with '/'."""
+        await _run(lambda: self.sync.join(member, capabilities))
+
+    async def leave(self) -> None:
+        """Leaves the group (only this membership; nothing if not joined)."""
+        await _run(self.sync.leave)
+
+    def __repr__(self) -> str:
+        return _repr(self.sync)
+
+
+@final
+class Partitioner:
+    """Which live members of a group own a key (``Tenure.partitioner()``), by consistent
+    hashing: each call reads the current members (in memory when embedded, one round trip
+    over ``connect()``)."""
+
+    def __init__(
+        self,
+        sync: _tenure.Partitioner,
+        read: Callable[[Callable[[], Any]], Awaitable[Any]],
+    ) -> None:
+        self.sync = sync
+        self._read = read
+
+    group = _Attr[str]("The group partitioned.")
+
+    replicas = _Attr[int]("How many members own each key.")
+
+    async def members_for(self, key: _Key) -> set[str]:
+        """The members owning ``key`` now: ``replicas`` of them, fewer if the group has fewer."""
+        members: set[str] = await self._read(lambda: self.sync.members_for(key))
+        return members
+
+    async def primary_for(self, key: _Key) -> str | None:
+        """The primary owner of ``key`` now, or ``None`` if the group has no member."""
+        primary: str | None = await self._read(lambda: self.sync.primary_for(key))
+        return primary
 
     def __repr__(self) -> str:
         return _repr(self.sync)
@@ -877,10 +1007,9 @@ class Semaphore:
         """Waits until this session holds a permit, at most ``timeout`` seconds (then
         ``tenure.Timeout``); a cancelled wait withdraws this contender's key before the
         cancellation completes. ``tenure.InvalidArgument`` if ``permits`` is not the holders'."""
-        g = await _wait(
-            lambda wake: _tenure._semaphore_acquire_async(self.sync, timeout, wake), _release
+        return await SemaphoreGuard._acquire(
+            lambda wake: _tenure._semaphore_acquire_async(self.sync, timeout, wake)
         )
-        return SemaphoreGuard(g)
 
     def acquiring(self, timeout: float | None = None) -> _Opening[SemaphoreGuard]:
         """``acquire`` (at most ``timeout`` seconds) as an ``async with``: the permit is
@@ -889,41 +1018,19 @@ class Semaphore:
 
     async def try_acquire(self) -> SemaphoreGuard:
         """Takes a permit if one is free and no one waits, else ``tenure.Locked``."""
-        return SemaphoreGuard(await _run(self.sync.try_acquire))
+        return await SemaphoreGuard._take(self.sync.try_acquire)
 
     def __repr__(self) -> str:
         return _repr(self.sync)
 
 
 @final
-class SemaphoreGuard(_Scope):
+class SemaphoreGuard(_Guard[_tenure.SemaphoreGuard]):
     """A held permit; ``async with`` releases it on exit."""
 
-    def __init__(self, sync: _tenure.SemaphoreGuard) -> None:
-        self.sync: _tenure.SemaphoreGuard = sync
-
-    name = _Attr[str]("The semaphore's name.")
-
-    key = _Attr[bytes]("This permit's key.")
-
-    fencing_token = _Attr[int]("The fencing token: the create revision of this permit's key.")
-
-    def is_held(self) -> bool:
-        """Whether the permit's key still exists (the session is alive and it was not released)."""
-        return self.sync.is_held()
-
     async def release(self) -> None:
-        """Releases the permit; ``tenure.NotLeader`` if it had been lost or released."""
+        """Releases the permit; ``tenure.NotLeader`` if it had been released or lost."""
         await _run(self.sync.release)
-
-    async def _end(self) -> None:
-        try:
-            await self.release()
-        except (NotLeader, Closed):
-            pass  # already released, or lost with the session: as the sync guard's exit
-
-    def __repr__(self) -> str:
-        return _repr(self.sync)
 
 
 @final
@@ -939,62 +1046,38 @@ class RwLock:
     async def read(self, timeout: float | None = None) -> RwLockGuard:
         """Waits until held for reading (after every earlier writer), at most ``timeout``
         seconds (then ``tenure.Timeout``); a cancelled wait withdraws its key."""
-        g = await _wait(
-            lambda wake: _tenure._rwlock_async(self.sync, False, timeout, wake), _release
+        return await RwLockGuard._acquire(
+            lambda wake: _tenure._rwlock_async(self.sync, False, timeout, wake)
         )
-        return RwLockGuard(g)
 
     async def write(self, timeout: float | None = None) -> RwLockGuard:
         """Waits until held for writing (alone, after everyone earlier), at most ``timeout``
         seconds (then ``tenure.Timeout``); a cancelled wait withdraws its key."""
-        g = await _wait(
-            lambda wake: _tenure._rwlock_async(self.sync, True, timeout, wake), _release
+        return await RwLockGuard._acquire(
+            lambda wake: _tenure._rwlock_async(self.sync, True, timeout, wake)
         )
-        return RwLockGuard(g)
 
     async def try_read(self) -> RwLockGuard:
         """Takes it for reading if no writer holds or awaits it, else ``tenure.Locked``."""
-        return RwLockGuard(await _run(self.sync.try_read))
+        return await RwLockGuard._take(self.sync.try_read)
 
     async def try_write(self) -> RwLockGuard:
         """Takes it for writing if no one holds or awaits it, else ``tenure.Locked``."""
-        return RwLockGuard(await _run(self.sync.try_write))
+        return await RwLockGuard._take(self.sync.try_write)
 
     def __repr__(self) -> str:
         return _repr(self.sync)
 
 
 @final
-class RwLockGuard(_Scope):
-    """A held read or write lock; ``async with`` releases it on exit."""
-
-    def __init__(self, sync: _tenure.RwLockGuard) -> None:
-        self.sync: _tenure.RwLockGuard = sync
-
-    name = _Attr[str]("The lock's name.")
-
-    key = _Attr[bytes]("This hold's key.")
+class RwLockGuard(_Guard[_tenure.RwLockGuard]):
+    """A held read or write lock; ``async with`` unlocks it on exit."""
 
     is_write = _Attr[bool]("Whether this is a write hold.")
 
-    fencing_token = _Attr[int]("The fencing token: the create revision of this hold's key.")
-
-    def is_held(self) -> bool:
-        """Whether the hold's key still exists."""
-        return self.sync.is_held()
-
-    async def release(self) -> None:
-        """Releases the hold; ``tenure.NotLeader`` if it had been lost or released."""
-        await _run(self.sync.release)
-
-    async def _end(self) -> None:
-        try:
-            await self.release()
-        except (NotLeader, Closed):
-            pass  # already released, or lost with the session: as the sync guard's exit
-
-    def __repr__(self) -> str:
-        return _repr(self.sync)
+    async def unlock(self) -> None:
+        """Releases the hold; ``tenure.NotLeader`` if it had been unlocked or lost."""
+        await _run(self.sync.unlock)
 
 
 @final
@@ -1021,11 +1104,15 @@ class Election:
 
 
 @final
-class Leadership(_Held):
+class Leadership(_Scope):
     """Leadership won by ``Election.campaign()``; ``async with`` resigns on exit."""
 
     def __init__(self, sync: _tenure.Leadership) -> None:
         self.sync: _tenure.Leadership = sync
+
+    name = _Attr[str]("The election's name.")
+
+    key = _Attr[bytes]("The leader key.")
 
     fencing_token = _Attr[int]("The fencing token: strictly increasing per election.")
 
@@ -1043,6 +1130,9 @@ class Leadership(_Held):
 
     async def _end(self) -> None:
         await self.resign()
+
+    def __repr__(self) -> str:
+        return _repr(self.sync)
 
 
 @final

@@ -40,6 +40,14 @@ static void s12_groups_join_leave_watch_and_partition(void) {
     CHECK_OK(tenure_partitioner_new(db, "workers", 2, &p));
     CHECK_OK(tenure_partitioner_members_for(p, S("invoice-42"), &l));
     CHECK_EQ(tenure_member_list_len(l), 2);
+    tenure_member_list *primary = NULL;
+    CHECK_OK(tenure_partitioner_primary_for(p, S("invoice-42"), &primary));
+    CHECK_EQ(tenure_member_list_len(primary), 1);
+    CHECK(bytes_eq(tenure_member_list_id(primary, 0), "w1") ||
+          bytes_eq(tenure_member_list_id(primary, 0), "w2"));
+    tenure_bytes first = tenure_member_list_id(l, 0), pid = tenure_member_list_id(primary, 0);
+    CHECK(first.len == pid.len && memcmp(first.data, pid.data, pid.len) == 0);
+    tenure_member_list_free(primary);
     tenure_member_list_free(l);
 
     CHECK_RC(tenure_group_join(gb, "w1", S("")), TENURE_ERR_INVALID_ARGUMENT); /* joined as w2 */
@@ -55,6 +63,9 @@ static void s12_groups_join_leave_watch_and_partition(void) {
     expect_change(w, false, "w2");
     CHECK_OK(tenure_partitioner_members_for(p, S("invoice-42"), &l));
     CHECK_EQ(tenure_member_list_len(l), 0);
+    tenure_member_list_free(l);
+    CHECK_OK(tenure_partitioner_primary_for(p, S("invoice-42"), &l));
+    CHECK_EQ(tenure_member_list_len(l), 0); /* the group is empty */
     tenure_member_list_free(l);
     bool j;
     tenure_member_list *m = NULL;

@@ -105,3 +105,39 @@ def test_s11_asyncio_barriers(db: tenure.Tenure) -> None:
             s.close()
 
     asyncio.run(main())
+
+
+def test_s11_asyncio_a_cancelled_double_barrier_wait_ends_at_once(db: tenure.Tenure) -> None:
+    """Neither wait has a timeout: the cancellation alone ends them (the entry is withdrawn
+    before the cancellation completes)."""
+
+    async def main() -> None:
+        adb = tenure.aio.Tenure(db)
+        async with adb.session(ttl=30) as a, adb.session(ttl=30) as b:
+            entering = asyncio.ensure_future(a.double_barrier("cb", 2).enter())
+            while len(await adb.range("cb/waiters/")) < 1:
+                await asyncio.sleep(0.001)
+            entering.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await entering
+            assert await adb.range("cb/") == []
+
+            # b enters first, so a is not the lowest entry: its leave deletes its own key, then
+            # waits for b's.
+            pa, pb = a.double_barrier("cb", 2), b.double_barrier("cb", 2)
+            entering = asyncio.ensure_future(pb.enter(timeout=WAIT))
+            while len(await adb.range("cb/waiters/")) < 1:
+                await asyncio.sleep(0.001)
+            await pa.enter(timeout=WAIT)
+            await entering
+            leaving = asyncio.ensure_future(pa.leave())
+            while len(await adb.range("cb/waiters/")) > 1:
+                await asyncio.sleep(0.001)
+            leaving.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await leaving
+            await pb.leave(timeout=WAIT)
+            await pa.leave(timeout=WAIT)
+            assert await adb.range("cb/") == []
+
+    asyncio.run(main())

@@ -307,8 +307,11 @@ def test_every_class_has_one_repr_convention(tmp_path: Any) -> None:
             check(adb.queue("q"), "name='q'")
             check(adb.priority_queue("pq"), "name='pq'")
             check(adb.barrier("b"), "name='b'")
+            check(adb.watch_group("g"), "name='g'")
+            check(adb.partitioner("g", 2), "group='g'", "replicas=2")
             async with adb.session(ttl=30.0) as asess2:
                 check(asess2.double_barrier("db", 2), "name='db'", "count=2")
+                check(asess2.group("g"), "name='g'")
             ael = tenure.aio.LeaderElector(adb, "leader/y", "b", 6.0, 4.0, 1.0)
             check(ael, "identity='b'")
 

@@ -44,9 +44,9 @@ def test_S8_readers_share_a_writer_is_alone_and_later_readers_wait_behind_it(
             b.rwlock("cfg").try_read()  # a writer waits before it
     w = writer.get(timeout=WAIT)
     assert isinstance(w, tenure.RwLockGuard) and w.is_write and w.is_held()
-    w.release()
+    w.unlock()
     with pytest.raises(tenure.NotLeader):
-        w.release()
+        w.unlock()
     assert db.range("cfg/") == []
     for s in (a, b, c):
         s.close()
@@ -62,7 +62,7 @@ def test_S8_a_reader_whose_session_ends_frees_the_lock_for_a_writer(db: tenure.T
     w = writer.get(timeout=WAIT)
     assert isinstance(w, tenure.RwLockGuard) and w.is_held()
     assert not r.is_held()
-    w.release()
+    w.unlock()
     b.close()
 
 

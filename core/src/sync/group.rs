@@ -4,14 +4,16 @@
 
 use std::sync::Arc;
 
+use crossbeam_channel::Receiver;
+
 use crate::error::{Error, Result};
 use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
 use crate::kv::watch::{WatchOptions, Watcher};
 use crate::locks;
 use crate::sync::backend::{Backend, RangeOptions};
 use crate::sync::session::Session;
-use crate::types::{EventKind, KeyValue};
-use crate::wait::{block_on, Next, Wait};
+use crate::types::{Event, EventKind, KeyValue};
+use crate::wait::{block_on, Next, Source, Wait};
 
 /// The longest member ID, in bytes (it is part of a key).
 pub const MAX_MEMBER_LEN: usize = 256;
@@ -219,24 +221,37 @@ impl GroupWatch {
     /// `Compacted` or another watch error if the watch fell behind (read
     /// [`Group::members`] and watch again).
     pub fn next(&mut self, wait: impl Into<Wait>) -> Result<GroupChange> {
-        let wait = wait.into();
-        loop {
-            let ev = block_on(Next::new(&mut self.watcher, wait.clone(), "a group change"))
-                .map_err(|e| match e {
-                    Error::Timeout { after, .. } => Error::Timeout {
-                        what: format!("a change of group {:?}", self.name),
-                        after,
-                    },
-                    e => e,
-                })?;
+        block_on(Next::new(&mut *self, wait.into(), "a group change")).map_err(|e| match e {
+            Error::Timeout { after, .. } => Error::Timeout {
+                what: format!("a change of group {:?}", self.name),
+                after,
+            },
+            e => e,
+        })
+    }
+}
+
+/// A group watch is a stream of changes: the async bindings wait for it in the shared wait
+/// pool, as for a plain watch.
+impl Source for GroupWatch {
+    type Item = GroupChange;
+    type Wakeup = Arc<Event>;
+
+    fn try_next(&mut self) -> Result<Option<GroupChange>> {
+        while let Some(ev) = self.watcher.try_next()? {
             let Some(member) = Member::from_kv(&self.prefix, &ev.kv) else {
                 continue;
             };
-            return Ok(match ev.kind {
+            return Ok(Some(match ev.kind {
                 EventKind::Put => GroupChange::Joined(member),
                 EventKind::Delete => GroupChange::Left(member.id),
-            });
+            }));
         }
+        Ok(None)
+    }
+
+    fn wakeup(&self) -> &Receiver<Arc<Event>> {
+        self.watcher.wakeup()
     }
 }
 

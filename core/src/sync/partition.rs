@@ -87,6 +87,7 @@ impl Ring {
 /// let owner = p.members_for("invoice-42")?;
 /// assert_eq!(owner.len(), 1);
 /// assert_eq!(p.members_for("invoice-42")?, owner, "stable while membership is");
+/// assert_eq!(p.primary_for("invoice-42")?, Some(owner[0].clone()));
 /// # Ok::<(), tenure::Error>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -127,5 +128,12 @@ impl Partitioner {
             .into_iter()
             .map(str::to_owned)
             .collect())
+    }
+
+    /// The primary owner of `key` now: the first of [`members_for`](Partitioner::members_for),
+    /// whatever `replicas` is; `None` if the group is empty.
+    pub fn primary_for(&self, key: impl AsRef<[u8]>) -> Result<Option<String>> {
+        let ring = self.ring()?;
+        Ok(ring.members_for(key, 1).first().map(|&m| m.to_owned()))
     }
 }

@@ -293,6 +293,38 @@ pub unsafe extern "C" fn tenure_partitioner_members_for(
     })
 }
 
+/// The primary owner of `key` (`key_len` bytes) now, as a list of one member (the first of
+/// `tenure_partitioner_members_for`, whatever `replicas` is), or of none when the group is
+/// empty. Free `*out` with `tenure_member_list_free`.
+///
+/// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`.
+#[no_mangle]
+pub unsafe extern "C" fn tenure_partitioner_primary_for(
+    p: *const tenure_partitioner,
+    key: *const u8,
+    key_len: usize,
+    out: *mut *mut tenure_member_list,
+) -> tenure_result {
+    guard("tenure_partitioner_primary_for", || {
+        // SAFETY: the caller promises a live partitioner, readable bytes, a writable pointer.
+        let (p, key, out) = unsafe {
+            (
+                arg(p, "p")?,
+                bytes(key, key_len, "key")?,
+                Out::new(out, "out")?,
+            )
+        };
+        let members = p.p.primary_for(key)?.into_iter().map(|id| Member {
+            id,
+            capabilities: Vec::new(),
+        });
+        out.set(boxed(tenure_member_list {
+            members: members.collect(),
+        }));
+        Ok(())
+    })
+}
+
 /// Frees a partitioner. NULL is a no-op.
 #[no_mangle]
 pub unsafe extern "C" fn tenure_partitioner_free(p: *mut tenure_partitioner) {

@@ -3,7 +3,8 @@
 //!
 //! A barrier's wait holds no place, so it is the binding's sliced wait. A double barrier's
 //! `enter` holds its entry while it waits: it runs on a thread of its own with a `Stop` in its
-//! `Wait` (`runtime::interruptible`), so Ctrl-C withdraws the entry and raises.
+//! `Wait` (`runtime::interruptible`), so Ctrl-C withdraws the entry and raises; in
+//! `tenure.aio` (`_double_barrier_async`) cancelling the task raises that `Stop`.
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use pyo3::prelude::*;
 use tenure::sync::{Barrier, DoubleBarrier, Stop, Wait};
 use tenure::{Error, Tenure};
 
+use crate::aio::{start_with, PyPending};
 use crate::convert::{opt_secs_arg, timeout};
 use crate::errors::{blocking, err};
 use crate::repr::Repr;
@@ -143,14 +145,20 @@ pub(crate) fn new_double_barrier(
     })
 }
 
+/// A double barrier's step: `enter` or `leave`.
+type Step = fn(&DoubleBarrier, Wait) -> tenure::Result<()>;
+
+fn step(leave: bool) -> Step {
+    if leave {
+        |b, w| b.leave(w)
+    } else {
+        |b, w| b.enter(w)
+    }
+}
+
 impl PyDoubleBarrier {
     /// Runs `step` (enter or leave) on a thread of its own, interruptible by Ctrl-C.
-    fn run(
-        &self,
-        py: Python<'_>,
-        timeout: Option<f64>,
-        step: fn(&DoubleBarrier, Wait) -> tenure::Result<()>,
-    ) -> PyResult<()> {
+    fn run(&self, py: Python<'_>, timeout: Option<f64>, step: Step) -> PyResult<()> {
         let b = self.inner.get()?.clone();
         let cancel = Stop::new();
         let wait = Wait::from(self::timeout(timeout)?).with_stop(&cancel);
@@ -192,7 +200,7 @@ impl PyDoubleBarrier {
         py: Python<'_>,
         #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
     ) -> PyResult<()> {
-        self.run(py, timeout, |b, w| b.enter(w))
+        self.run(py, timeout, step(false))
     }
 
     /// Leaves and waits until every participant has left, at most `timeout` seconds; then
@@ -204,7 +212,7 @@ impl PyDoubleBarrier {
         py: Python<'_>,
         #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
     ) -> PyResult<()> {
-        self.run(py, timeout, |b, w| b.leave(w))
+        self.run(py, timeout, step(true))
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
@@ -213,4 +221,25 @@ impl PyDoubleBarrier {
             .field("count", self.count)
             .finish()
     }
+}
+
+/// `DoubleBarrier.enter()` / `.leave()` for `tenure.aio`: the step on a thread of its own;
+/// cancelling the task raises its stop token, which ends the wait at once (an entry is
+/// withdrawn) instead of at its timeout.
+#[pyfunction]
+#[pyo3(signature = (barrier, leave, timeout, wake))]
+pub(crate) fn _double_barrier_async(
+    barrier: &Bound<'_, PyDoubleBarrier>,
+    leave: bool,
+    #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
+    wake: Py<PyAny>,
+) -> PyResult<PyPending> {
+    let b = barrier.get().inner.get()?.clone();
+    let step = step(leave);
+    start_with(
+        wake,
+        self::timeout(timeout)?,
+        move |wait| on_thread(move || step(&b, wait)),
+        Box::new(|py, ()| Ok(py.None())),
+    )
 }

@@ -2,22 +2,18 @@
 //! `tenure.GroupWatch` (made by `Tenure.watch_group(name)`) and `tenure.Partitioner` (made by
 //! `Tenure.partitioner(group, replicas)`), SPEC S12.
 
-use std::sync::Mutex;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
-use tenure::sync::{Group, GroupChange, GroupWatch, Member, Partitioner};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+use tenure::sync::{Group, GroupChange, GroupWatch, Partitioner};
 use tenure::{Error, Tenure};
 
 use crate::convert::{bytes_arg, opt_secs_arg, timeout};
-use crate::errors::{blocking, err};
+use crate::errors::{blocking, closed, err};
 use crate::repr::Repr;
-use crate::runtime::{deadline, drop_detached, lock, sliced, ForkSafe};
-
-/// A member as Python sees it: `(id, capabilities)`.
-fn member_tuple(py: Python<'_>, m: &Member) -> (String, Py<PyBytes>) {
-    (m.id.clone(), PyBytes::new(py, &m.capabilities).unbind())
-}
+use crate::runtime::{deadline, drop_detached, lock, sliced, take_and_drop, ForkSafe};
 
 /// A session's membership of a group (SPEC S12), made by `Session.group(name)`: `join(member,
 /// capabilities)` puts `name/members/<member>` on the session's lease, so a member whose
@@ -29,7 +25,7 @@ fn member_tuple(py: Python<'_>, m: &Member) -> (String, Py<PyBytes>) {
 /// ...     g = s.group("workers")
 /// ...     g.join("w1", "gpu")
 /// ...     db.group_members("workers")
-/// [('w1', b'gpu')]
+/// {'w1': b'gpu'}
 #[pyclass(frozen, module = "tenure", name = "Group")]
 pub(crate) struct PyGroup {
     session: Py<PyAny>,
@@ -96,22 +92,39 @@ impl PyGroup {
     }
 }
 
-pub(crate) fn group_members(
-    py: Python<'_>,
+/// `Tenure.group_members(name)`: `{id: capabilities}`, inserted in ID order.
+pub(crate) fn group_members<'py>(
+    py: Python<'py>,
     db: &Tenure,
     name: &str,
-) -> PyResult<Vec<(String, Py<PyBytes>)>> {
+) -> PyResult<Bound<'py, PyDict>> {
     let members = blocking(py, || Group::members(db, name))?;
-    Ok(members.iter().map(|m| member_tuple(py, m)).collect())
+    let dict = PyDict::new(py);
+    for m in members {
+        dict.set_item(m.id, PyBytes::new(py, &m.capabilities))?;
+    }
+    Ok(dict)
+}
+
+/// A change as Python sees it: `("joined", id, capabilities)` or `("left", id, b"")`.
+pub(crate) type Change = (&'static str, String, Py<PyBytes>);
+
+pub(crate) fn change_tuple(py: Python<'_>, change: GroupChange) -> Change {
+    match change {
+        GroupChange::Joined(m) => ("joined", m.id, PyBytes::new(py, &m.capabilities).unbind()),
+        GroupChange::Left(id) => ("left", id, PyBytes::new(py, b"").unbind()),
+    }
 }
 
 /// The joins and leaves of a group (SPEC S12), made by `Tenure.watch_group(name)`: an
-/// iterator of `("joined", id, capabilities)` and `("left", id, b"")`; `next(timeout)` waits at
-/// most `timeout` seconds (then `tenure.Timeout`).
+/// iterator of `("joined", id, capabilities)` and `("left", id, b"")`, and a context manager
+/// that cancels the watch on exit; `recv(timeout)` waits at most `timeout` seconds (then
+/// `tenure.Timeout`).
 #[pyclass(frozen, module = "tenure", name = "GroupWatch")]
 pub(crate) struct PyGroupWatch {
     name: String,
-    inner: ForkSafe<Mutex<GroupWatch>>,
+    /// `None` once cancelled or fallen behind; shared with `tenure.aio`'s pooled waits.
+    pub(crate) inner: ForkSafe<Arc<Mutex<Option<GroupWatch>>>>,
 }
 
 impl Drop for PyGroupWatch {
@@ -126,11 +139,39 @@ pub(crate) fn watch_group(py: Python<'_>, db: &Tenure, name: &str) -> PyResult<P
     let w = blocking(py, || Group::watch(db, name))?;
     Ok(PyGroupWatch {
         name: name.to_owned(),
-        inner: ForkSafe::new(Mutex::new(w)),
+        inner: ForkSafe::new(Arc::new(Mutex::new(Some(w)))),
     })
 }
 
-type Change = (&'static str, String, Py<PyBytes>);
+impl PyGroupWatch {
+    /// The next change within `timeout`; `None` once the watch is cancelled or ended.
+    fn next_change(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Change>> {
+        let inner = self.inner.get()?;
+        let limit = self::timeout(timeout)?;
+        let got = sliced(py, deadline(limit), |step| {
+            let mut guard = lock(inner);
+            let Some(w) = guard.as_mut() else {
+                return Ok(Some(None));
+            };
+            match w.next(step) {
+                Ok(c) => Ok(Some(Some(c))),
+                Err(Error::Timeout { .. }) => Ok(None),
+                Err(e) => {
+                    // Closed, or fell behind (Compacted): the watch is over.
+                    *guard = None;
+                    Err(e)
+                }
+            }
+        })?;
+        match got {
+            Some(change) => Ok(change.map(|c| change_tuple(py, c))),
+            None => Err(err(Error::Timeout {
+                what: format!("a change of group {:?}", self.name),
+                after: limit.unwrap_or_default(),
+            })),
+        }
+    }
+}
 
 #[pymethods]
 impl PyGroupWatch {
@@ -140,38 +181,42 @@ impl PyGroupWatch {
         &self.name
     }
 
-    /// The next join or leave, waiting at most `timeout` seconds (`None`: no limit).
+    /// The next join or leave, waiting at most `timeout` seconds (`None`: no limit), then
+    /// `tenure.Timeout`; `tenure.Closed` once the watch is cancelled or the engine closed,
+    /// `tenure.Compacted` if it fell behind (read `group_members` and watch again).
     #[pyo3(signature = (timeout=None))]
-    fn next(
+    fn recv(
         &self,
         py: Python<'_>,
         #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
     ) -> PyResult<Change> {
-        let w = self.inner.get()?;
-        let limit = self::timeout(timeout)?;
-        let got = sliced(py, deadline(limit), |step| match lock(w).next(step) {
-            Ok(c) => Ok(Some(c)),
-            Err(Error::Timeout { .. }) => Ok(None),
-            Err(e) => Err(e),
-        })?;
-        match got {
-            Some(GroupChange::Joined(m)) => {
-                Ok(("joined", m.id, PyBytes::new(py, &m.capabilities).unbind()))
-            }
-            Some(GroupChange::Left(id)) => Ok(("left", id, PyBytes::new(py, b"").unbind())),
-            None => Err(err(Error::Timeout {
-                what: format!("a change of group {:?}", self.name),
-                after: limit.unwrap_or_default(),
-            })),
-        }
+        self.next_change(py, timeout)?
+            .ok_or_else(|| closed(format!("the watch of group {:?} is cancelled", self.name)))
     }
 
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
 
-    fn __next__(&self, py: Python<'_>) -> PyResult<Change> {
-        self.next(py, None)
+    /// The next join or leave, however long it takes; iteration stops once the watch is
+    /// cancelled.
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Change>> {
+        self.next_change(py, None)
+    }
+
+    /// Cancels the watch; iteration then stops. Idempotent.
+    fn cancel(&self, py: Python<'_>) -> PyResult<()> {
+        take_and_drop(py, &self.inner)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.cancel(py)?;
+        Ok(false)
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
@@ -189,8 +234,9 @@ impl PyGroupWatch {
 /// >>> db = tenure.open()
 /// >>> with db.session() as s:
 /// ...     s.group("shards").join("m1")
-/// ...     db.partitioner("shards", 1).members_for("invoice-42")
-/// ['m1']
+/// ...     p = db.partitioner("shards", 1)
+/// ...     p.members_for("invoice-42"), p.primary_for("invoice-42")
+/// ({'m1'}, 'm1')
 #[pyclass(frozen, module = "tenure", name = "Partitioner")]
 pub(crate) struct PyPartitioner {
     group: String,
@@ -226,12 +272,20 @@ impl PyPartitioner {
         self.replicas
     }
 
-    /// The members owning `key` (`bytes` or `str`) now, primary first: `replicas` of them,
-    /// fewer if the group has fewer members.
-    fn members_for(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    /// The members owning `key` (`bytes` or `str`) now: `replicas` of them, fewer if the
+    /// group has fewer members (see `primary_for` for the first of them).
+    fn members_for(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<HashSet<String>> {
         let key = bytes_arg(key, "key")?;
         let p = self.inner.get()?;
-        blocking(py, || p.members_for(&key))
+        blocking(py, || Ok(p.members_for(&key)?.into_iter().collect()))
+    }
+
+    /// The primary owner of `key` (`bytes` or `str`) now: the first member clockwise from
+    /// the key on the ring, whatever `replicas` is; `None` if the group has no member.
+    fn primary_for(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        let key = bytes_arg(key, "key")?;
+        let p = self.inner.get()?;
+        blocking(py, || p.primary_for(&key))
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

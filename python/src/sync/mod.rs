@@ -19,6 +19,8 @@
 mod election;
 mod elector;
 mod fence;
+// What the lock, semaphore and read-write lock guards share.
+mod guard;
 mod mutex;
 mod record;
 // The semaphore and the read-write lock (S7–S9).
@@ -35,14 +37,18 @@ pub(crate) use election::{
 };
 pub(crate) use elector::{PyLeaderElector, PyStop};
 pub(crate) use fence::PyFenceGate;
+pub(crate) use guard::PyGuard;
 pub(crate) use mutex::{PyLockGuard, PyMutex};
 pub(crate) use record::PyRecordLock;
 pub(crate) use rwlock::{_rwlock_async, PyRwLock, PyRwLockGuard};
 pub(crate) use semaphore::{_semaphore_acquire_async, PySemaphore, PySemaphoreGuard};
 pub(crate) use session::PySession;
 // queues (S10), barriers (S11).
-pub(crate) use barrier::{new_barrier, new_double_barrier, PyBarrier, PyDoubleBarrier};
+pub(crate) use barrier::{
+    _double_barrier_async, new_barrier, new_double_barrier, PyBarrier, PyDoubleBarrier,
+};
 pub(crate) use group::{
-    group_members, new_group, new_partitioner, watch_group, PyGroup, PyGroupWatch, PyPartitioner,
+    change_tuple, group_members, new_group, new_partitioner, watch_group, PyGroup, PyGroupWatch,
+    PyPartitioner,
 };
 pub(crate) use queue::{new_priority_queue, new_queue, priority_of, PyPriorityQueue, PyQueue};

@@ -1,16 +1,13 @@
 //! `tenure.Mutex` and `tenure.LockGuard` (SPEC S2, S3).
 
-use std::sync::Mutex;
-
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 use tenure::sync::{LockGuard, Mutex as SyncMutex, Stop, Wait};
-use tenure::Error;
 
+use super::guard::PyGuard;
 use crate::convert::{opt_secs_arg, timeout};
-use crate::errors::{blocking, err};
+use crate::errors::blocking;
 use crate::repr::Repr;
-use crate::runtime::{drop_detached, in_pool, interruptible, lock, ForkSafe};
+use crate::runtime::{drop_detached, in_pool, interruptible, ForkSafe};
 
 /// A fair mutex (SPEC S2) for one session, made by `Session.mutex(name)`: FIFO by arrival, each
 /// waiter waiting only on its predecessor. It excludes other sessions; within one session it is
@@ -33,17 +30,21 @@ impl Drop for PyMutex {
 }
 
 impl PyMutex {
-    fn guard(&self, py: Python<'_>, g: LockGuard) -> PyLockGuard {
-        PyLockGuard {
-            session: self.session.clone_ref(py),
-            name: self.name.clone(),
-            key: self.key.clone(),
-            token: g.fencing_token(),
-            inner: ForkSafe::new(Mutex::new(Some(g))),
-        }
+    fn guard(&self, py: Python<'_>, g: LockGuard) -> PyResult<Py<PyLockGuard>> {
+        PyLockGuard::wrap(
+            py,
+            self.session.clone_ref(py),
+            self.name.clone(),
+            self.key.clone(),
+            g,
+        )
     }
 
-    pub(crate) fn lock_inner(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyLockGuard> {
+    pub(crate) fn lock_inner(
+        &self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+    ) -> PyResult<Py<PyLockGuard>> {
         let timeout = self::timeout(timeout)?;
         let m = self.inner.get()?.clone();
         let cancel = Stop::new();
@@ -54,7 +55,7 @@ impl PyMutex {
             move || cancel.stop(),
             drop::<LockGuard>,
         )?;
-        Ok(self.guard(py, g))
+        self.guard(py, g)
     }
 }
 
@@ -86,15 +87,15 @@ impl PyMutex {
         &self,
         py: Python<'_>,
         #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
-    ) -> PyResult<PyLockGuard> {
+    ) -> PyResult<Py<PyLockGuard>> {
         self.lock_inner(py, timeout)
     }
 
     /// Takes the lock if no one holds it or waits for it, else raises `tenure.Locked`.
-    fn try_lock(&self, py: Python<'_>) -> PyResult<PyLockGuard> {
+    fn try_lock(&self, py: Python<'_>) -> PyResult<Py<PyLockGuard>> {
         let m = self.inner.get()?;
         let g = blocking(py, || m.try_lock())?;
-        Ok(self.guard(py, g))
+        self.guard(py, g)
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
@@ -105,108 +106,31 @@ impl PyMutex {
     }
 }
 
-/// A held lock, from `Session.lock()`, `Mutex.lock()` or `Mutex.try_lock()`. A context manager:
-/// entering checks that the lock is still held (else `tenure.NotLeader`), exit unlocks.
-/// Garbage-collected while held, it unlocks too.
-#[pyclass(frozen, module = "tenure", name = "LockGuard")]
-pub(crate) struct PyLockGuard {
-    // Keeps the session (and so its renewal) alive while the lock is held.
-    pub(crate) session: Py<PyAny>,
-    pub(crate) name: String,
-    pub(crate) key: Vec<u8>,
-    pub(crate) token: i64,
-    pub(crate) inner: ForkSafe<Mutex<Option<LockGuard>>>,
-}
-
-impl Drop for PyLockGuard {
-    fn drop(&mut self) {
-        // An unreleased guard unlocks on drop (an engine write): without the GIL. A forked
-        // child leaks it instead, leaving the parent's lock alone.
-        if let Some(g) = self.inner.take_for_drop() {
-            drop_detached(g);
-        }
-    }
-}
+/// A held lock, from `Session.lock()`, `Mutex.lock()` or `Mutex.try_lock()`: a `tenure._Guard`
+/// (fencing token, `is_held()`, context manager) that releases with `unlock()`.
+#[pyclass(frozen, extends = PyGuard, module = "tenure", name = "LockGuard")]
+pub(crate) struct PyLockGuard;
 
 impl PyLockGuard {
-    fn take(&self, py: Python<'_>) -> PyResult<Option<LockGuard>> {
-        let inner = self.inner.get()?;
-        blocking(py, || Ok(lock(inner).take()))
+    /// The Python guard of `g`, a hold of `key` of mutex `name` through `session`.
+    pub(crate) fn wrap(
+        py: Python<'_>,
+        session: Py<PyAny>,
+        name: String,
+        key: Vec<u8>,
+        g: LockGuard,
+    ) -> PyResult<Py<PyLockGuard>> {
+        let token = g.fencing_token();
+        let base = PyGuard::new("LockGuard", session, name, key, token, Box::new(g));
+        Py::new(py, PyClassInitializer::from(base).add_subclass(PyLockGuard))
     }
 }
 
 #[pymethods]
 impl PyLockGuard {
-    /// The fencing token (SPEC S3): the create revision of the lock key, strictly increasing
-    /// per lock name. Pass it to the guarded resource (see `tenure.FenceGate`).
-    #[getter]
-    fn fencing_token(&self) -> i64 {
-        self.token
-    }
-
-    /// The lock's name.
-    #[getter]
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The lock key of this acquisition.
-    #[getter]
-    fn key<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
-        pyo3::types::PyBytes::new(py, &self.key)
-    }
-
-    /// The session holding the lock.
-    #[getter]
-    fn session(&self, py: Python<'_>) -> Py<PyAny> {
-        self.session.clone_ref(py)
-    }
-
-    /// Whether this acquisition still holds the lock (false after `unlock()` or once the
-    /// session's lease is lost).
-    fn is_held(&self, py: Python<'_>) -> PyResult<bool> {
-        let inner = self.inner.get()?;
-        blocking(py, || Ok(lock(inner).as_ref().is_some_and(|g| g.is_held())))
-    }
-
     /// Releases the lock, deleting only this acquisition's key. `tenure.NotLeader` if it was
     /// no longer held (already unlocked, or lost with the session).
-    fn unlock(&self, py: Python<'_>) -> PyResult<()> {
-        match self.take(py)? {
-            Some(g) => blocking(py, || g.unlock()),
-            None => Err(err(Error::NotLeader)),
-        }
-    }
-
-    fn __enter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<Self>> {
-        if !slf.get().is_held(py)? {
-            return Err(err(Error::NotLeader));
-        }
-        Ok(slf)
-    }
-
-    /// Unlocks. A lock already released or lost is not an error here; a forked child leaves
-    /// the parent's lock alone.
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        let Ok(inner) = self.inner.get() else {
-            return Ok(false);
-        };
-        let g = blocking(py, || Ok(lock(inner).take()))?;
-        if let Some(g) = g {
-            blocking(py, || match g.unlock() {
-                Err(Error::NotLeader | Error::Closed(_)) => Ok(()),
-                other => other,
-            })?;
-        }
-        Ok(false)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> String {
-        Repr::new(py, "LockGuard")
-            .field("name", &self.name)
-            .field("key", self.key.as_slice())
-            .field("fencing_token", self.token)
-            .finish()
+    fn unlock(slf: &Bound<'_, Self>) -> PyResult<()> {
+        slf.as_super().get().release_held(slf.py())
     }
 }

@@ -1,18 +1,15 @@
 //! `tenure.RwLock` and `tenure.RwLockGuard` (SPEC S8), and the native half of
 //! `tenure.aio.RwLock.read` / `.write`.
 
-use std::sync::Mutex;
-
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 use tenure::sync::{RwLock, RwLockGuard, Stop, Wait};
-use tenure::Error;
 
+use super::guard::PyGuard;
 use crate::aio::{start, PyPending};
 use crate::convert::{opt_secs_arg, timeout};
-use crate::errors::{blocking, err};
+use crate::errors::blocking;
 use crate::repr::Repr;
-use crate::runtime::{drop_detached, in_pool, interruptible, lock, ForkSafe};
+use crate::runtime::{drop_detached, in_pool, interruptible, ForkSafe};
 
 /// A read-write lock (SPEC S8) for one session, made by `Session.rwlock(name)`: many readers at
 /// once or one writer alone, in arrival order (a stream of readers never starves a writer).
@@ -43,15 +40,19 @@ impl Drop for PyRwLock {
 }
 
 impl PyRwLock {
-    fn guard(session: Py<PyAny>, name: String, g: RwLockGuard) -> PyRwLockGuard {
-        PyRwLockGuard {
-            session,
-            name,
-            key: g.key().to_vec(),
-            token: g.fencing_token(),
-            write: g.is_write(),
-            inner: ForkSafe::new(Mutex::new(Some(g))),
-        }
+    /// The Python guard of hold `g` of lock `name` through `session`.
+    fn guard(
+        py: Python<'_>,
+        session: Py<PyAny>,
+        name: String,
+        g: RwLockGuard,
+    ) -> PyResult<Py<PyRwLockGuard>> {
+        let (key, token, write) = (g.key().to_vec(), g.fencing_token(), g.is_write());
+        let base = PyGuard::new("RwLockGuard", session, name, key, token, Box::new(g));
+        Py::new(
+            py,
+            PyClassInitializer::from(base).add_subclass(PyRwLockGuard { write }),
+        )
     }
 
     fn wait_for(
@@ -59,7 +60,7 @@ impl PyRwLock {
         py: Python<'_>,
         write: bool,
         timeout: Option<f64>,
-    ) -> PyResult<PyRwLockGuard> {
+    ) -> PyResult<Py<PyRwLockGuard>> {
         let timeout = self::timeout(timeout)?;
         let l = self.inner.get()?.clone();
         let cancel = Stop::new();
@@ -70,21 +71,13 @@ impl PyRwLock {
             l.read_wait(wait)
         };
         let g = interruptible(py, in_pool(w), move || cancel.stop(), drop::<RwLockGuard>)?;
-        Ok(PyRwLock::guard(
-            self.session.clone_ref(py),
-            self.name.clone(),
-            g,
-        ))
+        PyRwLock::guard(py, self.session.clone_ref(py), self.name.clone(), g)
     }
 
-    fn try_take(&self, py: Python<'_>, write: bool) -> PyResult<PyRwLockGuard> {
+    fn try_take(&self, py: Python<'_>, write: bool) -> PyResult<Py<PyRwLockGuard>> {
         let l = self.inner.get()?;
         let g = blocking(py, || if write { l.try_write() } else { l.try_read() })?;
-        Ok(PyRwLock::guard(
-            self.session.clone_ref(py),
-            self.name.clone(),
-            g,
-        ))
+        PyRwLock::guard(py, self.session.clone_ref(py), self.name.clone(), g)
     }
 }
 
@@ -110,7 +103,7 @@ impl PyRwLock {
         &self,
         py: Python<'_>,
         #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
-    ) -> PyResult<PyRwLockGuard> {
+    ) -> PyResult<Py<PyRwLockGuard>> {
         self.wait_for(py, false, timeout)
     }
 
@@ -121,17 +114,17 @@ impl PyRwLock {
         &self,
         py: Python<'_>,
         #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
-    ) -> PyResult<PyRwLockGuard> {
+    ) -> PyResult<Py<PyRwLockGuard>> {
         self.wait_for(py, true, timeout)
     }
 
     /// Takes the lock for reading if no writer holds or awaits it, else `tenure.Locked`.
-    fn try_read(&self, py: Python<'_>) -> PyResult<PyRwLockGuard> {
+    fn try_read(&self, py: Python<'_>) -> PyResult<Py<PyRwLockGuard>> {
         self.try_take(py, false)
     }
 
     /// Takes the lock for writing if no one holds or awaits it, else `tenure.Locked`.
-    fn try_write(&self, py: Python<'_>) -> PyResult<PyRwLockGuard> {
+    fn try_write(&self, py: Python<'_>) -> PyResult<Py<PyRwLockGuard>> {
         self.try_take(py, true)
     }
 
@@ -141,105 +134,26 @@ impl PyRwLock {
 }
 
 /// A held read or write lock, from `RwLock.read()`, `.write()`, `.try_read()` or
-/// `.try_write()`. A context manager: entering checks that it is still held (else
-/// `tenure.NotLeader`), exit releases it. Garbage-collected while held, it releases too.
-#[pyclass(frozen, module = "tenure", name = "RwLockGuard")]
+/// `.try_write()`: a `tenure._Guard` (fencing token, `is_held()`, context manager) that releases
+/// with `unlock()`, as the mutex's `LockGuard`.
+#[pyclass(frozen, extends = PyGuard, module = "tenure", name = "RwLockGuard")]
 pub(crate) struct PyRwLockGuard {
-    // Keeps the session (and so its renewal) alive while the lock is held.
-    session: Py<PyAny>,
-    name: String,
-    key: Vec<u8>,
-    token: i64,
     write: bool,
-    inner: ForkSafe<Mutex<Option<RwLockGuard>>>,
-}
-
-impl Drop for PyRwLockGuard {
-    fn drop(&mut self) {
-        if let Some(g) = self.inner.take_for_drop() {
-            drop_detached(g);
-        }
-    }
 }
 
 #[pymethods]
 impl PyRwLockGuard {
-    /// The fencing token: the create revision of this hold's key.
-    #[getter]
-    fn fencing_token(&self) -> i64 {
-        self.token
-    }
-
     /// Whether this is a write hold (else a read hold).
     #[getter]
     fn is_write(&self) -> bool {
         self.write
     }
 
-    /// The lock's name.
-    #[getter]
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// This hold's key (`name/read/<nanos>` or `name/write/<nanos>`).
-    #[getter]
-    fn key<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
-        pyo3::types::PyBytes::new(py, &self.key)
-    }
-
-    /// The session holding the lock.
-    #[getter]
-    fn session(&self, py: Python<'_>) -> Py<PyAny> {
-        self.session.clone_ref(py)
-    }
-
-    /// Whether the hold is still held (false after `release()` or once the session's lease is
-    /// lost).
-    fn is_held(&self, py: Python<'_>) -> PyResult<bool> {
-        let inner = self.inner.get()?;
-        blocking(py, || Ok(lock(inner).as_ref().is_some_and(|g| g.is_held())))
-    }
-
-    /// Releases the hold, deleting only its own key. `tenure.NotLeader` if it was no longer
-    /// held (already released, or lost with the session).
-    fn release(&self, py: Python<'_>) -> PyResult<()> {
-        let inner = self.inner.get()?;
-        match blocking(py, || Ok(lock(inner).take()))? {
-            Some(g) => blocking(py, || g.release()),
-            None => Err(err(Error::NotLeader)),
-        }
-    }
-
-    fn __enter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<Self>> {
-        if !slf.get().is_held(py)? {
-            return Err(err(Error::NotLeader));
-        }
-        Ok(slf)
-    }
-
-    /// Releases. A hold already released or lost is not an error here.
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        let Ok(inner) = self.inner.get() else {
-            return Ok(false);
-        };
-        let g = blocking(py, || Ok(lock(inner).take()))?;
-        if let Some(g) = g {
-            blocking(py, || match g.release() {
-                Err(Error::NotLeader | Error::Closed(_)) => Ok(()),
-                other => other,
-            })?;
-        }
-        Ok(false)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> String {
-        Repr::new(py, "RwLockGuard")
-            .field("name", &self.name)
-            .field("key", self.key.as_slice())
-            .field("fencing_token", self.token)
-            .finish()
+    /// Releases the hold, deleting only its own key (`name/read/<nanos>` or
+    /// `name/write/<nanos>`). `tenure.NotLeader` if it was no longer held (already unlocked,
+    /// or lost with the session).
+    fn unlock(slf: &Bound<'_, Self>) -> PyResult<()> {
+        slf.as_super().get().release_held(slf.py())
     }
 }
 
@@ -266,8 +180,6 @@ pub(crate) fn _rwlock_async(
                 l.read_wait(wait)
             }
         },
-        Box::new(move |py, g: RwLockGuard| {
-            Ok(Py::new(py, PyRwLock::guard(session, name, g))?.into_any())
-        }),
+        Box::new(move |py, g: RwLockGuard| Ok(PyRwLock::guard(py, session, name, g)?.into_any())),
     )
 }

@@ -196,7 +196,7 @@ impl PySession {
         #[pyo3(from_py_with = opt_secs_arg)] timeout: Option<f64>,
         #[pyo3(from_py_with = opt_secs_arg)] lock_delay: Option<f64>,
         #[pyo3(from_py_with = opt_secs_arg)] max_hold: Option<f64>,
-    ) -> PyResult<PyLockGuard> {
+    ) -> PyResult<Py<PyLockGuard>> {
         let m = PySession::make_mutex(slf, name, lock_delay, max_hold)?;
         m.lock_inner(slf.py(), timeout)
     }
