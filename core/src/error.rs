@@ -112,6 +112,12 @@ pub enum Error {
     /// user name or password is wrong. Names the endpoint and the cause; retrying is futile.
     #[error("not authenticated: {0}")]
     Unauthenticated(String),
+    /// The database file has reached its space quota (`Builder::quota_backend_bytes`,
+    /// `tenure serve --quota-backend-bytes`), or a NOSPACE alarm is raised: the write (a put, a
+    /// txn that puts, a grant) was refused and nothing changed. Deletes, reads, revokes and
+    /// compaction still work; compact, defragment and disarm the alarm to write again (SPEC E20).
+    #[error("database space exceeded: {0}")]
+    QuotaExceeded(String),
 }
 
 /// A `Result` whose error is [`Error`].
@@ -170,11 +176,13 @@ pub enum ErrorCode {
     PermissionDenied = 21,
     /// [`Error::Unauthenticated`].
     Unauthenticated = 22,
+    /// [`Error::QuotaExceeded`].
+    QuotaExceeded = 24,
 }
 
 impl ErrorCode {
-    /// Every code, in numeric order (`ALL[n] as i32 == n`): how a number maps back to its code.
-    pub const ALL: [ErrorCode; 23] = [
+    /// Every code, in numeric order: how a number maps back to its code.
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::Ok,
         ErrorCode::InvalidArgument,
         ErrorCode::NullPointer,
@@ -198,6 +206,7 @@ impl ErrorCode {
         ErrorCode::Unavailable,
         ErrorCode::PermissionDenied,
         ErrorCode::Unauthenticated,
+        ErrorCode::QuotaExceeded,
     ];
 
     /// The upper-case name used by the C header, e.g. `"TENURE_ERR_LEASE_NOT_FOUND"`.
@@ -226,6 +235,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "TENURE_ERR_UNAVAILABLE",
             ErrorCode::PermissionDenied => "TENURE_ERR_PERMISSION_DENIED",
             ErrorCode::Unauthenticated => "TENURE_ERR_UNAUTHENTICATED",
+            ErrorCode::QuotaExceeded => "TENURE_ERR_QUOTA_EXCEEDED",
         }
     }
 }
@@ -254,6 +264,7 @@ impl Error {
             Error::Unavailable(_) => ErrorCode::Unavailable,
             Error::PermissionDenied(_) => ErrorCode::PermissionDenied,
             Error::Unauthenticated(_) => ErrorCode::Unauthenticated,
+            Error::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
         }
     }
 

@@ -37,6 +37,7 @@ TABLE: list[tuple[str, type[tenure.TenureError], int, type[BaseException] | None
     ("Unavailable", tenure.Unavailable, 20, ConnectionError),
     ("PermissionDenied", tenure.PermissionDenied, 21, PermissionError),
     ("Unauthenticated", tenure.Unauthenticated, 22, None),
+    ("QuotaExceeded", tenure.QuotaExceeded, 24, None),
 ]
 
 
