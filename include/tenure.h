@@ -471,6 +471,11 @@ typedef struct tenure_snapshot_info {
 // the endpoint and the cause.
 #define TENURE_ERR_UNAUTHENTICATED 22
 
+// The database file reached its space quota, or a NOSPACE alarm is raised: the write (put,
+// txn that puts, grant) was refused and nothing changed; deletes, reads, revokes and
+// compaction still work. Compact, defragment and disarm the alarm to write again.
+#define TENURE_ERR_QUOTA_EXCEEDED 24
+
 // current == given
 #define TENURE_COMPARE_EQUAL 0
 
