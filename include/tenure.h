@@ -501,6 +501,11 @@ typedef struct tenure_snapshot_info {
 // a future revision".
 #define TENURE_ERR_FUTURE_REVISION 23
 
+// The database file reached its space quota, or a NOSPACE alarm is raised: the write (put,
+// txn that puts, grant) was refused and nothing changed; deletes, reads, revokes and
+// compaction still work. Compact, defragment and disarm the alarm to write again.
+#define TENURE_ERR_QUOTA_EXCEEDED 24
+
 // current == given
 #define TENURE_COMPARE_EQUAL 0
 
@@ -595,7 +600,8 @@ tenure_result tenure_stats_read(const struct tenure *db, struct tenure_stats *ou
 // lateness, commit and fsync durations and writes per commit) in Prometheus' text format into
 // `buf`, NUL-terminated, and the text's length (without the NUL) into `*out_n`. The text is
 // a few KiB; a `buf` of `len` bytes too small for it and its NUL is
-// `TENURE_ERR_INVALID_ARGUMENT`, whose message names the size needed, and nothing is written.
+// `TENURE_ERR_INVALID_ARGUMENT`: nothing is written to `buf`, and `*out_n` is set to the size
+// needed (the text's length plus its NUL), so the caller can allocate that and call again.
 //
 // Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT`.
 tenure_result tenure_metrics_prometheus(const struct tenure *db,

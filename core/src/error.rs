@@ -126,6 +126,12 @@ pub enum Error {
     /// user name or password is wrong. Names the endpoint and the cause; retrying is futile.
     #[error("not authenticated: {0}")]
     Unauthenticated(String),
+    /// The database file has reached its space quota (`Builder::quota_backend_bytes`,
+    /// `tenure serve --quota-backend-bytes`), or a NOSPACE alarm is raised: the write (a put, a
+    /// txn that puts, a grant) was refused and nothing changed. Deletes, reads, revokes and
+    /// compaction still work; compact, defragment and disarm the alarm to write again (SPEC E20).
+    #[error("database space exceeded: {0}")]
+    QuotaExceeded(String),
 }
 
 /// A `Result` whose error is [`Error`].
@@ -186,11 +192,13 @@ pub enum ErrorCode {
     Unauthenticated = 22,
     /// [`Error::FutureRevision`].
     FutureRevision = 23,
+    /// [`Error::QuotaExceeded`].
+    QuotaExceeded = 24,
 }
 
 impl ErrorCode {
     /// Every code, in numeric order (`ALL[n] as i32 == n`): how a number maps back to its code.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::Ok,
         ErrorCode::InvalidArgument,
         ErrorCode::NullPointer,
@@ -215,6 +223,7 @@ impl ErrorCode {
         ErrorCode::PermissionDenied,
         ErrorCode::Unauthenticated,
         ErrorCode::FutureRevision,
+        ErrorCode::QuotaExceeded,
     ];
 
     /// The upper-case name used by the C header, e.g. `"TENURE_ERR_LEASE_NOT_FOUND"`.
@@ -244,6 +253,7 @@ impl ErrorCode {
             ErrorCode::PermissionDenied => "TENURE_ERR_PERMISSION_DENIED",
             ErrorCode::Unauthenticated => "TENURE_ERR_UNAUTHENTICATED",
             ErrorCode::FutureRevision => "TENURE_ERR_FUTURE_REVISION",
+            ErrorCode::QuotaExceeded => "TENURE_ERR_QUOTA_EXCEEDED",
         }
     }
 }
@@ -273,6 +283,7 @@ impl Error {
             Error::PermissionDenied(_) => ErrorCode::PermissionDenied,
             Error::Unauthenticated(_) => ErrorCode::Unauthenticated,
             Error::FutureRevision { .. } => ErrorCode::FutureRevision,
+            Error::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
         }
     }
 

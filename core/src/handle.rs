@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
+use crate::alarms::Alarm;
 use crate::clock::Clock;
 use crate::engine::{Builder, Engine};
 use crate::error::{Error, Result};
@@ -654,6 +655,55 @@ impl Tenure {
     /// a hash is reading the file. Engine-only.
     pub fn defragment(&self) -> Result<StorageSize> {
         self.engine("defragment")?.defragment()
+    }
+
+    // ---- alarms (SPEC E20) ----------------------------------------------------------------------
+
+    /// Every raised alarm (etcd's Alarm GET), in (kind, member) order: NOSPACE once a write
+    /// reached the space quota ([`Builder::quota_backend_bytes`]), or any alarm raised with
+    /// [`raise_alarm`](Tenure::raise_alarm). Alarms are kept in the file across reopens. Over
+    /// `connect`, the server's.
+    pub fn alarms(&self) -> Result<Vec<Alarm>> {
+        match self.backend() {
+            Backend::Engine(e) => e.alarms(),
+            #[cfg(feature = "remote")]
+            Backend::Etcd(r) => r.alarms(),
+        }
+    }
+
+    /// Raises `alarm` (etcd's Alarm ACTIVATE): NOSPACE refuses puts, txns that put and grants
+    /// with [`Error::QuotaExceeded`]; CORRUPT refuses every write with `Unavailable` ("etcdserver:
+    /// corrupt cluster"). Durable on return; false if it was raised already.
+    pub fn raise_alarm(&self, alarm: Alarm) -> Result<bool> {
+        match self.backend() {
+            Backend::Engine(e) => e.set_alarm(alarm, true),
+            #[cfg(feature = "remote")]
+            Backend::Etcd(r) => r.set_alarm(alarm, true),
+        }
+    }
+
+    /// Disarms `alarm` (etcd's Alarm DEACTIVATE, `etcdctl alarm disarm`): writes are let in
+    /// again once no alarm of its kind is left. A NOSPACE alarm comes back at the next write
+    /// that would reach the quota: compact and [`defragment`](Tenure::defragment) first.
+    /// Durable on return; false if it was not raised.
+    pub fn disarm_alarm(&self, alarm: Alarm) -> Result<bool> {
+        match self.backend() {
+            Backend::Engine(e) => e.set_alarm(alarm, false),
+            #[cfg(feature = "remote")]
+            Backend::Etcd(r) => r.set_alarm(alarm, false),
+        }
+    }
+
+    /// The member ID this engine raises its own alarms as ([`Builder::member_id`]).
+    /// Engine-only.
+    pub fn member_id(&self) -> Result<u64> {
+        Ok(self.engine("member_id")?.member_id())
+    }
+
+    /// The space quota of the file in bytes ([`Builder::quota_backend_bytes`]), if any.
+    /// Engine-only.
+    pub fn quota_backend_bytes(&self) -> Result<Option<u64>> {
+        Ok(self.engine("quota_backend_bytes")?.quota_backend_bytes())
     }
 
     // ---- the handle ---------------------------------------------------------------------------

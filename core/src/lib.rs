@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod alarms;
 mod batch;
 mod clock;
 mod engine;
@@ -42,6 +43,7 @@ pub mod sync;
 mod types;
 mod wait;
 
+pub use crate::alarms::{Alarm, AlarmKind};
 pub use crate::clock::{Clock, ManualClock, SystemClock, Waker};
 pub use crate::engine::Builder;
 pub use crate::error::{Error, ErrorCode, Result};

@@ -2,6 +2,8 @@
 //! ([`StoreOp`]), the image read on open ([`Loaded`]) in. The store alone knows how they are
 //! encoded on disk (`store::codec`); the machine alone knows what they mean.
 
+use crate::alarms::Alarm;
+
 /// A key's value and revisions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Data {
@@ -43,6 +45,9 @@ pub(crate) enum StoreOp {
     LeaseKey(Vec<u8>, Entry),
     /// etcd's Compact: the history below this revision may be removed.
     Compact(i64),
+    /// An alarm raised (`true`) or disarmed (SPEC E20): kept in the meta table, as etcd keeps
+    /// its alarms in its backend.
+    Alarm(Alarm, bool),
 }
 
 /// A persisted lease row.
@@ -63,6 +68,8 @@ pub(crate) struct Loaded {
     pub(crate) next_id: i64,
     pub(crate) leases: Vec<LeaseRow>,
     pub(crate) keys: Vec<(Vec<u8>, Entry)>,
+    /// The raised alarms (SPEC E20).
+    pub(crate) alarms: Vec<Alarm>,
 }
 
 impl Default for Loaded {
@@ -74,6 +81,7 @@ impl Default for Loaded {
             next_id: 1,
             leases: Vec::new(),
             keys: Vec::new(),
+            alarms: Vec::new(),
         }
     }
 }

@@ -72,9 +72,13 @@ pub const TENURE_ERR_UNAUTHENTICATED: tenure_result = 22;
 /// A read (or a compaction) at a revision above the current one: etcd's "required revision is
 /// a future revision".
 pub const TENURE_ERR_FUTURE_REVISION: tenure_result = 23;
+/// The database file reached its space quota, or a NOSPACE alarm is raised: the write (put,
+/// txn that puts, grant) was refused and nothing changed; deletes, reads, revokes and
+/// compaction still work. Compact, defragment and disarm the alarm to write again.
+pub const TENURE_ERR_QUOTA_EXCEEDED: tenure_result = 24;
 
 /// Every code, in order; `ErrorCode` is non-exhaustive, so this list is what maps numbers back.
-pub(crate) const CODES: [ErrorCode; 24] = ErrorCode::ALL;
+pub(crate) const CODES: [ErrorCode; 25] = ErrorCode::ALL;
 
 /// The static, NUL-terminated name of a code (`ErrorCode::name`, e.g.
 /// `"TENURE_ERR_LEASE_NOT_FOUND"`), or `"TENURE_ERR_UNKNOWN"` for a number that is not a code.
@@ -251,6 +255,7 @@ mod tests {
             TENURE_ERR_PERMISSION_DENIED,
             TENURE_ERR_UNAUTHENTICATED,
             TENURE_ERR_FUTURE_REVISION,
+            TENURE_ERR_QUOTA_EXCEEDED,
         ];
         for (c, code) in consts.iter().zip(CODES) {
             assert_eq!(*c, code as i32, "{}", code.name());
@@ -263,7 +268,7 @@ mod tests {
             let s = unsafe { CStr::from_ptr(c_name_of(code as i32)) };
             assert_eq!(s.to_str().unwrap(), code.name());
         }
-        for bad in [24, -1, i32::MAX, i32::MIN] {
+        for bad in [25, -1, i32::MAX, i32::MIN] {
             let s = unsafe { CStr::from_ptr(c_name_of(bad)) };
             assert_eq!(s.to_str().unwrap(), "TENURE_ERR_UNKNOWN");
         }

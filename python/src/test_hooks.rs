@@ -59,6 +59,7 @@ fn _raise_for_test(py: Python<'_>, variant: &str) -> PyResult<()> {
         "Unavailable" => Error::Unavailable("test".into()),
         "PermissionDenied" => Error::PermissionDenied("test".into()),
         "Unauthenticated" => Error::Unauthenticated("test".into()),
+        "QuotaExceeded" => Error::QuotaExceeded("test".into()),
         other => return Err(errors::invalid(format!("no variant {other:?}"))),
     };
     Err(errors::to_py(py, e))

@@ -164,6 +164,14 @@ class FutureRevision(TenureError):
     current_revision: int = 0
 
 
+class QuotaExceeded(TenureError):
+    """The database file reached its space quota, or a NOSPACE alarm is raised: the write (put,
+    txn that puts, grant) was refused and nothing changed. Deletes, reads, revokes and
+    compaction still work; compact, defragment and disarm the alarm to write again."""
+
+    code = 24
+
+
 # Every class above, once: the error table (the package lists them for export).
 _CLASSES: tuple[type[TenureError], ...] = (TenureError, *TenureError.__subclasses__())
 for _cls in _CLASSES:

@@ -202,6 +202,24 @@ impl Collector for Scraped {
                 size.in_use_bytes as i64,
             )?;
         }
+        // etcd's quota gauge (SPEC E20; 0: no quota) and tenure's NOSPACE indicator.
+        gauge(
+            e,
+            "etcd_server_quota_backend_bytes",
+            "Current backend storage quota size in bytes.",
+            self.db
+                .quota_backend_bytes()
+                .ok()
+                .flatten()
+                .map_or(0, |q| q as i64),
+        )?;
+        let alarms = self.db.alarms().unwrap_or_default();
+        gauge(
+            e,
+            "tenure_server_alarm_nospace",
+            "1 while a NOSPACE alarm is raised (writes that need room are refused), else 0.",
+            i64::from(alarms.iter().any(|a| a.kind == tenure::AlarmKind::NoSpace)),
+        )?;
         counter(
             e,
             "etcd_debugging_lease_granted",

@@ -104,11 +104,34 @@ pub(crate) struct Args {
         value_delimiter = ','
     )]
     listen_metrics_urls: Vec<String>,
+    /// The database file's space quota in bytes, as etcd's flag (SPEC E20): 0 is etcd's
+    /// default, 2 GiB; a negative number turns the quota off. Past it, puts, txns that put
+    /// and grants fail ("etcdserver: mvcc: database space exceeded") and a NOSPACE alarm is
+    /// raised until disarmed (`etcdctl alarm disarm`, after compaction and defragmentation)
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    quota_backend_bytes: i64,
     /// error, warn, info, debug or trace
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
     #[command(flatten)]
     bounds: crate::bounds::Bounds,
+}
+
+/// etcd's default space quota (`DefaultQuotaBytes`), 2 GiB.
+pub(crate) const DEFAULT_QUOTA_BYTES: u64 = 2 << 30;
+
+/// `--quota-backend-bytes` as etcd reads it: 0 the default, negative none.
+fn quota_bytes(flag: i64) -> Option<u64> {
+    match flag {
+        0 => Some(DEFAULT_QUOTA_BYTES),
+        n if n < 0 => None,
+        n => Some(n as u64),
+    }
 }
 
 /// etcd's `--auto-compaction-mode` and `--auto-compaction-retention`, read as etcd reads them.
@@ -315,6 +338,8 @@ pub(crate) fn run(args: Args) -> ExitCode {
         .watch_queue_bytes(args.watch_queue_bytes)
         .watch_history_bytes(args.watch_history_bytes)
         .auto_compaction(retention)
+        .quota_backend_bytes(quota_bytes(args.quota_backend_bytes))
+        .member_id(Ids::for_path(&args.file).member)
         .open()
     {
         Ok(db) => db,

@@ -51,7 +51,10 @@ static void result_str_names_every_code_and_unknown_numbers(void) {
         CHECK_EQ(codes[i].code, (tenure_result)i); /* never renumbered */
         CHECK(strcmp(tenure_result_str(codes[i].code), codes[i].name) == 0);
     }
-    CHECK(strcmp(tenure_result_str(23), "TENURE_ERR_UNKNOWN") == 0);
+    /* SPEC E20: a write refused by the space quota or a NOSPACE alarm. */
+    CHECK_EQ(TENURE_ERR_QUOTA_EXCEEDED, 24);
+    CHECK(strcmp(tenure_result_str(TENURE_ERR_QUOTA_EXCEEDED), "TENURE_ERR_QUOTA_EXCEEDED") == 0);
+    CHECK(strcmp(tenure_result_str(25), "TENURE_ERR_UNKNOWN") == 0);
     CHECK(strcmp(tenure_result_str(-1), "TENURE_ERR_UNKNOWN") == 0);
     CHECK(strcmp(tenure_result_str(INT32_MIN), "TENURE_ERR_UNKNOWN") == 0);
 }

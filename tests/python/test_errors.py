@@ -38,6 +38,7 @@ TABLE: list[tuple[str, type[tenure.TenureError], int, type[BaseException] | None
     ("PermissionDenied", tenure.PermissionDenied, 21, PermissionError),
     ("Unauthenticated", tenure.Unauthenticated, 22, None),
     ("FutureRevision", tenure.FutureRevision, 23, None),
+    ("QuotaExceeded", tenure.QuotaExceeded, 24, None),
 ]
 
 

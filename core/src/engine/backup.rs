@@ -100,7 +100,9 @@ impl Engine {
         // The file as it is after a storage failure (D6); else brought up to date first.
         let _ = self.flush_to_file();
         let store = s.store.lock();
-        store.as_ref().ok_or_else(|| s.closed.clone())?.size()
+        let size = store.as_ref().ok_or_else(|| s.closed.clone())?.size();
+        super::quota::note_file_bytes(s);
+        size
     }
 
     /// [`Tenure::defragment`](crate::Tenure::defragment), for this engine.
@@ -110,7 +112,9 @@ impl Engine {
         let mut store = s.store.lock();
         let store = store.as_mut().ok_or_else(|| s.closed.clone())?;
         store.compact()?;
-        store.size()
+        let size = store.size();
+        super::quota::note_file_bytes(s);
+        size
     }
 
     fn file_backed(&self) -> Result<&Shared> {

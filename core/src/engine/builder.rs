@@ -48,6 +48,8 @@ pub struct Builder {
     log: bool,
     log_region: u64,
     auto_compaction: AutoCompaction,
+    quota: Option<u64>,
+    member: u64,
 }
 
 impl std::fmt::Debug for Builder {
@@ -101,6 +103,8 @@ impl Default for Builder {
             log: true,
             log_region: crate::store::wal::REGION,
             auto_compaction: AutoCompaction::DEFAULT,
+            quota: None,
+            member: 0,
         }
     }
 }
@@ -242,6 +246,28 @@ impl Builder {
         self
     }
 
+    /// The space quota of the database file, in bytes (SPEC E20; etcd's
+    /// `--quota-backend-bytes`, whose meaning it keeps: the file's length). A put, a txn that
+    /// puts, a grant or an attach that would take the file to the quota (its length + the
+    /// write's estimated size ≥ the quota) fails with [`Error::QuotaExceeded`] and raises a
+    /// NOSPACE alarm, kept in the file: from then on those writes fail until the alarm is
+    /// disarmed ([`Tenure::disarm_alarm`](crate::Tenure::disarm_alarm)); deletes, revokes,
+    /// reads and compaction still work, so compact, [`defragment`](crate::Tenure::defragment)
+    /// and disarm to write again. Default: `None`, no quota (an embedded database is bounded
+    /// by its disk; `tenure serve` defaults to etcd's 2 GiB). In memory there is no file: only a
+    /// raised alarm refuses writes.
+    pub fn quota_backend_bytes(mut self, bytes: Option<u64>) -> Builder {
+        self.quota = bytes;
+        self
+    }
+
+    /// The member ID the engine's own alarms are raised as (etcd's `MemberID`; `tenure serve`
+    /// sets its member ID). Default 0.
+    pub fn member_id(mut self, id: u64) -> Builder {
+        self.member = id;
+        self
+    }
+
     /// Opens the engine: recovers the file if there is one and starts its threads.
     pub(crate) fn open_engine(self) -> Result<Engine> {
         Engine::open_with(self)
@@ -337,6 +363,8 @@ impl Engine {
             durability: b.durability,
             persist: store.is_some(),
             checkpoint_interval: ns(b.checkpoint_interval),
+            quota: b.quota,
+            member: b.member,
         };
         let closed = Error::closed(b.path.as_deref());
         let limits = WatchLimits {
@@ -351,6 +379,7 @@ impl Engine {
         let (compact_tx, compact_rx) = bounded(1);
         let shared = Arc::new(Shared {
             record_events: AtomicBool::new(hub.wants_events()),
+            file_bytes: AtomicU64::new(0),
             file_revision: AtomicI64::new(revision),
             relabels: AtomicU64::new(0),
             relabels_flushed: AtomicU64::new(0),
@@ -395,6 +424,7 @@ impl Engine {
             path: b.path.clone(),
         });
         wakeups::subscribe_clock(&shared);
+        super::quota::note_file_bytes(&shared);
 
         let mut threads = vec![spawn(&shared, "expiry", expiry::run)?];
         if shared.cfg.persist {

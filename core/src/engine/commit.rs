@@ -458,6 +458,7 @@ pub(super) fn checkpointer(s: &Shared) {
         };
         if result.is_ok() {
             s.file_revision.fetch_max(w.revision, Ordering::Release);
+            super::quota::note_file_bytes(s);
         }
         drop(w);
         if let Err(e) = &result {
@@ -562,6 +563,7 @@ fn round(s: &Shared, l: &mut Leader, who: Round) {
                     .commit(&batch.ops, revision, next_id, None)
                     .inspect(|()| {
                         s.file_revision.fetch_max(revision, Ordering::Release);
+                        super::quota::note_file_bytes(s);
                     }),
                 None => Ok(()),
             },

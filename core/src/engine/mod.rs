@@ -11,6 +11,7 @@ mod builder;
 mod commit;
 mod compactor;
 mod expiry;
+mod quota;
 mod requests;
 mod wakeups;
 
@@ -26,6 +27,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 pub use self::builder::Builder;
 use self::commit::{enqueued, wait_done, wait_durable, Ckpt, Leader, Work};
 use self::wakeups::notify_gone;
+use crate::alarms::{Alarm, Cost};
 use crate::batch::Batch;
 use crate::clock::{Clock, Waker};
 use crate::error::{Error, Result};
@@ -50,6 +52,10 @@ struct Config {
     durability: Durability,
     persist: bool,
     checkpoint_interval: u64,
+    /// The file's space quota in bytes (`None`: none), SPEC E20.
+    quota: Option<u64>,
+    /// The member ID the engine raises its alarms as.
+    member: u64,
 }
 
 /// A channel whose sender is dropped to disconnect every receiver at once.
@@ -128,6 +134,9 @@ pub(crate) struct Shared {
     cfg: Config,
     /// Mirrors `hub.wants_events()` so writers can skip building events.
     record_events: AtomicBool,
+    /// The redb file's length as of its last change (`quota::note_file_bytes`): what the
+    /// space quota judges.
+    file_bytes: AtomicU64,
     /// The revision the redb file holds (with the log it lags the log): a read at a past
     /// revision above it first brings the file up to date (`flush_to_file`).
     file_revision: AtomicI64,
@@ -228,7 +237,8 @@ impl Engine {
                 st.pending.events.len(),
                 st.pending.expired.len(),
             );
-            let out = f(&mut st.lease_kv, &mut st.pending, &LazyClock(&*s.clock))?;
+            // A refused write may still leave one thing to commit: the NOSPACE alarm it raised.
+            let out = f(&mut st.lease_kv, &mut st.pending, &LazyClock(&*s.clock));
             notify_gone(s, &mut st.pending);
             if std::mem::take(&mut st.pending.relabeled) {
                 s.relabels.fetch_add(1, Ordering::Release);
@@ -249,7 +259,7 @@ impl Engine {
         if let Some(seq) = wait_for {
             wait_durable(s, seq)?;
         }
-        Ok(out)
+        out
     }
 
     fn read<T>(&self, f: impl FnOnce(&LeaseKv, u64) -> T) -> Result<T> {
@@ -350,20 +360,30 @@ impl Engine {
 
     /// [`Tenure::grant`](crate::Tenure::grant), for this engine.
     pub(crate) fn grant(&self, ttl: Duration) -> Result<LeaseId> {
-        self.write(|lease_kv, b, t| lease_kv.grant(None, ttl, t.now(), t.wall(), b))
-            .map(LeaseId::new)
+        let s = self.shared();
+        self.write(|lease_kv, b, t| {
+            quota::admit(s, lease_kv, b, Cost::GRANT)?;
+            lease_kv.grant(None, ttl, t.now(), t.wall(), b)
+        })
+        .map(LeaseId::new)
     }
 
     /// [`Tenure::grant_with_id`](crate::Tenure::grant_with_id), for this engine.
     pub(crate) fn grant_with_id(&self, id: impl Into<LeaseId>, ttl: Duration) -> Result<LeaseId> {
         let id = lease_id(id);
-        self.write(|lease_kv, b, t| lease_kv.grant(Some(id), ttl, t.now(), t.wall(), b))
-            .map(LeaseId::new)
+        let s = self.shared();
+        self.write(|lease_kv, b, t| {
+            quota::admit(s, lease_kv, b, Cost::GRANT)?;
+            lease_kv.grant(Some(id), ttl, t.now(), t.wall(), b)
+        })
+        .map(LeaseId::new)
     }
 
     /// [`Tenure::grant_lease`](crate::Tenure::grant_lease), for this engine.
     pub(crate) fn grant_lease(&self, id: Option<LeaseId>, ttl: Duration) -> Result<LeaseInfo> {
+        let s = self.shared();
         self.write(|lease_kv, b, t| {
+            quota::admit(s, lease_kv, b, Cost::GRANT)?;
             let now = t.now();
             let id = lease_kv.grant(id.map(LeaseId::get), ttl, now, t.wall(), b)?;
             let lease = lease_kv
@@ -377,7 +397,11 @@ impl Engine {
     /// [`Tenure::revoke`](crate::Tenure::revoke), for this engine.
     pub(crate) fn revoke(&self, id: impl Into<LeaseId>) -> Result<()> {
         let id = lease_id(id);
-        self.write(|lease_kv, b, _| lease_kv.revoke(id, b))
+        let s = self.shared();
+        self.write(|lease_kv, b, _| {
+            quota::admit(s, lease_kv, b, Cost::NONE)?;
+            lease_kv.revoke(id, b)
+        })
     }
 
     /// [`Tenure::renew`](crate::Tenure::renew), for this engine.
@@ -415,13 +439,21 @@ impl Engine {
     /// [`Tenure::attach`](crate::Tenure::attach), for this engine.
     pub(crate) fn attach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
         let id = lease_id(id);
-        self.write(|lease_kv, b, _| lease_kv.attach(id, keys, b))
+        let s = self.shared();
+        self.write(|lease_kv, b, _| {
+            quota::admit(s, lease_kv, b, quota::of_relabel(keys))?;
+            lease_kv.attach(id, keys, b)
+        })
     }
 
     /// [`Tenure::detach`](crate::Tenure::detach), for this engine.
     pub(crate) fn detach<K: AsRef<[u8]>>(&self, id: impl Into<LeaseId>, keys: &[K]) -> Result<()> {
         let id = lease_id(id);
-        self.write(|lease_kv, b, _| lease_kv.detach(id, keys, b))
+        let s = self.shared();
+        self.write(|lease_kv, b, _| {
+            quota::admit(s, lease_kv, b, quota::of_relabel(keys))?;
+            lease_kv.detach(id, keys, b)
+        })
     }
 
     /// [`Tenure::lease_of`](crate::Tenure::lease_of), for this engine.
@@ -494,7 +526,12 @@ impl Engine {
         lease: Option<LeaseId>,
     ) -> Result<i64> {
         let lease = lease.map_or(0, LeaseId::get);
-        self.write(|lease_kv, b, _| lease_kv.put(key.as_ref(), value.as_ref(), lease, b))
+        let s = self.shared();
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.write(|lease_kv, b, _| {
+            quota::admit(s, lease_kv, b, Cost::put(key, value))?;
+            lease_kv.put(key, value, lease, b)
+        })
     }
 
     /// [`Tenure::get`](crate::Tenure::get), for this engine.
@@ -513,12 +550,20 @@ impl Engine {
 
     /// [`Tenure::delete`](crate::Tenure::delete), for this engine.
     pub(crate) fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        self.write(|lease_kv, b, _| lease_kv.delete(key.as_ref(), b))
+        let s = self.shared();
+        self.write(|lease_kv, b, _| {
+            quota::admit(s, lease_kv, b, Cost::NONE)?;
+            lease_kv.delete(key.as_ref(), b)
+        })
     }
 
     /// [`Tenure::delete_prefix`](crate::Tenure::delete_prefix), for this engine.
     pub(crate) fn delete_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<u64> {
-        self.write(|lease_kv, b, _| lease_kv.delete_prefix(prefix.as_ref(), b))
+        let s = self.shared();
+        self.write(|lease_kv, b, _| {
+            quota::admit(s, lease_kv, b, Cost::NONE)?;
+            lease_kv.delete_prefix(prefix.as_ref(), b)
+        })
     }
 
     /// [`Tenure::revision`](crate::Tenure::revision), for this engine.
@@ -529,7 +574,11 @@ impl Engine {
     /// [`Tenure::txn`](crate::Tenure::txn), for this engine.
     pub(crate) fn txn(&self, txn: Txn) -> Result<TxnResponse> {
         // Borrowed by the apply, so it is dropped after the state lock is released.
-        self.write(|lease_kv, b, _| lease_kv.txn(&txn, b))
+        let s = self.shared();
+        self.write(|lease_kv, b, _| {
+            quota::admit(s, lease_kv, b, quota::of_txn(&txn))?;
+            lease_kv.txn(&txn, b)
+        })
     }
 
     /// [`Tenure::watch`](crate::Tenure::watch), for this engine.
@@ -546,6 +595,30 @@ impl Engine {
                 compact_revision: compacted,
                 reason: format!("the history starts at revision {compacted}"),
             })
+    }
+
+    // ---- alarms (SPEC E20) ----------------------------------------------------------------------
+
+    /// [`Tenure::alarms`](crate::Tenure::alarms), for this engine.
+    pub(crate) fn alarms(&self) -> Result<Vec<Alarm>> {
+        self.read(|lease_kv, _| lease_kv.alarms.list(None))
+    }
+
+    /// [`Tenure::raise_alarm`](crate::Tenure::raise_alarm) and
+    /// [`Tenure::disarm_alarm`](crate::Tenure::disarm_alarm), for this engine: durable on
+    /// return; false if the alarm already was so.
+    pub(crate) fn set_alarm(&self, alarm: Alarm, raised: bool) -> Result<bool> {
+        self.write(|lease_kv, b, _| Ok(lease_kv.set_alarm(alarm, raised, b)))
+    }
+
+    /// The member ID the engine raises its alarms as (`Builder::member_id`).
+    pub(crate) fn member_id(&self) -> u64 {
+        self.shared.cfg.member
+    }
+
+    /// The space quota (`Builder::quota_backend_bytes`), if any.
+    pub(crate) fn quota_backend_bytes(&self) -> Option<u64> {
+        self.shared.cfg.quota
     }
 
     // ---- engine -------------------------------------------------------------------------------

@@ -28,7 +28,11 @@ impl Engine {
             }
             return self.read_durable(|lease_kv| lease_kv.execute_read(op))?;
         }
-        let out = self.write_with(|lease_kv, b| lease_kv.execute(op, b))?;
+        let s = self.shared();
+        let out = self.write_with(|lease_kv, b| {
+            super::quota::admit(s, lease_kv, b, super::quota::of_request(op))?;
+            lease_kv.execute(op, b)
+        })?;
         if let Outcome::Done { response, .. } = &out {
             if !wrote(response) {
                 // It only read (a failed compare, an empty delete): what it read must be durable.
@@ -191,7 +195,11 @@ impl Engine {
 
     /// [`Tenure::compact`](crate::Tenure::compact), for this engine.
     pub(crate) fn compact(&self, revision: i64) -> Result<std::result::Result<i64, Refusal>> {
-        let done = self.write_with(|lease_kv, b| Ok(lease_kv.compact(revision, b)))?;
+        let s = self.shared();
+        let done = self.write_with(|lease_kv, b| {
+            super::quota::admit(s, lease_kv, b, crate::alarms::Cost::NONE)?;
+            Ok(lease_kv.compact(revision, b))
+        })?;
         if done.is_ok() {
             // The watch history keeps `revision` itself: a watch may start there (etcd).
             self.with_hub(|hub, _| {

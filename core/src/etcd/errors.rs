@@ -120,13 +120,17 @@ pub enum EtcdError {
     SnapshotDiskFull,
     /// `tenure serve`: a snapshot stream whose client took nothing for too long is ended.
     SnapshotStalled,
+    /// The space quota is reached, or a NOSPACE alarm is raised (SPEC E20).
+    NoSpace,
+    /// A CORRUPT alarm is raised: writes are refused until it is disarmed.
+    CorruptCluster,
 }
 
 use Code as C;
 use EtcdError as E;
 
 /// The table: every row's code and exact text.
-const TABLE: [(EtcdError, Code, &str); 25] = [
+const TABLE: [(EtcdError, Code, &str); 27] = [
     (
         E::KeyNotProvided,
         C::InvalidArgument,
@@ -232,6 +236,16 @@ const TABLE: [(EtcdError, Code, &str); 25] = [
         C::DeadlineExceeded,
         "tenure serve: the snapshot was not read in time",
     ),
+    (
+        E::NoSpace,
+        C::ResourceExhausted,
+        "etcdserver: mvcc: database space exceeded",
+    ),
+    (
+        E::CorruptCluster,
+        C::DataLoss,
+        "etcdserver: corrupt cluster",
+    ),
 ];
 
 impl EtcdError {
@@ -292,6 +306,7 @@ impl EtcdError {
             Error::NotPrimary => E::NoLeader,
             Error::Closed(_) => E::Stopped,
             Error::Timeout { .. } => E::Timeout,
+            Error::QuotaExceeded(_) => E::NoSpace,
             Error::InvalidArgument(m) if m == limits::EMPTY_KEY => E::KeyNotProvided,
             // What the client made of a row goes back as that row.
             Error::InvalidArgument(m)
@@ -329,6 +344,9 @@ impl EtcdError {
             | E::SnapshotDiskFull
             | E::SnapshotStalled => Error::Unavailable(text()),
             E::PermissionDenied => Error::PermissionDenied(text()),
+            E::NoSpace => Error::QuotaExceeded(text()),
+            // Retrying helps once the alarm is disarmed.
+            E::CorruptCluster => Error::Unavailable(text()),
             E::AuthFailed | E::UserEmpty | E::InvalidAuthToken => Error::Unauthenticated(text()),
             E::KeyNotFound
             | E::ValueProvided

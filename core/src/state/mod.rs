@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::alarms::{Alarm, Alarms};
 use crate::batch::Batch;
 use crate::error::{Error, Result};
 use crate::kv::index::KvIndex;
@@ -29,6 +30,8 @@ pub(crate) struct LeaseKv {
     pub(crate) lessor: Lessor,
     pub(crate) kv: KvIndex,
     pub(crate) counters: Counters,
+    /// The raised alarms (SPEC E20): what they refuse is the engine's to ask before a write.
+    pub(crate) alarms: Alarms,
     auto_revoke: bool,
     /// Manual revoke: redelivery interval, ns.
     retry: u64,
@@ -45,6 +48,7 @@ impl LeaseKv {
             lessor: Lessor::new(primary, auto_revoke, min_ttl),
             kv: KvIndex::default(),
             counters: Counters::default(),
+            alarms: Alarms::default(),
             auto_revoke,
             retry: ns(retry),
         }
@@ -63,6 +67,9 @@ impl LeaseKv {
         self.kv.revision = loaded.revision;
         self.kv.compacted = loaded.compacted;
         self.lessor.set_next_id(loaded.next_id);
+        for a in loaded.alarms {
+            self.alarms.raise(a);
+        }
         for row in loaded.leases {
             let base = if row.remaining == NO_TIME {
                 row.ttl
@@ -364,6 +371,20 @@ impl LeaseKv {
         b.op(|| StoreOp::Compact(revision));
         Ok(self.kv.revision)
     }
+
+    /// Raises (`raised`) or disarms `alarm`, recording the change (SPEC E20); false if it
+    /// already was so. Moves no revision.
+    pub(crate) fn set_alarm(&mut self, alarm: Alarm, raised: bool, b: &mut Batch) -> bool {
+        let changed = if raised {
+            self.alarms.raise(alarm)
+        } else {
+            self.alarms.disarm(alarm)
+        };
+        if changed {
+            b.op(|| StoreOp::Alarm(alarm, raised));
+        }
+        changed
+    }
 }
 
 #[cfg(test)]
@@ -400,6 +421,7 @@ mod tests {
                     lease: 5,
                 },
             )],
+            alarms: Vec::new(),
         }
     }
 

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition, TableError};
 
+use crate::alarms::{Alarm, AlarmKind};
 use crate::error::{panic_message, Error, Result};
 use crate::rows::{Loaded, StoreOp};
 
@@ -295,6 +296,7 @@ fn load_tables(
         ..Loaded::default()
     };
     loaded.compacted = history::compacted_of(meta, loaded.revision).map_err(read)?;
+    loaded.alarms = alarms_of(meta).map_err(corrupt)?;
     if loaded.compacted < 0 || loaded.compacted > loaded.revision {
         return Err(corrupt(format!(
             "impossible compaction revision {} (store revision {})",
@@ -383,6 +385,41 @@ fn load_tables(
     Ok((loaded, log))
 }
 
+/// The meta row of a raised alarm (SPEC E20): `alarm/<etcd's AlarmType number>/<member>`.
+fn alarm_row(a: &Alarm) -> String {
+    format!("{ALARM_ROWS}{}/{}", a.kind.etcd_number(), a.member)
+}
+
+/// Where the alarm rows of the meta table begin.
+const ALARM_ROWS: &str = "alarm/";
+
+/// The raised alarms the meta table holds.
+fn alarms_of(
+    meta: &impl ReadableTable<&'static str, i64>,
+) -> std::result::Result<Vec<Alarm>, String> {
+    let mut out = Vec::new();
+    // '0' follows '/': the rows that start with "alarm/".
+    for row in meta
+        .range(ALARM_ROWS.."alarm0")
+        .map_err(|e| e.to_string())?
+    {
+        let (k, _) = row.map_err(|e| e.to_string())?;
+        let name = k.value();
+        let alarm = name
+            .strip_prefix(ALARM_ROWS)
+            .and_then(|rest| rest.split_once('/'))
+            .and_then(|(kind, member)| {
+                Some(Alarm {
+                    kind: AlarmKind::from_etcd_number(kind.parse().ok()?)?,
+                    member: member.parse().ok()?,
+                })
+            })
+            .ok_or_else(|| format!("unreadable alarm row {name:?}"))?;
+        out.push(alarm);
+    }
+    Ok(out)
+}
+
 /// Room for the `rows` a table says it has, up to 2^20: a damaged file can claim any count, and
 /// beyond the bound (or if the room cannot be had) the vector grows as the rows come.
 fn reserve<T>(v: &mut Vec<T>, rows: u64) {
@@ -454,6 +491,14 @@ fn apply_ops(
             }
             StoreOp::Compact(rev) => {
                 meta.insert("compacted", *rev).map_err(storage)?;
+            }
+            StoreOp::Alarm(a, raised) => {
+                let row = alarm_row(a);
+                if *raised {
+                    meta.insert(row.as_str(), 1).map_err(storage)?;
+                } else {
+                    meta.remove(row.as_str()).map_err(storage)?;
+                }
             }
         }
     }

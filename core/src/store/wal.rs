@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use super::codec;
 use super::StorageFaults;
+use crate::alarms::{Alarm, AlarmKind};
 use crate::error::{Error, Result};
 use crate::limits::{LOG_REGION_MAX, LOG_REGION_MIN};
 use crate::rows::StoreOp;
@@ -153,6 +154,12 @@ fn encode_record(
                 out.push(7);
                 out.extend_from_slice(&rev.to_le_bytes());
             }
+            StoreOp::Alarm(a, raised) => {
+                out.push(8);
+                out.extend_from_slice(&a.member.to_le_bytes());
+                out.extend_from_slice(&(a.kind.etcd_number() as u64).to_le_bytes());
+                out.push(u8::from(*raised));
+            }
         }
     }
     let len = (out.len() - start - HEAD) as u32;
@@ -217,6 +224,16 @@ fn decode_payload(lsn: u64, payload: &[u8]) -> Option<Record> {
                 StoreOp::LeaseKey(key, codec::decode(c.bytes()?)?)
             }
             7 => StoreOp::Compact(c.u64()? as i64),
+            8 => {
+                let member = c.u64()?;
+                let kind = AlarmKind::from_etcd_number(i32::try_from(c.u64()?).ok()?)?;
+                let raised = match c.take(1)?[0] {
+                    0 => false,
+                    1 => true,
+                    _ => return None,
+                };
+                StoreOp::Alarm(Alarm { member, kind }, raised)
+            }
             _ => return None,
         });
     }

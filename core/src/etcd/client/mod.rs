@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client as etcd;
 
+mod alarms;
 mod calls;
 mod convert;
 mod credentials;
