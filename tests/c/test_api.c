@@ -46,12 +46,13 @@ static void result_str_names_every_code_and_unknown_numbers(void) {
         {TENURE_ERR_UNAVAILABLE, "TENURE_ERR_UNAVAILABLE"},
         {TENURE_ERR_PERMISSION_DENIED, "TENURE_ERR_PERMISSION_DENIED"},
         {TENURE_ERR_UNAUTHENTICATED, "TENURE_ERR_UNAUTHENTICATED"},
+        {TENURE_ERR_FUTURE_REVISION, "TENURE_ERR_FUTURE_REVISION"},
     };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         CHECK_EQ(codes[i].code, (tenure_result)i); /* never renumbered */
         CHECK(strcmp(tenure_result_str(codes[i].code), codes[i].name) == 0);
     }
-    CHECK(strcmp(tenure_result_str(23), "TENURE_ERR_UNKNOWN") == 0);
+    CHECK(strcmp(tenure_result_str(24), "TENURE_ERR_UNKNOWN") == 0);
     CHECK(strcmp(tenure_result_str(-1), "TENURE_ERR_UNKNOWN") == 0);
     CHECK(strcmp(tenure_result_str(INT32_MIN), "TENURE_ERR_UNKNOWN") == 0);
 }
