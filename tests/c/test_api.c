@@ -46,6 +46,7 @@ static void result_str_names_every_code_and_unknown_numbers(void) {
         {TENURE_ERR_UNAVAILABLE, "TENURE_ERR_UNAVAILABLE"},
         {TENURE_ERR_PERMISSION_DENIED, "TENURE_ERR_PERMISSION_DENIED"},
         {TENURE_ERR_UNAUTHENTICATED, "TENURE_ERR_UNAUTHENTICATED"},
+        {TENURE_ERR_FUTURE_REVISION, "TENURE_ERR_FUTURE_REVISION"},
     };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         CHECK_EQ(codes[i].code, (tenure_result)i); /* never renumbered */
