@@ -32,6 +32,17 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     fn get(&self, key: &[u8]) -> Result<Option<KeyValue>>;
     /// Keys under `prefix`, ordered and bounded by `opts`.
     fn range(&self, prefix: &[u8], opts: RangeOptions) -> Result<Vec<KeyValue>>;
+    /// Like [`range`](Backend::range), as the store was at `revision`; `Ok(None)` where the
+    /// backend keeps no history (the default), or none back to `revision` any more.
+    fn range_at(
+        &self,
+        prefix: &[u8],
+        opts: RangeOptions,
+        revision: i64,
+    ) -> Result<Option<Vec<KeyValue>>> {
+        let _ = (prefix, opts, revision);
+        Ok(None)
+    }
     /// A new lease; its TTL may be raised to the backend's minimum.
     fn grant(&self, ttl: Duration) -> Result<LeaseId>;
     /// Revokes a lease and deletes its keys.
@@ -102,6 +113,22 @@ impl Backend for Tenure {
             }
             #[cfg(feature = "remote")]
             Drives::Etcd(r) => r.range(prefix, None, Some(opts)),
+        }
+    }
+
+    fn range_at(
+        &self,
+        prefix: &[u8],
+        opts: RangeOptions,
+        revision: i64,
+    ) -> Result<Option<Vec<KeyValue>>> {
+        match Tenure::range_at(self, prefix, None, revision) {
+            Ok(mut kvs) => {
+                sort_and_bound(&mut kvs, opts);
+                Ok(Some(kvs))
+            }
+            Err(Error::Compacted { .. }) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 

@@ -38,20 +38,43 @@ pub(crate) fn own_entries(
     prefix: &[u8],
     opts: RangeOptions,
 ) -> Result<Vec<KeyValue>> {
-    let limit = opts.limit;
     // The limit is applied after the filter: nested names may come first.
-    let mut kvs = db.range(
+    let kvs = db.range(
         prefix,
         RangeOptions {
             limit: None,
             ..opts
         },
     )?;
+    Ok(own_only(kvs, prefix, opts.limit))
+}
+
+/// [`own_entries`] as the store was at `revision`; `None` where the backend has no history
+/// back to it.
+fn own_entries_at(
+    db: &dyn Backend,
+    prefix: &[u8],
+    opts: RangeOptions,
+    revision: i64,
+) -> Result<Option<Vec<KeyValue>>> {
+    let kvs = db.range_at(
+        prefix,
+        RangeOptions {
+            limit: None,
+            ..opts
+        },
+        revision,
+    )?;
+    Ok(kvs.map(|kvs| own_only(kvs, prefix, opts.limit)))
+}
+
+/// The entries directly under `prefix` (not nested names), at most `limit`.
+fn own_only(mut kvs: Vec<KeyValue>, prefix: &[u8], limit: Option<usize>) -> Vec<KeyValue> {
     kvs.retain(|kv| !kv.key[prefix.len()..].contains(&b'/'));
     if let Some(n) = limit {
         kvs.truncate(n);
     }
-    Ok(kvs)
+    kvs
 }
 
 /// The first entry of `prefix` by create revision (the holder, the leader).
@@ -107,6 +130,9 @@ pub(crate) struct TurnWait {
     ahead: Option<KeyValue>,
     /// Set once the turn has come after an involuntary end: due when the delay is over.
     delay: Option<Alarm>,
+    /// With a lock delay, the first look for the entry ahead reads the queue as it was when
+    /// this entry joined it, so an entry ahead that ended before that look is still judged.
+    looked: bool,
 }
 
 impl std::fmt::Debug for TurnWait {
@@ -196,6 +222,7 @@ impl TurnWait {
             lock_delay: None,
             ahead: None,
             delay: None,
+            looked: false,
         }
     }
 
@@ -322,7 +349,18 @@ impl Pollable for TurnWait {
                 max_create_revision: Some(self.my_rev - 1),
                 limit: Some(1),
             };
-            let Some(pred) = own_entries(&*self.db, &self.prefix, newer_first)?.pop() else {
+            let joined = match (self.lock_delay, self.looked) {
+                (Some(_), false) => {
+                    own_entries_at(&*self.db, &self.prefix, newer_first, self.my_rev)?
+                }
+                _ => None,
+            };
+            self.looked = true;
+            let found = match joined {
+                Some(kvs) => kvs,
+                None => own_entries(&*self.db, &self.prefix, newer_first)?,
+            };
+            let Some(pred) = found.into_iter().next_back() else {
                 // Checked again after the predecessors: mine may have gone between the check
                 // above and the range. No older entry can reappear, so "none older and mine
                 // exists" holds at the moment of this read.

@@ -152,6 +152,14 @@ impl Backend for SeamOnly {
     fn range(&self, prefix: &[u8], opts: RangeOptions) -> Result<Vec<KeyValue>> {
         Backend::range(&self.0, prefix, opts)
     }
+    fn range_at(
+        &self,
+        prefix: &[u8],
+        opts: RangeOptions,
+        revision: i64,
+    ) -> Result<Option<Vec<KeyValue>>> {
+        Backend::range_at(&self.0, prefix, opts, revision)
+    }
     fn grant(&self, ttl: Duration) -> Result<LeaseId> {
         self.0.grant(ttl)
     }
