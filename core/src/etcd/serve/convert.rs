@@ -14,11 +14,11 @@ use crate::etcd::{
     DeleteRangeRequest, PutRequest, RangeCompare, RangeRequest, RangeResponse, RequestOp,
     ResponseOp, SortOrder, SortTarget, TxnRequest,
 };
+use crate::kv::txn::Compare;
+use crate::kv::txn::CompareOp;
+use crate::kv::txn::CompareTarget;
 use crate::limits::{check_key, MAX_TXN_OPS};
-use crate::Compare;
-use crate::CompareOp;
-use crate::CompareTarget;
-use crate::KeyValue;
+use crate::types::KeyValue;
 
 /// Cluster and member identity, stable for one database file.
 #[derive(Debug, Clone, Copy)]

@@ -19,12 +19,12 @@ use super::service::{blocking, BoxStream, Ctx};
 use super::{convert, errors};
 use crate::etcd::errors::EtcdError;
 use crate::sync::{Election, Leadership, Mutex, Observer, Session};
-use crate::Interest;
-use crate::KeyValue;
-use crate::Pollable;
-use crate::Source;
-use crate::Stop;
-use crate::Wait;
+use crate::types::KeyValue;
+use crate::wait::Interest;
+use crate::wait::Pollable;
+use crate::wait::Source;
+use crate::wait::Stop;
+use crate::wait::Wait;
 
 // Generated code: its items are `pub` by construction.
 #[allow(unreachable_pub, missing_debug_implementations, missing_docs)]
@@ -64,10 +64,10 @@ fn session(ctx: &Ctx, lease: i64) -> Result<Session, Status> {
     Session::attach(&ctx.db, lease).map_err(errors::status)
 }
 
-fn wait_error(e: crate::Error) -> Status {
+fn wait_error(e: crate::error::Error) -> Status {
     match e {
-        crate::Error::SessionExpired(_) => errors::etcd(EtcdError::LeaseNotFound),
-        crate::Error::Timeout { .. } => Status::cancelled("the caller went away"),
+        crate::error::Error::SessionExpired(_) => errors::etcd(EtcdError::LeaseNotFound),
+        crate::error::Error::Timeout { .. } => Status::cancelled("the caller went away"),
         other => errors::status(other),
     }
 }
@@ -233,7 +233,7 @@ struct Feed {
 impl Pollable for Feed {
     type Output = ();
 
-    fn poll(&mut self) -> crate::Result<Option<()>> {
+    fn poll(&mut self) -> crate::error::Result<Option<()>> {
         loop {
             match self.observer.try_recv() {
                 Ok(Some(Some(kv))) => {
@@ -299,7 +299,7 @@ impl electionpb::election_server::Election for Elections {
         let rev = blocking(move || {
             match leadership.proclaim(&req.value) {
                 Ok(()) => {}
-                Err(crate::Error::NotLeader) => {
+                Err(crate::error::Error::NotLeader) => {
                     return Err(Status::new(Code::Unknown, NOT_LEADER));
                 }
                 Err(e) => return Err(errors::status(e)),

@@ -1,9 +1,9 @@
 //! tenure's errors as etcd's gRPC statuses, through the core's one table
 //! (`crate::etcd::errors`), which the etcd client reads the other way.
 
+use crate::error::Error;
 use crate::etcd::errors::{self as table, Code, EtcdError};
 use crate::etcd::Refusal;
-use crate::Error;
 use tonic::Status;
 
 /// etcd's status for one of its errors (its code and exact text).

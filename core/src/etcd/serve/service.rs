@@ -18,8 +18,8 @@ use super::convert::{self, Ids};
 use super::errors;
 use crate::etcd::errors::EtcdError;
 use crate::etcd::{Outcome, RequestOp, ResponseOp};
-use crate::Tenure;
-use crate::WaitPool;
+use crate::handle::Tenure;
+use crate::wait::WaitPool;
 
 /// A response stream of a streaming call.
 pub type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -79,7 +79,7 @@ pub(crate) fn check_size(ctx: &Ctx, req: &impl Message) -> Result<(), Status> {
 
 impl Kv {
     async fn run(&self, op: RequestOp) -> Result<(i64, ResponseOp), Status> {
-        let done = |r: crate::Result<Outcome>| match r {
+        let done = |r: crate::error::Result<Outcome>| match r {
             Ok(Outcome::Done { revision, response }) => Ok((revision, response)),
             Ok(Outcome::Refused(r)) => Err(errors::refusal(r)),
             Err(e) => Err(errors::status(e)),
@@ -288,7 +288,7 @@ impl PbLeaseService for Lease {
                 };
                 let ttl = match ctx.db.renew(req.id) {
                     Ok(ttl) => secs(ttl),
-                    Err(crate::Error::NotPrimary) => {
+                    Err(crate::error::Error::NotPrimary) => {
                         let _ = tx.send(Err(errors::etcd(EtcdError::NoLeader))).await;
                         break;
                     }
@@ -316,7 +316,7 @@ impl PbLeaseService for Lease {
         let (info, rev) = blocking(move || {
             let info = match db.time_to_live(req.id) {
                 Ok(info) => Some(info),
-                Err(crate::Error::LeaseNotFound(_)) => None,
+                Err(crate::error::Error::LeaseNotFound(_)) => None,
                 Err(e) => return Err(errors::status(e)),
             };
             Ok((info, db.revision().map_err(errors::status)?))

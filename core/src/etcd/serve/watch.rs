@@ -22,13 +22,13 @@ use tonic::{Response, Status, Streaming};
 use super::convert;
 use super::errors;
 use super::service::{BoxStream, Ctx};
+use crate::error::Error;
 use crate::etcd::errors::EtcdError;
 use crate::etcd::WatchStart;
-use crate::Error;
-use crate::Event;
-use crate::EventKind;
-use crate::WatchOptions;
-use crate::Watcher;
+use crate::kv::watch::WatchOptions;
+use crate::kv::watch::Watcher;
+use crate::types::Event;
+use crate::types::EventKind;
 
 /// Default of `--max-watches-per-stream`; more → the create is answered canceled.
 pub const MAX_WATCHES_PER_STREAM: usize = 10_000;
@@ -377,7 +377,7 @@ impl Stream {
 
 /// What an event adds to a response, roughly: its keys and values.
 fn event_bytes(ev: &Event) -> usize {
-    let kv = |kv: &crate::KeyValue| kv.key.len() + kv.value.len();
+    let kv = |kv: &crate::types::KeyValue| kv.key.len() + kv.value.len();
     kv(&ev.kv) + ev.prev_kv.as_ref().map_or(0, kv)
 }
 
