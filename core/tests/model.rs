@@ -569,12 +569,9 @@ impl Harness {
             );
         }
         assert_eq!(
-            self.db.get_at(b"a", current + 1).map_err(|e| e.to_string()),
-            Err(
-                "invalid argument: etcdserver: mvcc: required revision is a future revision"
-                    .to_string()
-            ),
-            "{ctx}: K9 a future revision"
+            self.db.get_at(b"a", current + 1).map_err(|e| e.code()),
+            Err(ErrorCode::FutureRevision),
+            "{ctx}: K9, K13 a future revision"
         );
     }
 
