@@ -8,12 +8,23 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 import tenure
 import tenure.aio
 from conftest import WAIT, wait_until
+
+
+def queued_and_watching(db: tenure.Tenure, embedded: bool, before: int) -> Callable[[], bool]:
+    """b's entry is in the queue and, embedded, b watches its own entry and the one ahead (two
+    more watchers than ``before``), so the holder's end cannot fall between b's put and b's
+    first look: an in-memory engine keeps no history to read that look at b's own revision;
+    remote places do (SPEC S9)."""
+    return lambda: len(db.range("m/")) == 2 and (
+        not embedded or db.stats()["watchers"] >= before + 2
+    )
 
 
 def lock_in_thread(s: tenure.Session, **opts: float) -> queue.Queue[object]:
@@ -39,8 +50,9 @@ def test_S9_lock_delay_holds_the_lock_back_after_an_involuntary_end_only(
     )
     a, b = db.session(ttl=30), db.session(ttl=30)
     held = a.lock("m", timeout=WAIT)
+    before = db.stats()["watchers"] if clock is not None else 0
     waiting = lock_in_thread(b, lock_delay=0.4)
-    wait_until(lambda: len(db.range("m/")) == 2)
+    wait_until(queued_and_watching(db, clock is not None, before))
     ended = time.monotonic()
     db.revoke(a.lease_id)  # a's session ends without unlocking
     moved = 0.0
@@ -108,8 +120,9 @@ def test_S9_lock_delay_counts_on_the_engine_clock(
 ) -> None:
     a, b = db.session(ttl=60), db.session(ttl=60)
     held = a.lock("m", timeout=WAIT)
+    before = db.stats()["watchers"]
     waiting = lock_in_thread(b, lock_delay=5.0)
-    wait_until(lambda: len(db.range("m/")) == 2)
+    wait_until(queued_and_watching(db, True, before))
     db.revoke(a.lease_id)
     # Time moves in 0.1 s steps until b has the lock: never before 5 s have passed (b's 60 s
     # lease outlives the at most 30 s moved).

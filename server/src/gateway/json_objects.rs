@@ -132,6 +132,6 @@ mod tests {
         let mut f = Framer::default();
         assert_eq!(f.scan(b"  \n"), Frame::Empty);
         assert_eq!(f.scan(b"  \n{\"a\":"), Frame::Partial);
-        assert_eq!(f.scan(b"  \n{\"a\":1}"), Frame::Complete(9));
+        assert_eq!(f.scan(b"  \n{\"a\":1}"), Frame::Complete(10));
     }
 }
