@@ -747,9 +747,20 @@ static void s9_lock_delay_holds_back_the_next_holder_after_a_lost_session(void) 
     atomic_init(&w.over, false);
     CHECK_OK(tenure_mutex_options_init(&w.opts));
     w.opts.lock_delay_ms = 5000;
+    tenure_stats st;
+    CHECK_OK(tenure_stats_read(db, &st));
+    const uint64_t watchers = st.watchers;
     pthread_t t;
     CHECK(pthread_create(&t, NULL, wait_bounded, &w) == 0);
     await_event(watch, TENURE_EVENT_PUT); /* b is queued */
+    /* ...and has looked at the queue: it watches its own entry and a's (two more watchers).
+     * An in-memory engine keeps no history, so an end before b's first look would not be
+     * seen (SPEC S9). */
+    for (long i = 0; i < 10000000 && st.watchers < watchers + 2; i++) {
+        sched_yield();
+        CHECK_OK(tenure_stats_read(db, &st));
+    }
+    CHECK(st.watchers >= watchers + 2);
     CHECK_OK(tenure_lease_revoke(db, tenure_session_lease(a))); /* a ends without unlocking */
     /* Time moves in 100 ms steps until b has the lock: never before 5 s have passed (b's
      * 60 s lease outlives the at most 30 s moved). */
