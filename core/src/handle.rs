@@ -193,6 +193,12 @@ impl Tenure {
             Backend::Engine(e) => Ok(e),
             #[cfg(feature = "remote")]
             Backend::Etcd(_) => Err(Error::Unsupported(match &self.attachment {
+                // A non-owner that took the file over keeps its handle over the socket.
+                Some(a) if a.owner() => format!(
+                    "{call} needs the embedded engine, and this handle reaches {} through its \
+                     socket (shared mode: this process took the file over after opening it)",
+                    a.path().display()
+                ),
                 Some(a) => format!(
                     "{call} needs the embedded engine, and this process does not run it: \
                      another process owns {} (shared mode)",

@@ -391,9 +391,16 @@ fn p5_when_the_owner_is_killed_a_survivor_takes_over_and_no_acknowledged_write_i
     }
     assert!(a.ask("put acked/by-owner x").starts_with("put "));
     a.kill();
+    let killed = Instant::now();
     // Each survivor's next call succeeds (after failures while the owner changes).
     let put_b = b.ask("put after/b 1");
     let put_c = c.ask("put after/c 1");
+    // The figure for DESIGN's takeover notes (not a bound checked here: timing on a shared
+    // machine); the benchmarks measure it properly.
+    eprintln!(
+        "takeover: both survivors' puts done {:?} after the kill",
+        killed.elapsed()
+    );
     assert!(
         put_b.starts_with("put ") && put_c.starts_with("put "),
         "{put_b} / {put_c}"
@@ -419,6 +426,12 @@ fn p5_when_the_owner_closes_a_waiting_process_takes_over() {
     let (got, _) = retried(|| other.get("k"));
     assert_eq!(got.unwrap().unwrap().value, b"1");
     assert!(other.stats().owner);
+    // Its handle still goes through the socket: engine-only calls say so.
+    let e = other.expired().map(|_| ()).unwrap_err();
+    assert!(
+        matches!(e, Error::Unsupported(_)) && e.to_string().contains("took the file over"),
+        "{e}"
+    );
     let third = shared(&path).unwrap();
     assert!(!third.stats().owner);
     assert_eq!(third.get("k").unwrap().unwrap().value, b"1");

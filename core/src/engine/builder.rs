@@ -290,6 +290,7 @@ impl Builder {
     }
 
     /// The database file, if one was given.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
     pub(crate) fn file(&self) -> Option<&Path> {
         self.path.as_deref()
     }

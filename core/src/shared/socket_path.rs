@@ -69,7 +69,7 @@ mod tests {
         let f = long(SUN_PATH_MAX - 1 - 5);
         let s = socket_path(&f, None, 0);
         assert_eq!(s.as_os_str().len(), SUN_PATH_MAX);
-        assert!(s.starts_with(&f.parent().unwrap()), "{s:?}");
+        assert!(s.starts_with(f.parent().unwrap()), "{s:?}");
         let g = long(SUN_PATH_MAX - 5);
         assert!(socket_path(&g, None, 0).starts_with("/tmp/tenure-0"));
     }
