@@ -193,14 +193,14 @@ fn p15_a_watch_resumed_past_a_compaction_ends_compacted() {
 fn p16_a_session_keeps_its_lease_and_its_lock_across_a_restart() {
     let mut srv = Restartable::start();
     let db = srv.connect(Via::Unix, Duration::from_secs(5));
-    let s = session(&db, 2);
+    let s = session(&db, 4);
     let held = Mutex::new(&s, "held");
     let guard = held.lock(WAIT).unwrap();
     let token = guard.fencing_token();
     srv.kill9();
     srv.restart();
-    // Three TTLs after the restart: a lease whose keep-alive had not resumed would be gone.
-    assert!(!s.wait_done(Duration::from_secs(6)), "the session ended");
+    // Two TTLs after the restart: a lease whose keep-alive had not resumed would be gone.
+    assert!(!s.wait_done(Duration::from_secs(8)), "the session ended");
     assert!(guard.is_held());
     let info = db.time_to_live(s.lease_id()).unwrap();
     assert_eq!(info.keys, [held.key().to_vec()]);

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use etcd_client as etcd;
 
 use super::errors::{at_endpoints, map_err, unavailable};
-use super::retry::{unsent, worth_retrying, Backoff};
+use super::retry::{hopeless, unsent, worth_retrying, Backoff};
 use super::Remote;
 use crate::error::{Error, Result};
 use crate::types::LeaseId;
@@ -40,6 +40,7 @@ impl Remote {
             let out = rt.block_on(async { tokio::time::timeout(left, call).await });
             let (err, never_sent) = match out {
                 Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if hopeless(&e) => return Err(map_err(e, lease)),
                 Ok(Err(e)) => {
                     let never_sent = unsent(&e);
                     let err = match map_err(e, lease) {

@@ -45,43 +45,44 @@ pub(super) fn worth_retrying(repeatable: bool, unsent: bool, err: &Error) -> boo
     matches!(err, Error::Unavailable(_)) && (repeatable || unsent)
 }
 
+/// The errors under `e`, outermost first (etcd-client's own error has no `source`).
+fn causes(e: &etcd::Error) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    let top: Option<&(dyn std::error::Error + 'static)> = match e {
+        etcd::Error::GRpcStatus(s) => std::error::Error::source(s),
+        etcd::Error::TransportError(t) => Some(t),
+        etcd::Error::IoError(io) => Some(io),
+        _ => None,
+    };
+    std::iter::successors(top, |err| err.source())
+}
+
 /// Whether `e` proves that the request never reached the server: the connection could not be
 /// made (refused, the socket missing), hyper dropped the request before writing it (its
 /// connection had closed), or the server refused the stream unprocessed (HTTP/2
 /// `REFUSED_STREAM`, as after a GOAWAY).
 pub(super) fn unsent(e: &etcd::Error) -> bool {
-    let top: &(dyn std::error::Error + 'static) = match e {
-        etcd::Error::GRpcStatus(s) => match std::error::Error::source(s) {
-            Some(src) => src,
-            None => return false,
-        },
-        etcd::Error::TransportError(t) => t,
-        etcd::Error::IoError(io) => io,
-        _ => return false,
-    };
-    let mut next = Some(top);
-    while let Some(err) = next {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if never_connected(io.kind()) || closed_before(io) {
-                return true;
-            }
-        }
-        if err
+    causes(e).any(|err| {
+        let io = err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| never_connected(io.kind()) || closed_before(io));
+        let cancelled = err
             .downcast_ref::<hyper::Error>()
-            .is_some_and(hyper::Error::is_canceled)
-        {
-            return true;
-        }
-        if err
+            .is_some_and(hyper::Error::is_canceled);
+        let refused = err
             .downcast_ref::<h2::Error>()
             .and_then(h2::Error::reason)
-            .is_some_and(|r| r == h2::Reason::REFUSED_STREAM)
-        {
-            return true;
-        }
-        next = err.source();
-    }
-    false
+            .is_some_and(|r| r == h2::Reason::REFUSED_STREAM);
+        io || cancelled || refused
+    })
+}
+
+/// Whether waiting cannot help: the socket is there but this user may not connect to it
+/// (another user's server; shared mode's socket is 0600). Said at once, not at the deadline.
+pub(super) fn hopeless(e: &etcd::Error) -> bool {
+    causes(e).any(|err| {
+        err.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+    })
 }
 
 /// Whether `io` is h2's refusal to open a stream on a connection it already saw closed (the
@@ -154,6 +155,8 @@ mod tests {
         assert!(unsent(&status(Box::new(refused))));
         let cancelled = h2::Error::from(h2::Reason::CANCEL);
         assert!(!unsent(&status(Box::new(cancelled))));
+        assert!(hopeless(&io(K::PermissionDenied)));
+        assert!(!hopeless(&io(K::ConnectionRefused)));
         let plain = etcd::Error::GRpcStatus(tonic::Status::unavailable("gone"));
         assert!(!unsent(&plain));
     }

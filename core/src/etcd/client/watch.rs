@@ -9,7 +9,7 @@ use etcd_client as etcd;
 
 use super::convert::event;
 use super::errors::{map_err, unavailable};
-use super::retry::Backoff;
+use super::retry::{hopeless, Backoff};
 use super::Remote;
 use crate::error::{Error, Result};
 use crate::etcd::errors::EtcdError;
@@ -298,6 +298,7 @@ impl Reopen {
                     Flow::Broke(e) => e,
                 },
                 Ok(Ok((_, None))) => unavailable("the watch stream ended"),
+                Ok(Err(e)) if hopeless(&e) => return Err(map_err(e, None)),
                 Ok(Err(e)) => map_err(e, None),
                 Err(_) => last,
             };
