@@ -15,7 +15,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::proto::{PbClusterServer, PbKvServer, PbLeaseServer, PbMaintenanceServer, PbWatchServer};
+use etcd_client::proto::{
+    PbClusterServer, PbKvServer, PbLeaseServer, PbMaintenanceServer, PbWatchServer,
+};
 use tenure::etcd::serve::convert::Ids;
 use tenure::etcd::serve::coordination::electionpb::election_server::ElectionServer;
 use tenure::etcd::serve::coordination::lockpb::lock_server::LockServer;
@@ -39,7 +41,10 @@ mod status_only {
 
     #[tonic::async_trait]
     impl PbMaintenanceService for StatusOnly {
-        async fn alarm(&self, _: Request<PbAlarmRequest>) -> Result<Response<PbAlarmResponse>, Status> {
+        async fn alarm(
+            &self,
+            _: Request<PbAlarmRequest>,
+        ) -> Result<Response<PbAlarmResponse>, Status> {
             Err(no())
         }
         async fn status(
@@ -54,7 +59,10 @@ mod status_only {
         ) -> Result<Response<PbDefragmentResponse>, Status> {
             Err(no())
         }
-        async fn hash(&self, _: Request<PbHashRequest>) -> Result<Response<PbHashResponse>, Status> {
+        async fn hash(
+            &self,
+            _: Request<PbHashRequest>,
+        ) -> Result<Response<PbHashResponse>, Status> {
             Err(no())
         }
         async fn hash_kv(
@@ -180,9 +188,7 @@ impl Owner {
     fn wait_bound_streams(&self, n: usize) {
         let mut rx = self.bound_streams.clone().expect("binding is on");
         self.rt
-            .block_on(async {
-                tokio::time::timeout(WAIT, rx.wait_for(|live| *live == n)).await
-            })
+            .block_on(async { tokio::time::timeout(WAIT, rx.wait_for(|live| *live == n)).await })
             .unwrap_or_else(|_| panic!("never {n} bound streams"))
             .unwrap();
     }
@@ -222,7 +228,13 @@ impl Holder {
     /// Starts a child playing `role` and waits until it holds the lock.
     fn start(role: &str, endpoint: &str, bind: bool, ttl: Duration) -> Holder {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_process_entry", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "child_process_entry",
+                "--nocapture",
+                "--test-threads=1",
+                "-q",
+            ])
             .env(CHILD_ENV, role)
             .env(ENDPOINT_ENV, endpoint)
             .env(BIND_ENV, if bind { "1" } else { "0" })
@@ -234,7 +246,8 @@ impl Holder {
         let stdin = child.stdin.take().unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let held = lines
-            .find_map(|l| l.ok()?.strip_prefix("@@HELD ").map(String::from))
+            // libtest may have written the test's name on the same line first.
+            .find_map(|l| l.ok()?.split("@@HELD ").nth(1).map(String::from))
             .expect("the child never held the lock");
         let mut parts = held.split(' ').map(|p| p.parse::<i64>().unwrap());
         let (token, lease) = (parts.next().unwrap(), parts.next().unwrap());
@@ -278,7 +291,9 @@ impl Waiter {
     }
 
     fn acquired(&self) -> (Instant, i64) {
-        self.acquired.recv_timeout(WAIT * 2).expect("the waiter never acquired the lock")
+        self.acquired
+            .recv_timeout(WAIT * 2)
+            .expect("the waiter never acquired the lock")
     }
 }
 
@@ -319,7 +334,13 @@ fn child_process_entry() {
 
 /// A holder killed with SIGKILL (or exiting) while a waiter queues: the time from the kill to
 /// the waiter's acquisition, and both tokens.
-fn lock_freed_by_death(owner: &Owner, role: &str, over: Over, bind: bool, ttl: Duration) -> Duration {
+fn lock_freed_by_death(
+    owner: &Owner,
+    role: &str,
+    over: Over,
+    bind: bool,
+    ttl: Duration,
+) -> Duration {
     let endpoint = owner.endpoint(over);
     let mut holder = Holder::start(role, &endpoint, bind, ttl);
     let waiter = Waiter::queue(owner, &endpoint);
@@ -371,13 +392,17 @@ fn p10_a_process_that_exits_without_closing_its_session_frees_its_lock_at_once()
 fn p11_a_process_that_keeps_its_lease_and_exits_leaves_it_alive() {
     let owner = Owner::start(true);
     for over in [Over::Unix, Over::Tcp] {
-        let mut holder = Holder::start("keep", &owner.endpoint(over), true, Duration::from_secs(60));
+        let mut holder =
+            Holder::start("keep", &owner.endpoint(over), true, Duration::from_secs(60));
         writeln!(holder.stdin, "go").unwrap();
         assert!(holder.child.wait().unwrap().success());
         // Its stream's end has been handled (and revoked nothing).
         owner.wait_bound_streams(0);
         let info = owner.db.time_to_live(holder.lease).unwrap();
-        assert!(info.remaining.unwrap() > Duration::from_secs(30), "{over:?}: {info:?}");
+        assert!(
+            info.remaining.unwrap() > Duration::from_secs(30),
+            "{over:?}: {info:?}"
+        );
         assert_eq!(info.keys.len(), 1, "{over:?}: the lock key stays with it");
         owner.db.revoke(holder.lease).unwrap();
     }
@@ -392,7 +417,10 @@ fn p11_close_revokes_then_ends_the_stream_and_orphan_only_ends_it() {
         let kept = session(&db, Duration::from_secs(60));
         owner.wait_bound_streams(2);
         closed.close().unwrap();
-        assert!(owner.db.time_to_live(closed.lease_id()).is_err(), "{over:?}");
+        assert!(
+            owner.db.time_to_live(closed.lease_id()).is_err(),
+            "{over:?}"
+        );
         kept.orphan();
         owner.wait_bound_streams(0);
         assert!(owner.db.time_to_live(kept.lease_id()).is_ok(), "{over:?}");
@@ -419,7 +447,10 @@ fn p12_a_stopped_process_keeps_its_lease_until_its_ttl() {
     let (acquired, token) = waiter.acquired();
     let took = acquired.duration_since(stopped);
     // Renewed at most a third of the TTL before the stop, it lives at least 2/3 of the TTL on.
-    assert!(took >= ttl * 2 / 3 - Duration::from_millis(50), "{took:?}: revoked early");
+    assert!(
+        took >= ttl * 2 / 3 - Duration::from_millis(50),
+        "{took:?}: revoked early"
+    );
     assert!(took < ttl + Duration::from_secs(2), "{took:?}");
     assert!(token > holder.token);
     assert!(owner.db.time_to_live(holder.lease).is_err(), "expired");
@@ -434,7 +465,10 @@ fn p13_without_bind_sessions_a_killed_client_s_lease_lives_until_its_ttl() {
     let owner = Owner::start(true);
     let ttl = Duration::from_secs(2);
     let took = lock_freed_by_death(&owner, "hold", Over::Unix, false, ttl);
-    assert!(took >= ttl * 2 / 3 - Duration::from_millis(50), "{took:?}: revoked early");
+    assert!(
+        took >= ttl * 2 / 3 - Duration::from_millis(50),
+        "{took:?}: revoked early"
+    );
 }
 
 #[test]
@@ -443,7 +477,10 @@ fn p13_a_server_without_binding_ignores_the_mark() {
     assert!(owner.bound_streams.is_none());
     let ttl = Duration::from_secs(2);
     let took = lock_freed_by_death(&owner, "hold", Over::Unix, true, ttl);
-    assert!(took >= ttl * 2 / 3 - Duration::from_millis(50), "{took:?}: revoked early");
+    assert!(
+        took >= ttl * 2 / 3 - Duration::from_millis(50),
+        "{took:?}: revoked early"
+    );
 }
 
 #[test]

@@ -186,7 +186,10 @@ mod tests {
         let mut dropped = b.stream();
         dropped.renewed(1);
         drop(dropped);
-        assert!(b.kept.lock().is_empty(), "a dropped account forgets its leases");
+        assert!(
+            b.kept.lock().is_empty(),
+            "a dropped account forgets its leases"
+        );
         assert_eq!(*b.live().borrow(), 0);
     }
 }
