@@ -5,6 +5,11 @@
 //! `tenure::keepalive`), from the keep-alive's own thread with no lock held: a warning when a
 //! renew fails (the first of a run of retries, and the one that ends the keep-alive: the lease
 //! is lost), info when renewing works again, debug when the engine closed.
+//!
+//! A session's keep-alive over a connection that binds sessions (`bind_sessions`, shared mode;
+//! SPEC P10) renews on one stream of its own, opened before the keep-alive starts and ended on
+//! purpose when it stops ([`Binding`]), so the server revokes the lease only when the process
+//! dies.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -12,7 +17,9 @@ use std::time::Duration;
 
 use crate::clock::Waker;
 use crate::error::{Error, Result};
-use crate::handle::{Tenure, WeakTenure};
+#[cfg(feature = "remote")]
+use crate::etcd::client::BoundStream;
+use crate::handle::{Backend, Tenure, WeakTenure};
 use crate::locks::Mutex;
 use crate::types::LeaseId;
 use crate::wait::Stop;
@@ -28,6 +35,44 @@ pub struct KeepAlive {
     error: Arc<Mutex<Option<Error>>>,
     thread: Option<JoinHandle<()>>,
     _waker: Arc<Waker>,
+    /// The stream the lease is bound to, ended when the keep-alive stops (after its thread).
+    binding: Option<Binding>,
+}
+
+/// The stream a session's lease is renewed on (feature `remote`; uninhabited without it).
+#[cfg(feature = "remote")]
+type Stream = Arc<BoundStream>;
+#[cfg(not(feature = "remote"))]
+#[derive(Clone)]
+enum Stream {}
+
+/// A session's keep-alive stream bound to this process; dropping it ends the stream on
+/// purpose, so the server revokes nothing.
+pub(crate) struct Binding {
+    engine: WeakTenure,
+    stream: Stream,
+}
+
+impl Drop for Binding {
+    fn drop(&mut self) {
+        #[cfg(feature = "remote")]
+        if let Some(db) = Tenure::upgrade(&self.engine) {
+            if let Backend::Etcd(r) = db.backend() {
+                r.end_bound(&self.stream);
+            }
+        }
+    }
+}
+
+/// One renew of `id`, on its bound stream if it has one.
+fn renew(db: &Tenure, id: LeaseId, limit: Duration, bound: Option<&Stream>) -> Result<()> {
+    match (bound, db.backend()) {
+        #[cfg(feature = "remote")]
+        (Some(stream), Backend::Etcd(r)) => r.renew_bound(stream, Some(limit)).map(drop),
+        #[cfg(not(feature = "remote"))]
+        (Some(stream), _) => match *stream {},
+        _ => db.renew_within(id, limit),
+    }
 }
 
 impl std::fmt::Debug for KeepAlive {
@@ -60,6 +105,14 @@ impl KeepAlive {
         self.halt();
     }
 
+    /// Stops renewing like [`stop`](KeepAlive::stop) but hands over the stream the lease is
+    /// bound to, still open: a session that revokes its lease ends the stream after the revoke.
+    pub(crate) fn stop_holding_binding(mut self) -> Option<Binding> {
+        let binding = self.binding.take();
+        self.halt();
+        binding
+    }
+
     fn halt(&mut self) {
         self.stop.stop();
         if let Some(t) = self.thread.take() {
@@ -67,6 +120,7 @@ impl KeepAlive {
                 let _ = t.join();
             }
         }
+        drop(self.binding.take());
     }
 }
 
@@ -101,6 +155,7 @@ fn run(
     stop: &Stop,
     error: &Mutex<Option<Error>>,
     lost: Option<&Stop>,
+    bound: Option<&Stream>,
 ) {
     let Some(clock) = Tenure::upgrade(&engine).map(|db| db.clock()) else {
         return;
@@ -110,7 +165,7 @@ fn run(
     while !stop.sleep_until(&*clock, next, None) {
         let sent = clock.now();
         let result = match Tenure::upgrade(&engine) {
-            Some(db) => db.renew_within(id, deadline.saturating_sub(sent)),
+            Some(db) => renew(&db, id, deadline.saturating_sub(sent), bound),
             None => Err(sched.closed.clone()),
         };
         match result {
@@ -172,22 +227,45 @@ impl Tenure {
         id: impl Into<LeaseId>,
         interval: Option<Duration>,
     ) -> Result<KeepAlive> {
-        self.keep_alive_reporting(id.into(), interval, None)
+        self.keep_alive_reporting(id.into(), interval, None, false)
     }
 
     /// [`keep_alive`](Tenure::keep_alive) that also raises `lost` when a renew finds the
-    /// lease gone or the engine closed.
+    /// lease gone or the engine closed. `bind`: a session's, bound to this process if the
+    /// connection binds sessions (then its first renew, on its own stream, is made here).
     pub(crate) fn keep_alive_reporting(
         &self,
         id: LeaseId,
         interval: Option<Duration>,
         lost: Option<Stop>,
+        bind: bool,
     ) -> Result<KeepAlive> {
         if let Some(every) = interval {
             crate::limits::check_keepalive_interval(every)?;
         }
         let start = self.clock().now();
-        let info = self.time_to_live(id)?;
+        let binding = if bind { self.binding(id) } else { None };
+        let info = match &binding {
+            // Bound from the first renew, before the keep-alive starts: a process that dies
+            // right after this returns loses its lease at once.
+            Some(b) => {
+                let ttl = match (&b.stream, self.backend()) {
+                    #[cfg(feature = "remote")]
+                    (stream, Backend::Etcd(r)) => r.renew_bound(stream, None)?,
+                    #[cfg(not(feature = "remote"))]
+                    (stream, _) => match *stream {},
+                    #[cfg(feature = "remote")]
+                    (_, Backend::Engine(_)) => self.renew(id)?,
+                };
+                crate::types::LeaseInfo {
+                    id,
+                    ttl,
+                    remaining: Some(ttl),
+                    keys: Vec::new(),
+                }
+            }
+            None => self.time_to_live(id)?,
+        };
         let ttl = info.ttl;
         // The default, a third of the TTL, is below the bound but zero for a TTL under 3 ns.
         let every = crate::limits::check_keepalive_interval(interval.unwrap_or(ttl / 3))?;
@@ -205,9 +283,10 @@ impl Tenure {
             closed: self.closed_error(),
         };
         let (s, e) = (stop.clone(), error.clone());
+        let bound = binding.as_ref().map(|b| b.stream.clone());
         let thread = std::thread::Builder::new()
             .name(format!("tenure-keepalive-{id}"))
-            .spawn(move || run(engine, id, sched, &s, &e, lost.as_ref()))
+            .spawn(move || run(engine, id, sched, &s, &e, lost.as_ref(), bound.as_ref()))
             .map_err(|e| Error::storage(format!("cannot start a keep-alive thread: {e}")))?;
         Ok(KeepAlive {
             id,
@@ -215,6 +294,22 @@ impl Tenure {
             error,
             thread: Some(thread),
             _waker: waker,
+            binding,
         })
+    }
+
+    /// A new stream for a session's lease `id` if this handle's connection binds sessions.
+    fn binding(&self, id: LeaseId) -> Option<Binding> {
+        match self.backend() {
+            #[cfg(feature = "remote")]
+            Backend::Etcd(r) if r.binds_sessions() => Some(Binding {
+                engine: self.downgrade(),
+                stream: Arc::new(BoundStream::new(id)),
+            }),
+            _ => {
+                let _ = id;
+                None
+            }
+        }
     }
 }

@@ -397,7 +397,7 @@ async fn serve(db: Tenure, args: &Args, mode: u32, tls: Option<Arc<Tls>>) -> Res
         metrics: metrics.clone(),
     };
     let kv = PbKvServer::new(Kv(ctx.clone())).max_decoding_message_size(limit);
-    let lease = PbLeaseServer::new(Lease(ctx.clone())).max_decoding_message_size(limit);
+    let lease = PbLeaseServer::new(Lease::new(ctx.clone())).max_decoding_message_size(limit);
     let watch = PbWatchServer::new(Watch(ctx.clone())).max_decoding_message_size(limit);
     let maintenance = PbMaintenanceServer::new(Maintenance::new(ctx.clone(), &args.bounds))
         .max_decoding_message_size(limit);

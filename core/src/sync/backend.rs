@@ -163,7 +163,7 @@ impl Backend for Tenure {
         interval: Option<Duration>,
         lost: &Stop,
     ) -> Result<KeepAlive> {
-        Tenure::keep_alive_reporting(self, id, interval, Some(lost.clone()))
+        Tenure::keep_alive_reporting(self, id, interval, Some(lost.clone()), true)
     }
 
     fn watch(&self, key: &[u8], opts: WatchOptions) -> Result<Watcher> {

@@ -293,7 +293,10 @@ impl Session {
 
     /// Stops renewing and revokes the lease, deleting every key it holds (locks, candidacies).
     pub fn close(&self) -> Result<()> {
-        self.orphan();
+        // A lease bound to this process (shared mode) stays bound until revoked: its stream
+        // ends, on purpose, after the revoke.
+        let keepalive = self.inner.keepalive.lock().take();
+        let _binding = keepalive.and_then(KeepAlive::stop_holding_binding);
         match self.inner.db.revoke(self.inner.id) {
             Ok(()) | Err(Error::LeaseNotFound(_)) => {
                 self.inner.db.session_lease(self.inner.id, false);

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use etcd_client as etcd;
 
 mod alarms;
+mod bound;
 mod calls;
 mod convert;
 mod credentials;
@@ -33,6 +34,7 @@ mod options;
 mod retry;
 mod watch;
 
+pub(crate) use self::bound::{BoundStream, BOUND_SESSION_HEADER};
 pub use self::credentials::Credentials;
 pub(crate) use self::endpoints::parse_endpoints;
 pub use self::options::ConnectOptions;
@@ -60,6 +62,9 @@ pub(crate) struct Remote {
     /// server cannot be asked).
     revision: AtomicI64,
     clock: Arc<dyn Clock>,
+    /// With `bind_sessions`: the channel sessions' keep-alive streams open on (`bound.rs`); for
+    /// `unix:` the one the client uses, so they share its connection.
+    bound_channel: Option<tonic::transport::Channel>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -71,16 +76,12 @@ impl std::fmt::Debug for Remote {
     }
 }
 
-/// A client over the Unix socket at `path`: a tonic channel whose connector dials the socket
-/// (reconnecting lazily, as the TCP channels do), handed to etcd-client as a raw channel.
-async fn unix_client(
-    path: &str,
-    timeout: Duration,
-    opts: etcd::ConnectOptions,
-) -> std::result::Result<etcd::Client, etcd::Error> {
+/// A channel over the Unix socket at `path`: its connector dials the socket (reconnecting
+/// lazily, as the TCP channels do); handed to etcd-client as a raw channel.
+fn unix_channel(path: &str, timeout: Duration) -> tonic::transport::Channel {
     let path = std::path::PathBuf::from(path);
     // The URI is never dialled (the connector is); it names the HTTP/2 authority only.
-    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+    tonic::transport::Endpoint::from_static("http://localhost")
         .connect_timeout(timeout)
         .timeout(timeout)
         .http2_keep_alive_interval(Duration::from_secs(1))
@@ -92,16 +93,42 @@ async fn unix_client(
                 let stream = tokio::net::UnixStream::connect(path).await?;
                 Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
             }
-        }));
-    etcd::Client::from_channel(etcd::Channel::Tonic(channel), Some(opts)).await
+        }))
+}
+
+/// The channel bound sessions' keep-alive streams open on (`bind_sessions`): the unix
+/// channel itself, else a channel of its own to the first `http://` endpoint (TLS is refused:
+/// binding is for a server on this host).
+fn bound_channel(
+    endpoints: &[String],
+    unix: Option<&tonic::transport::Channel>,
+    timeout: Duration,
+) -> Result<tonic::transport::Channel> {
+    if let Some(c) = unix {
+        return Ok(c.clone());
+    }
+    let first = &endpoints[0];
+    if !first.starts_with("http://") {
+        return Err(Error::invalid(format!(
+            "bind_sessions needs a unix: or http:// endpoint, not {first}"
+        )));
+    }
+    let endpoint = tonic::transport::Endpoint::from_shared(first.clone())
+        .map_err(|e| Error::invalid(format!("endpoint {first}: {e}")))?;
+    Ok(endpoint
+        .connect_timeout(timeout)
+        .tcp_nodelay(true)
+        .connect_lazy())
 }
 
 impl Remote {
-    /// Connects to `endpoints` (already parsed), each call bounded by `timeout`.
+    /// Connects to `endpoints` (already parsed), each call bounded by `timeout`; `bind`:
+    /// sessions' keep-alive streams are bound to this process (`bound.rs`).
     pub(crate) fn connect(
         endpoints: Vec<String>,
         timeout: Duration,
         creds: &Credentials,
+        bind: bool,
     ) -> Result<Remote> {
         if timeout.is_zero() {
             return Err(Error::invalid("request timeout must be positive"));
@@ -123,11 +150,26 @@ impl Remote {
         let left = || timeout.saturating_sub(started.elapsed());
         let names = endpoints.join(",");
         let named = |e: Error| at_endpoints(e, &names);
+        // The channel is made on the runtime (tonic's lazy channel spawns its worker there).
+        let unix = unix_path(&endpoints[0]).map(|path| {
+            let _in_rt = rt.enter();
+            unix_channel(path, timeout)
+        });
+        let bound_channel = match bind {
+            true => {
+                let _in_rt = rt.enter();
+                Some(bound_channel(&endpoints, unix.as_ref(), timeout)?)
+            }
+            false => None,
+        };
         let connected = rt
             .block_on(async {
                 let connect = async {
-                    match unix_path(&endpoints[0]) {
-                        Some(path) => unix_client(path, timeout, opts).await,
+                    match unix.clone() {
+                        Some(channel) => {
+                            let channel = etcd::Channel::Tonic(channel);
+                            etcd::Client::from_channel(channel, Some(opts)).await
+                        }
                         None => etcd::Client::connect(&endpoints, Some(opts)).await,
                     }
                 };
@@ -147,6 +189,7 @@ impl Remote {
             closed: AtomicBool::new(false),
             revision: AtomicI64::new(0),
             clock: Arc::new(SystemClock::new()),
+            bound_channel,
         };
         // Fail early on an unreachable server (or one that refuses us), as `open` fails on an
         // unusable file.

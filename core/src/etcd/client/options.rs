@@ -14,6 +14,7 @@ pub struct ConnectOptions {
     endpoints: Vec<String>,
     request_timeout: Duration,
     credentials: Credentials,
+    bind_sessions: bool,
 }
 
 impl std::fmt::Debug for ConnectOptions {
@@ -22,6 +23,7 @@ impl std::fmt::Debug for ConnectOptions {
         f.debug_struct("ConnectOptions")
             .field("endpoints", &self.endpoints)
             .field("request_timeout", &self.request_timeout)
+            .field("bind_sessions", &self.bind_sessions)
             .finish_non_exhaustive()
     }
 }
@@ -32,6 +34,7 @@ impl Default for ConnectOptions {
             endpoints: Vec::new(),
             request_timeout: DEFAULT_TIMEOUT,
             credentials: Credentials::default(),
+            bind_sessions: false,
         }
     }
 }
@@ -96,10 +99,26 @@ impl ConnectOptions {
         self
     }
 
+    /// Shared mode's connections (SPEC P10): each session's keep-alive runs on a stream of its
+    /// own marked as bound, so a server that binds sessions revokes the session's lease as
+    /// soon as this process's connection closes under it (exit, kill, crash). Needs a `unix:`
+    /// or `http://` endpoint. Off by default: over a network a blip must not revoke anyone's
+    /// locks.
+    #[doc(hidden)]
+    pub fn bind_sessions(mut self, bind: bool) -> Self {
+        self.bind_sessions = bind;
+        self
+    }
+
     /// The connection these options describe: checked, endpoints parsed, first call made.
     pub(crate) fn open_remote(&self) -> Result<Remote> {
         self.credentials.check()?;
         let endpoints = parse_endpoints(&self.endpoints, self.credentials.has_tls())?;
-        Remote::connect(endpoints, self.request_timeout, &self.credentials)
+        Remote::connect(
+            endpoints,
+            self.request_timeout,
+            &self.credentials,
+            self.bind_sessions,
+        )
     }
 }

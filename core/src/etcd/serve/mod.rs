@@ -2,6 +2,7 @@
 //! Lock and Election. `tenure serve` puts them behind its listeners; shared mode serves them on
 //! the unix socket beside the file.
 
+mod bound;
 pub mod convert;
 pub mod coordination;
 pub mod errors;

@@ -14,8 +14,10 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::{wrappers::ReceiverStream, Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
+use super::bound::{Bindings, End, MAX_BOUND_LEASES_PER_STREAM};
 use super::convert::{self, Ids};
 use super::errors;
+use crate::etcd::client::BOUND_SESSION_HEADER;
 use crate::etcd::errors::EtcdError;
 use crate::etcd::{Outcome, RequestOp, ResponseOp};
 use crate::handle::Tenure;
@@ -200,9 +202,68 @@ impl PbKvService for Kv {
     }
 }
 
-/// etcd's Lease service.
+/// etcd's Lease service. Built by [`Lease::binding_sessions`] (shared mode), it binds sessions
+/// to their process (SPEC P10–P13, `bound.rs`): a keep-alive stream marked as a bound
+/// session's that breaks (its process died) revokes the leases it kept. [`Lease::new`]
+/// (`tenure serve`) ignores the mark: etcd's semantics.
 #[derive(Clone, Debug)]
-pub struct Lease(pub Arc<Ctx>);
+pub struct Lease {
+    ctx: Arc<Ctx>,
+    /// `Some`: sessions are bound.
+    bindings: Option<Arc<Bindings>>,
+}
+
+impl Lease {
+    /// The service as etcd has it: a lease lives until revoked or its TTL runs out.
+    pub fn new(ctx: Arc<Ctx>) -> Lease {
+        Lease {
+            ctx,
+            bindings: None,
+        }
+    }
+
+    /// The service with sessions bound to their process (shared mode's server).
+    pub fn binding_sessions(ctx: Arc<Ctx>) -> Lease {
+        Lease {
+            ctx,
+            bindings: Some(Arc::default()),
+        }
+    }
+
+    /// The number of bound keep-alive streams open, as it changes (a stream counts until the
+    /// revokes of its end are done); `None` without binding.
+    pub fn bound_streams(&self) -> Option<watch::Receiver<usize>> {
+        self.bindings.as_ref().map(|b| b.live())
+    }
+}
+
+/// Whether a keep-alive stream is a bound session's (the client's `bind_sessions`).
+fn marked_bound(req: &Request<Streaming<PbLeaseKeepAliveRequest>>) -> bool {
+    req.metadata()
+        .get(BOUND_SESSION_HEADER)
+        .is_some_and(|v| v.as_bytes() == b"1")
+}
+
+/// Revokes, through the engine, the leases of a bound stream that broke.
+async fn revoke_bound(ctx: &Ctx, ids: Vec<i64>) {
+    for id in ids {
+        let db = ctx.db.clone();
+        let revoked = blocking(move || match db.revoke(id) {
+            Ok(()) => Ok(true),
+            // Expired or revoked meanwhile.
+            Err(crate::error::Error::LeaseNotFound(_)) => Ok(false),
+            Err(e) => Err(errors::status(e)),
+        });
+        match revoked.await {
+            Ok(true) => tracing::debug!("lease {id} revoked: its process's connection closed"),
+            Ok(false) => {}
+            Err(s) => tracing::warn!(
+                "lease {id}: its process's connection closed, but revoking it failed: {}",
+                s.message()
+            ),
+        }
+    }
+}
 
 /// The TTL, in seconds, etcd 3.4 grants to a LeaseGrant asking for 0 or less: its lessor's
 /// `minLeaseTTL`, 1.5 election timeouts (1 s by default) rounded up to whole seconds.
@@ -228,7 +289,7 @@ impl PbLeaseService for Lease {
                 "etcdserver: lease ID must be positive",
             ));
         }
-        let db = self.0.db.clone();
+        let db = self.ctx.db.clone();
         let ttl = Duration::from_secs(req.ttl as u64);
         let (id, rev) = blocking(move || {
             let id = if req.id == 0 {
@@ -241,7 +302,7 @@ impl PbLeaseService for Lease {
         })
         .await?;
         Ok(Response::new(PbLeaseGrantResponse {
-            header: self.0.ids.header(rev),
+            header: self.ctx.ids.header(rev),
             id,
             ttl: req.ttl,
             error: String::new(),
@@ -253,55 +314,79 @@ impl PbLeaseService for Lease {
         req: Request<PbLeaseRevokeRequest>,
     ) -> Result<Response<PbLeaseRevokeResponse>, Status> {
         let id = req.into_inner().id;
-        let db = self.0.db.clone();
+        let db = self.ctx.db.clone();
         let rev = blocking(move || {
             db.revoke(id).map_err(errors::status)?;
             db.revision().map_err(errors::status)
         })
         .await?;
         Ok(Response::new(PbLeaseRevokeResponse {
-            header: self.0.ids.header(rev),
+            header: self.ctx.ids.header(rev),
         }))
     }
 
     type LeaseKeepAliveStream = BoxStream<PbLeaseKeepAliveResponse>;
 
     /// Many leases on one stream: each request renews its lease and answers with the granted
-    /// TTL, or TTL 0 once the lease is gone (etcd).
+    /// TTL, or TTL 0 once the lease is gone (etcd). A bound session's stream (SPEC P10)
+    /// remembers the leases it renewed; if it breaks, they are revoked.
     async fn lease_keep_alive(
         &self,
         req: Request<Streaming<PbLeaseKeepAliveRequest>>,
     ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
+        let mut bound = match &self.bindings {
+            Some(b) if marked_bound(&req) => Some(b.stream()),
+            _ => None,
+        };
         let mut input = req.into_inner();
-        let ctx = self.0.clone();
+        let ctx = self.ctx.clone();
         let (tx, rx) = mpsc::channel(64);
         let mut shutdown = ctx.shutdown.clone();
         tokio::spawn(async move {
-            loop {
+            let end = loop {
                 let next = tokio::select! {
                     n = input.next() => n,
-                    _ = shutdown.wait_for(|s| *s) => None,
+                    _ = shutdown.wait_for(|s| *s) => break End::Server,
                 };
                 let req = match next {
                     Some(Ok(r)) => r,
-                    _ => break,
+                    // END_STREAM: the client ended it.
+                    None => break End::Clean,
+                    // The connection closed under it, or the client reset it.
+                    Some(Err(_)) => break End::Broken,
                 };
                 let ttl = match ctx.db.renew(req.id) {
                     Ok(ttl) => secs(ttl),
                     Err(crate::error::Error::NotPrimary) => {
                         let _ = tx.send(Err(errors::etcd(EtcdError::NoLeader))).await;
-                        break;
+                        break End::Server;
                     }
                     Err(_) => 0,
                 };
+                if let Some(b) = bound.as_mut() {
+                    match ttl > 0 {
+                        true if !b.renewed(req.id) => tracing::warn!(
+                            "a bound keep-alive stream renews more than {MAX_BOUND_LEASES_PER_STREAM} \
+                             leases: lease {} is renewed but not bound",
+                            req.id
+                        ),
+                        true => {}
+                        false => b.gone(req.id),
+                    }
+                }
                 let resp = PbLeaseKeepAliveResponse {
                     header: ctx.ids.header(ctx.db.revision().unwrap_or_default()),
                     id: req.id,
                     ttl,
                 };
                 if tx.send(Ok(resp)).await.is_err() {
-                    break;
+                    // The response stream is gone: the client reset the stream.
+                    break End::Broken;
                 }
+            };
+            if let Some(mut b) = bound {
+                revoke_bound(&ctx, b.end(end)).await;
+                b.done();
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -312,7 +397,7 @@ impl PbLeaseService for Lease {
         req: Request<PbLeaseTimeToLiveRequest>,
     ) -> Result<Response<PbLeaseTimeToLiveResponse>, Status> {
         let req = req.into_inner();
-        let db = self.0.db.clone();
+        let db = self.ctx.db.clone();
         let (info, rev) = blocking(move || {
             let info = match db.time_to_live(req.id) {
                 Ok(info) => Some(info),
@@ -325,14 +410,14 @@ impl PbLeaseService for Lease {
         // An unknown lease is TTL -1, not an error (etcd; etcdctl prints "already expired").
         let resp = match info {
             Some(info) => PbLeaseTimeToLiveResponse {
-                header: self.0.ids.header(rev),
+                header: self.ctx.ids.header(rev),
                 id: req.id,
                 ttl: info.remaining.map_or(-1, secs),
                 granted_ttl: secs(info.ttl),
                 keys: if req.keys { info.keys } else { Vec::new() },
             },
             None => PbLeaseTimeToLiveResponse {
-                header: self.0.ids.header(rev),
+                header: self.ctx.ids.header(rev),
                 id: req.id,
                 ttl: -1,
                 granted_ttl: 0,
@@ -346,7 +431,7 @@ impl PbLeaseService for Lease {
         &self,
         _req: Request<PbLeaseLeasesRequest>,
     ) -> Result<Response<PbLeaseLeasesResponse>, Status> {
-        let db = self.0.db.clone();
+        let db = self.ctx.db.clone();
         let (mut ids, rev) = blocking(move || {
             let ids: Vec<i64> = db
                 .leases()
@@ -359,7 +444,7 @@ impl PbLeaseService for Lease {
         .await?;
         ids.sort_unstable();
         Ok(Response::new(PbLeaseLeasesResponse {
-            header: self.0.ids.header(rev),
+            header: self.ctx.ids.header(rev),
             leases: ids.into_iter().map(|id| PbLeaseStatus { id }).collect(),
         }))
     }
