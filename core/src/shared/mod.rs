@@ -286,8 +286,10 @@ mod serve_side {
         let socket = &sharing.socket;
         let gone = match std::os::unix::net::UnixStream::connect(socket) {
             Ok(_) => {
+                // Sessions bound to this process (SPEC P10): its death frees them at once.
                 let opened = ConnectOptions::new()
                     .endpoints([format!("unix:{}", socket.display())])
+                    .bind_sessions(true)
                     .open_remote();
                 match opened {
                     Ok(r) => return Ok(Some(Tenure::over(Backend::Etcd(Box::new(r))))),
