@@ -289,6 +289,11 @@ impl Builder {
         self.shared
     }
 
+    /// The database file, if one was given.
+    pub(crate) fn file(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
     /// Opens the engine: recovers the file if there is one and starts its threads.
     pub(crate) fn open_engine(self) -> Result<Engine> {
         Engine::open_with(self)
