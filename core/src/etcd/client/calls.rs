@@ -1,5 +1,5 @@
 //! One call to the server: under the handle's deadline, retried with backoff while the server
-//! is unavailable if it is safe to repeat.
+//! is unreachable when that is safe (see `retry`).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -7,28 +7,15 @@ use std::time::{Duration, Instant};
 use etcd_client as etcd;
 
 use super::errors::{at_endpoints, map_err, unavailable};
+use super::retry::{unsent, worth_retrying, Backoff};
 use super::Remote;
 use crate::error::{Error, Result};
 use crate::types::LeaseId;
 
-/// Attempts of a repeatable call while the server is unavailable (within its deadline).
-const ATTEMPTS: u32 = 4;
-const FIRST_BACKOFF: Duration = Duration::from_millis(50);
-
-/// The pause before retrying a call whose attempt `attempt` (from 1) failed with `err`, with
-/// `left` of its deadline; `None`: give up with `err`. Only a repeatable call is retried, only
-/// while the server is unavailable, at most `ATTEMPTS` times, backing off from `FIRST_BACKOFF`
-/// by doubling, and only if the pause ends before the deadline.
-fn retry_pause(repeatable: bool, err: &Error, attempt: u32, left: Duration) -> Option<Duration> {
-    let pause = FIRST_BACKOFF.saturating_mul(1 << (attempt.clamp(1, 16) - 1));
-    let retry =
-        repeatable && matches!(err, Error::Unavailable(_)) && attempt < ATTEMPTS && left > pause;
-    retry.then_some(pause)
-}
-
 impl Remote {
     /// Runs one call under the deadline (at most `limit`), retrying while the server is
-    /// unavailable if `repeatable`.
+    /// unavailable if `repeatable`, or, whatever the call, while the request provably never
+    /// reached the server (SPEC P14).
     pub(super) fn call<T, F, Fut>(
         &self,
         repeatable: bool,
@@ -46,70 +33,40 @@ impl Remote {
         };
         let budget = limit.map_or(self.timeout, |l| l.min(self.timeout));
         let deadline = Instant::now() + budget;
-        let mut attempt = 1;
+        let mut backoff = Backoff::new();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let call = f(self.client.clone());
             let out = rt.block_on(async { tokio::time::timeout(left, call).await });
-            let err = match out {
+            let (err, never_sent) = match out {
                 Ok(Ok(v)) => return Ok(v),
-                Ok(Err(e)) => match map_err(e, lease) {
-                    e @ (Error::PermissionDenied(_) | Error::Unauthenticated(_)) => {
-                        at_endpoints(e, &self.endpoints.join(","))
-                    }
-                    e => e,
-                },
-                Err(_) => unavailable(format!(
-                    "no answer from {} within {budget:?}",
-                    self.endpoints.join(",")
-                )),
+                Ok(Err(e)) => {
+                    let never_sent = unsent(&e);
+                    let err = match map_err(e, lease) {
+                        e @ (Error::PermissionDenied(_) | Error::Unauthenticated(_)) => {
+                            at_endpoints(e, &self.endpoints.join(","))
+                        }
+                        e => e,
+                    };
+                    (err, never_sent)
+                }
+                Err(_) => (
+                    unavailable(format!(
+                        "no answer from {} within {budget:?}",
+                        self.endpoints.join(",")
+                    )),
+                    false,
+                ),
             };
+            if !worth_retrying(repeatable, never_sent, &err) || self.is_closed() {
+                return Err(err);
+            }
             let left = deadline.saturating_duration_since(Instant::now());
-            let Some(pause) = retry_pause(repeatable, &err, attempt, left) else {
+            let Some(pause) = backoff.pause(left) else {
                 return Err(err);
             };
             // A backoff, not a wait for an event: the server gives no sign that it is back.
             std::thread::sleep(pause);
-            attempt += 1;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const LONG: Duration = Duration::from_secs(5);
-
-    fn down() -> Error {
-        Error::Unavailable("no answer".into())
-    }
-
-    #[test]
-    fn a_repeatable_call_backs_off_by_doubling_up_to_its_attempts() {
-        let pauses: Vec<_> = (1..=ATTEMPTS)
-            .map(|a| retry_pause(true, &down(), a, LONG))
-            .collect();
-        assert_eq!(
-            pauses,
-            [
-                Some(FIRST_BACKOFF),
-                Some(FIRST_BACKOFF * 2),
-                Some(FIRST_BACKOFF * 4),
-                None
-            ]
-        );
-    }
-
-    #[test]
-    fn writes_refusals_and_a_spent_deadline_are_not_retried() {
-        assert_eq!(retry_pause(false, &down(), 1, LONG), None, "a write");
-        let refused = Error::PermissionDenied("no".into());
-        assert_eq!(retry_pause(true, &refused, 1, LONG), None, "an answer");
-        assert_eq!(
-            retry_pause(true, &down(), 1, FIRST_BACKOFF),
-            None,
-            "no time left"
-        );
     }
 }

@@ -107,8 +107,14 @@ impl Remote {
             .when(txn.compares.iter().map(compare).collect::<Vec<_>>())
             .and_then(txn.success.iter().map(txn_op).collect::<Vec<_>>())
             .or_else(txn.failure.iter().map(txn_op).collect::<Vec<_>>());
+        // A txn that writes nothing (reads under compares) is as safe to repeat as a range.
+        let reads_only = txn
+            .success
+            .iter()
+            .chain(&txn.failure)
+            .all(|op| matches!(op, Op::Get { .. } | Op::Range { .. }));
         let r = self
-            .call(false, None, None, |mut c| {
+            .call(reads_only, None, None, |mut c| {
                 let req = req.clone();
                 async move { c.txn(req).await }
             })

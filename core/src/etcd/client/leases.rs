@@ -45,7 +45,13 @@ impl Remote {
         let ttl = self.call(true, limit, Some(id), |mut c| async move {
             let (mut keeper, mut stream) = c.lease_keep_alive(id.get()).await?;
             keeper.keep_alive().await?;
-            Ok(stream.message().await?.map_or(0, |r| r.ttl()))
+            // A stream that ends unanswered is the server going away (retried), not a TTL 0.
+            match stream.message().await? {
+                Some(r) => Ok(r.ttl()),
+                None => Err(etcd::Error::LeaseKeepAliveError(
+                    "the keep-alive stream ended unanswered".into(),
+                )),
+            }
         })?;
         if ttl <= 0 {
             return Err(Error::LeaseNotFound(id));

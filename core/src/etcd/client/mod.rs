@@ -2,14 +2,16 @@
 //! `tenure serve` or an etcd cluster, through the `etcd-client` crate.
 //!
 //! Every call blocks the caller on a runtime this handle owns (one worker thread), under a
-//! deadline (`request_timeout`, default 5 s). Calls that are safe to repeat (reads, renew,
-//! revoke, time-to-live, watch creation) are retried with backoff while the server is
-//! unavailable, within that deadline; writes are not, since a lost reply may hide an applied
-//! write. The recipes need nothing more: the `Backend` seam runs over these calls.
+//! deadline (`request_timeout`, default 5 s). While the server is unreachable (a restart, a
+//! shared-mode takeover) a call waits with a short backoff within that deadline: any call whose
+//! request never reached the server, and calls that are safe to repeat (reads, renew, revoke,
+//! time-to-live, watch creation) whatever happened; a write whose answer was lost is not sent
+//! again, since it may have been applied. Watches resume by themselves where they were. The
+//! recipes need nothing more: the `Backend` seam runs over these calls.
 //!
 //! Files: `endpoints` (parsing), `credentials` (TLS and user), `errors` (etcd-client's errors
-//! through the one table), `convert` (etcd-client's types and tenure's), `calls` (deadlines,
-//! retries), `keys`, `leases`, `watch`, `diagnose` (why TLS refused a connection), `options` (ConnectOptions); this file:
+//! through the one table), `convert` (etcd-client's types and tenure's), `calls` (deadlines),
+//! `retry` (when a failed call is tried again), `keys`, `leases`, `watch`, `diagnose` (why TLS refused a connection), `options` (ConnectOptions); this file:
 //! the connection.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -28,6 +30,7 @@ mod errors;
 mod keys;
 mod leases;
 mod options;
+mod retry;
 mod watch;
 
 pub use self::credentials::Credentials;
