@@ -241,6 +241,14 @@ typedef struct tenure_options {
     // The time source: NULL (default) for the system clock, or a clock from
     // `tenure_clock_manual_new`. Borrowed: the engine takes its own reference.
     const struct tenure_clock *clock;
+    // Shared mode (default false): any number of processes of this user open the same path
+    // with `shared` true and see one database, no server to run. The first owns the file (the
+    // engine runs in it) and serves the others over a unix socket beside it; when it closes
+    // or dies another takes over and every process reconnects by itself. `tenure_stats.owner`
+    // says whether this process owns the file; in one that does not, engine-only calls
+    // (`tenure_expired_next`, `tenure_promote`, `tenure_demote`, `tenure_lease_checkpoint`)
+    // return `TENURE_ERR_UNSUPPORTED` naming the call. Needs a path.
+    bool shared;
 } tenure_options;
 
 // Options of `tenure_connect`. Zero-initialise; a field left 0 (or NULL) takes its default; a
@@ -549,7 +557,7 @@ extern "C" {
 
 // Fills `opts` with the defaults: immediate durability (flush interval 10 ms), wall recovery
 // (extend 0), min TTL 0, checkpoint interval 5000 ms, expired retry interval 3000 ms, primary,
-// auto revoke, watch history and queue 10000, system clock.
+// auto revoke, watch history and queue 10000, system clock, not shared.
 //
 // Errors: `TENURE_ERR_NULL_POINTER`.
 tenure_result tenure_options_init(struct tenure_options *opts);
@@ -559,7 +567,9 @@ tenure_result tenure_options_init(struct tenure_options *opts);
 // owned by the caller: release it with `tenure_close` (or `tenure_free`).
 //
 // Errors: `TENURE_ERR_NULL_POINTER` (`out`), `TENURE_ERR_INVALID_ARGUMENT` (path not UTF-8 or
-// empty, bad option), `TENURE_ERR_ALREADY_OPEN`, `TENURE_ERR_CORRUPT`, `TENURE_ERR_STORAGE`.
+// empty, bad option), `TENURE_ERR_ALREADY_OPEN` (the file is open elsewhere without `shared`;
+// the message names both ways to share it: `shared` and `tenure serve`), `TENURE_ERR_CORRUPT`,
+// `TENURE_ERR_STORAGE`.
 tenure_result tenure_open(const char *path, const struct tenure_options *opts, struct tenure **out);
 
 // Connects to an etcd v3 server — `tenure serve` or an etcd cluster — at `url`

@@ -279,6 +279,12 @@ class options {
         raw_.clock = c.get();
         return *this;
     }
+    // Shared mode: several processes open one file (tenure_options.shared); engine::stats()
+    // .owner says whether this process owns it.
+    options &shared(bool on) {
+        raw_.shared = on;
+        return *this;
+    }
     const tenure_options *get() const noexcept { return &raw_; }
 
   private:

@@ -80,6 +80,14 @@ pub struct tenure_options {
     /// The time source: NULL (default) for the system clock, or a clock from
     /// `tenure_clock_manual_new`. Borrowed: the engine takes its own reference.
     pub clock: *const tenure_clock,
+    /// Shared mode (default false): any number of processes of this user open the same path
+    /// with `shared` true and see one database, no server to run. The first owns the file (the
+    /// engine runs in it) and serves the others over a unix socket beside it; when it closes
+    /// or dies another takes over and every process reconnects by itself. `tenure_stats.owner`
+    /// says whether this process owns the file; in one that does not, engine-only calls
+    /// (`tenure_expired_next`, `tenure_promote`, `tenure_demote`, `tenure_lease_checkpoint`)
+    /// return `TENURE_ERR_UNSUPPORTED` naming the call. Needs a path.
+    pub shared: bool,
 }
 
 impl Default for tenure_options {
@@ -98,6 +106,7 @@ impl Default for tenure_options {
             watch_history: Builder::DEFAULT_WATCH_HISTORY,
             watch_queue: Builder::DEFAULT_WATCH_QUEUE,
             clock: std::ptr::null(),
+            shared: false,
         }
     }
 }
@@ -136,7 +145,8 @@ fn builder(path: Option<&str>, o: &tenure_options) -> Res<tenure_core::Builder> 
         .primary(o.primary)
         .auto_revoke(o.auto_revoke)
         .watch_history(o.watch_history)
-        .watch_queue(o.watch_queue);
+        .watch_queue(o.watch_queue)
+        .shared(o.shared);
     // SAFETY: the caller promises `clock` is NULL or a live clock.
     if let Some(c) = unsafe { o.clock.as_ref() } {
         b = b.clock(c.clock.clone() as Arc<dyn Clock>);
@@ -149,7 +159,7 @@ fn builder(path: Option<&str>, o: &tenure_options) -> Res<tenure_core::Builder> 
 
 /// Fills `opts` with the defaults: immediate durability (flush interval 10 ms), wall recovery
 /// (extend 0), min TTL 0, checkpoint interval 5000 ms, expired retry interval 3000 ms, primary,
-/// auto revoke, watch history and queue 10000, system clock.
+/// auto revoke, watch history and queue 10000, system clock, not shared.
 ///
 /// Errors: `TENURE_ERR_NULL_POINTER`.
 #[no_mangle]
@@ -166,7 +176,9 @@ pub unsafe extern "C" fn tenure_options_init(opts: *mut tenure_options) -> tenur
 /// owned by the caller: release it with `tenure_close` (or `tenure_free`).
 ///
 /// Errors: `TENURE_ERR_NULL_POINTER` (`out`), `TENURE_ERR_INVALID_ARGUMENT` (path not UTF-8 or
-/// empty, bad option), `TENURE_ERR_ALREADY_OPEN`, `TENURE_ERR_CORRUPT`, `TENURE_ERR_STORAGE`.
+/// empty, bad option), `TENURE_ERR_ALREADY_OPEN` (the file is open elsewhere without `shared`;
+/// the message names both ways to share it: `shared` and `tenure serve`), `TENURE_ERR_CORRUPT`,
+/// `TENURE_ERR_STORAGE`.
 #[no_mangle]
 pub unsafe extern "C" fn tenure_open(
     path: *const c_char,

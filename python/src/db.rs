@@ -55,9 +55,18 @@ fn recovery_arg(recovery: &str, extend: f64) -> PyResult<Recovery> {
 /// `clock`, a `tenure.ManualClock` for tests. Every interval and `extend` is at most
 /// `tenure.MAX_DURATION` seconds.
 ///
-/// Raises `tenure.AlreadyOpen` if this process has the file open already, `tenure.Corrupt` for
-/// a damaged file (never written), `tenure.StorageError` (an `OSError`) if it cannot be read or
-/// created, `tenure.InvalidArgument` for a bad option.
+/// `shared=True`: any number of processes of this user open the same file so and see one
+/// database (no server to run). The first one owns the file (the engine runs in it) and serves
+/// the others over a unix socket beside it; when the owner closes or dies another takes over
+/// and every process reconnects by itself. `stats()["owner"]` says whether this process owns
+/// the file; in one that does not, engine-only calls (`expired()`, `promote()`, `demote()`,
+/// `checkpoint()`) raise `tenure.Unsupported` naming the call.
+///
+/// Raises `tenure.AlreadyOpen` if the file is open already without `shared=True` (here, in
+/// another process or in `tenure serve`; the message names both ways to share it),
+/// `tenure.Corrupt` for a damaged file (never written), `tenure.StorageError` (an `OSError`) if
+/// it cannot be read or created, `tenure.InvalidArgument` for a bad option (`shared=True`
+/// without a path).
 #[pyfunction]
 ///
 /// The interval defaults are the core's (`tenure.DEFAULT_FLUSH_INTERVAL`,
@@ -67,7 +76,8 @@ fn recovery_arg(recovery: &str, extend: f64) -> PyResult<Recovery> {
     flush_interval=Builder::DEFAULT_FLUSH_INTERVAL.as_secs_f64(), recovery="wall", extend=0.0,
     min_ttl=0.0, checkpoint_interval=Builder::DEFAULT_CHECKPOINT_INTERVAL.as_secs_f64(),
     primary=true, auto_revoke=true,
-    expired_retry_interval=Builder::DEFAULT_EXPIRED_RETRY_INTERVAL.as_secs_f64(), clock=None
+    expired_retry_interval=Builder::DEFAULT_EXPIRED_RETRY_INTERVAL.as_secs_f64(), clock=None,
+    shared=false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn open(
@@ -83,6 +93,7 @@ pub(crate) fn open(
     auto_revoke: bool,
     #[pyo3(from_py_with = secs_arg)] expired_retry_interval: f64,
     clock: Option<PyRef<'_, PyManualClock>>,
+    shared: bool,
 ) -> PyResult<Py<PyTenure>> {
     let min_ttl = seconds(min_ttl, "min_ttl")?;
     let mut b = Tenure::builder()
@@ -92,7 +103,8 @@ pub(crate) fn open(
         .checkpoint_interval(seconds(checkpoint_interval, "checkpoint_interval")?)
         .expired_retry_interval(seconds(expired_retry_interval, "expired_retry_interval")?)
         .primary(primary)
-        .auto_revoke(auto_revoke);
+        .auto_revoke(auto_revoke)
+        .shared(shared);
     if let Some(p) = &path {
         b = b.path(p);
     }
@@ -587,8 +599,9 @@ impl PyTenure {
     }
 
     /// Counters and gauges: granted, revoked, renewed, expired, leases, keys, revision, commits,
-    /// fsyncs, expired_dropped, watchers, owner (a bool: whether this process drives the engine).
-    /// Still readable after close.
+    /// fsyncs, expired_dropped, watchers; and owner (a bool): whether this process runs the
+    /// engine (always in a plain `open`; in `shared=True` mode, whether it owns the file; never
+    /// over `connect`). Still readable after close.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let e = self.engine()?;
         let s = blocking(py, || Ok(e.stats()))?;

@@ -51,15 +51,65 @@ pub(crate) fn _close_all(py: Python<'_>) {
 }
 
 /// `os.register_at_fork(after_in_child=...)`: closes the child's copies of the descriptors of
-/// every database file open in the parent. Nothing of the engines is run.
+/// every database file open in the parent, and in shared mode of its ownership lock file
+/// (`<file>.lock`) and of the sockets bound to `<file>.sock` (the owner's listener and the
+/// connections it accepted): else the child would keep the parent's ownership, and its clients'
+/// connections, alive after the parent dies, and no other process could take over. Nothing of
+/// the engines is run.
 #[pyfunction]
 pub(crate) fn _after_fork_in_child(py: Python<'_>) {
     runtime::reset_attached_after_fork();
     let Ok(hs) = handles(py) else { return };
     let files: Vec<std::path::PathBuf> = hs.iter().filter_map(|h| h.get().file.clone()).collect();
-    if !files.is_empty() {
-        close_descriptors_of(&files);
+    if files.is_empty() {
+        return;
     }
+    // The socket's path as bound: from the path as given or from the canonical one.
+    let sockets: Vec<std::path::PathBuf> = hs
+        .iter()
+        .flat_map(|h| [h.get().path.clone(), h.get().file.clone()])
+        .flatten()
+        .map(|f| beside(&f, ".sock"))
+        .collect();
+    let mut targets: Vec<std::path::PathBuf> = files.iter().map(|f| beside(f, ".lock")).collect();
+    targets.extend(socket_inodes_bound_to(&sockets));
+    targets.extend(files);
+    close_descriptors_of(&targets);
+}
+
+/// `file` with `suffix` appended to its name (`app.tenure` → `app.tenure.lock`).
+fn beside(file: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(suffix);
+    name.into()
+}
+
+/// The `socket:[INODE]` link targets (as `/proc/self/fd` shows them) of the unix sockets bound
+/// to one of `paths`, from `/proc/net/unix` (a listener's accepted connections carry its path).
+#[cfg(target_os = "linux")]
+fn socket_inodes_bound_to(paths: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else {
+        return Vec::new();
+    };
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            // Num RefCount Protocol Flags Type St Inode [Path]
+            let mut fields = line.split_whitespace();
+            let inode = fields.nth(6)?;
+            let path = std::path::Path::new(fields.next()?);
+            paths
+                .iter()
+                .any(|p| p == path)
+                .then(|| format!("socket:[{inode}]").into())
+        })
+        .collect()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn socket_inodes_bound_to(_paths: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    Vec::new()
 }
 
 #[cfg(target_os = "linux")]

@@ -106,6 +106,7 @@ def open(
     auto_revoke: bool = True,
     expired_retry_interval: float = ...,
     clock: ManualClock | None = None,
+    shared: bool = False,
 ) -> Tenure: ...
 def connect(
     url: str,

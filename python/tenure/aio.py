@@ -639,8 +639,14 @@ def open(*args: Any, **options: Any) -> Tenure:
     """Opens an engine for asyncio with the options of ``tenure.open`` (times in seconds);
     ``async with`` closes it. Opening reads the file once (no wait). Raises as ``tenure.open``:
     ``tenure.AlreadyOpen``, ``tenure.Corrupt``, ``tenure.StorageError``,
-    ``tenure.InvalidArgument``."""
-    return Tenure(_tenure.open(*args, **options))
+    ``tenure.InvalidArgument``.
+
+    ``shared=True``: several processes open the file so (see ``tenure.open``). In a process
+    that does not own the file every call is a round trip over the owner's socket, so each,
+    reads included, runs on the loop's default executor, as over ``connect``; the open itself
+    connects at once (the owner is up), or waits briefly while the owner starts."""
+    sync = _tenure.open(*args, **options)
+    return Tenure(sync, remote=bool(options.get("shared")) and not sync.stats()["owner"])
 
 
 @_options_of(_tenure.connect)

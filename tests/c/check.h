@@ -107,5 +107,8 @@ void backup_tests(void);
 void queue_tests(void);
 void barrier_tests(void);
 void group_tests(void);
+/* Several processes on one file (SPEC P18-P21); the entry of its child processes. */
+void shared_tests(void);
+int shared_child_main(int argc, char **argv);
 
 #endif

@@ -64,7 +64,9 @@ static void remove_dir(void) {
     rmdir(dir);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    /* test_shared.c starts this binary again as its other processes. */
+    if (argc > 1 && strcmp(argv[1], "--shared-child") == 0) return shared_child_main(argc, argv);
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/tenure-c-XXXXXX", tmp != NULL && *tmp ? tmp : "/tmp");
     if (mkdtemp(dir) == NULL) {
@@ -88,6 +90,7 @@ int main(void) {
     queue_tests();
     barrier_tests();
     group_tests();
+    shared_tests();
     remove_dir();
     printf("(%ld checks)\n", atomic_load(&check_count));
     printf("C tests: %d passed, %d failed\n", passed, failed);
