@@ -293,6 +293,10 @@ typedef struct tenure_stats {
     uint64_t expired_dropped;
     // Watchers currently registered.
     uint64_t watchers;
+    // Whether this handle drives the engine itself: true for an embedded engine (and the
+    // owner in shared mode, SPEC P), false over `connect` and in a shared-mode process that
+    // does not own the file.
+    bool owner;
 } tenure_stats;
 
 // Options of `tenure_range_with`. Zero-initialise (`tenure_range_options o = {0};`); a field

@@ -76,8 +76,12 @@ fn lease_id(id: impl Into<LeaseId>) -> LeaseId {
 }
 
 impl Builder {
-    /// Opens the engine: recovers the file if there is one and starts its threads.
+    /// Opens the engine: recovers the file if there is one and starts its threads. With
+    /// [`shared`](Builder::shared): owns the file or reaches its owner (SPEC P).
     pub fn open(self) -> Result<Tenure> {
+        if self.is_shared() {
+            return Err(Error::Unsupported("shared mode: not built yet".into()));
+        }
         Ok(Tenure::over(Backend::Engine(self.open_engine()?)))
     }
 }

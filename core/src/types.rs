@@ -191,6 +191,10 @@ pub struct Stats {
     pub expired_dropped: u64,
     /// Watchers currently registered.
     pub watchers: u64,
+    /// Whether this handle drives the engine itself: true for an embedded engine (and the
+    /// owner in shared mode, SPEC P), false over `connect` and in a shared-mode process that
+    /// does not own the file.
+    pub owner: bool,
 }
 
 /// What [`Tenure::snapshot`](crate::Tenure::snapshot) wrote (SPEC D8).

@@ -587,7 +587,8 @@ impl PyTenure {
     }
 
     /// Counters and gauges: granted, revoked, renewed, expired, leases, keys, revision, commits,
-    /// fsyncs, expired_dropped, watchers. Still readable after close.
+    /// fsyncs, expired_dropped, watchers, owner (a bool: whether this process drives the engine).
+    /// Still readable after close.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let e = self.engine()?;
         let s = blocking(py, || Ok(e.stats()))?;
@@ -603,6 +604,7 @@ impl PyTenure {
         d.set_item("fsyncs", s.fsyncs)?;
         d.set_item("expired_dropped", s.expired_dropped)?;
         d.set_item("watchers", s.watchers)?;
+        d.set_item("owner", s.owner)?;
         Ok(d)
     }
 

@@ -50,6 +50,7 @@ pub struct Builder {
     auto_compaction: AutoCompaction,
     quota: Option<u64>,
     member: u64,
+    shared: bool,
 }
 
 impl std::fmt::Debug for Builder {
@@ -60,6 +61,7 @@ impl std::fmt::Debug for Builder {
             .field("recovery", &self.recovery)
             .field("primary", &self.primary)
             .field("auto_revoke", &self.auto_revoke)
+            .field("shared", &self.shared)
             .finish_non_exhaustive()
     }
 }
@@ -105,6 +107,7 @@ impl Default for Builder {
             auto_compaction: AutoCompaction::DEFAULT,
             quota: None,
             member: 0,
+            shared: false,
         }
     }
 }
@@ -266,6 +269,24 @@ impl Builder {
     pub fn member_id(mut self, id: u64) -> Builder {
         self.member = id;
         self
+    }
+
+    /// Shared mode (issue 25, SPEC P): any number of processes of this user on this host open
+    /// the same path with `shared(true)`, and all see one database. The first to open owns the
+    /// file (the engine runs in it, at embedded speed) and serves the others over a unix socket
+    /// beside the file (`PATH.sock`, mode 0600); the others are handles over that socket, as
+    /// [`connect`](crate::Tenure::connect) gives (engine-only calls are `Unsupported` there;
+    /// [`Stats::owner`](crate::Stats::owner) says which one this is). When the owner closes or
+    /// dies, one of the others takes over. Needs a path and the feature `serve`. Default: off
+    /// (a second process's open is `AlreadyOpen`).
+    pub fn shared(mut self, shared: bool) -> Builder {
+        self.shared = shared;
+        self
+    }
+
+    /// Whether [`shared`](Builder::shared) was asked for.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.shared
     }
 
     /// Opens the engine: recovers the file if there is one and starts its threads.

@@ -641,6 +641,7 @@ impl Engine {
             fsyncs: s.syncs.as_ref().map_or(0, |(c, base)| c.get() - base),
             expired_dropped: s.expired_dropped.load(Ordering::Relaxed),
             watchers: s.hub.lock().watcher_count() as u64,
+            owner: true,
         }
     }
 
