@@ -27,7 +27,7 @@
 //!
 //! Output: one `shared ...` line per figure (p50/p99/max in µs).
 //!
-//! `cargo build --profile profiling -p tenure-bench -p tenure-server &&
+//! `cargo build --profile profiling -p tenure-bench -p tenure-server --features tenure-bench/shared &&
 //!  target/profiling/shared --owner shared --python build/bench-shared/bin/python`
 
 use std::collections::HashMap;
@@ -130,16 +130,19 @@ fn open_tenure(url: &str) -> tenure::Result<Tenure> {
     }
 }
 
-/// Shared mode (h-owner's `Builder::shared`), durable writes as `tenure serve`'s default.
-fn open_shared(_path: &Path) -> tenure::Result<Tenure> {
-    Err(tenure::Error::Unsupported(
-        "shared mode is not on this branch yet: run with --owner serve".into(),
-    ))
+/// Shared mode, durable writes (as `tenure serve`'s default).
+fn open_shared(path: &Path) -> tenure::Result<Tenure> {
+    Tenure::builder()
+        .path(path)
+        .durability(Durability::Immediate)
+        .shared(true)
+        .open()
 }
 
-/// Whether this process owns the file (shared mode's `stats()`); a client never does.
-fn owns(_db: &Tenure) -> bool {
-    false
+/// Whether this process owns the file (`stats().owner`; an embedded engine always does, a
+/// client of `tenure serve` never).
+fn owns(db: &Tenure) -> bool {
+    db.stats().owner
 }
 
 fn session(db: &Tenure) -> Session {
@@ -198,10 +201,7 @@ fn peer(args: &Args) {
         let mut c = rt
             .block_on(etcd_client::Client::connect([etcd], None))
             .expect("etcd");
-        let lease = rt
-            .block_on(c.lease_grant(300, None))
-            .expect("lease")
-            .id();
+        let lease = rt.block_on(c.lease_grant(300, None)).expect("lease").id();
         let opts = || Some(etcd_client::LockOptions::new().with_lease(lease));
         let mut held = None;
         if p == 0 {
@@ -283,7 +283,10 @@ fn rt(args: &Args) {
     for line in std::io::stdin().lock().lines() {
         let line = line.expect("stdin");
         let mut w = line.split_whitespace();
-        let (kind, n) = (w.next().unwrap_or(""), w.next().and_then(|n| n.parse().ok()));
+        let (kind, n) = (
+            w.next().unwrap_or(""),
+            w.next().and_then(|n| n.parse().ok()),
+        );
         let Some(n) = n else { break };
         let mut lat = Vec::with_capacity(n);
         for _ in 0..n {
@@ -293,7 +296,11 @@ fn rt(args: &Args) {
                     db.put(format!("rt/{}/{}", std::process::id(), i % 64), value, None)
                         .expect("put");
                 }
-                _ => m.lock(Duration::from_secs(10)).expect("lock").unlock().expect("unlock"),
+                _ => m
+                    .lock(Duration::from_secs(10))
+                    .expect("lock")
+                    .unlock()
+                    .expect("unlock"),
             }
             lat.push(t.elapsed().as_nanos().to_string());
             i += 1;
@@ -488,9 +495,24 @@ impl Etcd {
         let child = Command::new(bin)
             .args(["--name", "b", "--data-dir"])
             .arg(dir.join("etcd"))
-            .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
-            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &format!("b={peer}"), "--log-level", "error"])
+            .args([
+                "--listen-client-urls",
+                &url,
+                "--advertise-client-urls",
+                &url,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .args([
+                "--initial-cluster",
+                &format!("b={peer}"),
+                "--log-level",
+                "error",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
