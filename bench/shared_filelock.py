@@ -12,7 +12,8 @@ with the acquisition that follows it:
   polling phase is random against the release, as between independent processes), records t0
   and releases.
 
-t0 and t1 are CLOCK_MONOTONIC (system-wide), printed as `rel K NS` / `acq K NS` at the end.
+t0 and t1 are CLOCK_MONOTONIC (system-wide), printed as `rel K NS` / `acq K NS` at the end,
+with `done K NS` when the release call returned.
 """
 
 import argparse
@@ -47,7 +48,7 @@ def main() -> None:
         if got != expected:
             raise SystemExit(f"filelock peer {a.parity}: expected {expected!r}, got {got!r}")
 
-    acq, rel = [], []
+    acq, rel, done = [], [], []
     if a.parity == 0:
         lock.acquire()
         os.write(fout, b"A")
@@ -63,12 +64,15 @@ def main() -> None:
             time.sleep(rng.uniform(a.hold_min_us, a.hold_max_us) / 1e6)
             rel.append((k, now()))
             lock.release()
+            done.append((k, now()))
     if lock.is_locked:
         lock.release()
     for k, t in acq:
         print(f"acq {k} {t}")
     for k, t in rel:
         print(f"rel {k} {t}")
+    for k, t in done:
+        print(f"done {k} {t}")
 
 
 if __name__ == "__main__":

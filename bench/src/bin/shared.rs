@@ -80,6 +80,10 @@ struct Args {
     /// etcd's binary for the hand-off on a real etcd; `none` skips it.
     #[arg(long, default_value = "etcd")]
     etcd: String,
+    /// `tenure serve --durability` under `--owner serve` (`buffered:100ms` shows what the
+    /// hand-off costs without the disk's sync).
+    #[arg(long, default_value = "immediate")]
+    serve_durability: String,
     /// `tenure` (tenure-server's binary) for `--owner serve` [default: beside this binary].
     #[arg(long)]
     tenure_bin: Option<PathBuf>,
@@ -191,7 +195,8 @@ fn peer(args: &Args) {
     };
     let mut rng = StdRng::seed_from_u64(args.seed * 2 + args.parity);
     let mut hold = || Duration::from_micros(rng.random_range(args.hold_min_us..=args.hold_max_us));
-    let (mut acq, mut rel) = (Vec::new(), Vec::new());
+    // Acquired (t1), releasing (t0), and the release call's return.
+    let (mut acq, mut rel, mut done) = (Vec::new(), Vec::new(), Vec::new());
     let p = args.parity;
     if let Some(etcd) = url.strip_prefix("etcd:") {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -227,6 +232,7 @@ fn peer(args: &Args) {
                 let key = held.take().expect("held");
                 rel.push((k, now_ns()));
                 rt.block_on(c.unlock(key)).expect("unlock");
+                done.push((k, now_ns()));
             }
         }
         if let Some(key) = held {
@@ -256,6 +262,7 @@ fn peer(args: &Args) {
                 let g = held.take().expect("held");
                 rel.push((k, now_ns()));
                 g.unlock().expect("unlock");
+                done.push((k, now_ns()));
             }
         }
         if let Some(g) = held {
@@ -269,6 +276,9 @@ fn peer(args: &Args) {
     }
     for (k, t) in rel {
         writeln!(out, "rel {k} {t}").expect("stdout");
+    }
+    for (k, t) in done {
+        writeln!(out, "done {k} {t}").expect("stdout");
     }
 }
 
@@ -434,13 +444,13 @@ struct Serve {
 }
 
 impl Serve {
-    fn start(bin: &Path, file: &Path, sock: &Path) -> Serve {
+    fn start(bin: &Path, file: &Path, sock: &Path, durability: &str) -> Serve {
         let child = Command::new(bin)
             .arg("serve")
             .arg(file)
             .arg("--listen")
             .arg(format!("unix:{}", sock.display()))
-            .args(["--durability", "immediate", "--log-level", "error"])
+            .args(["--durability", durability, "--log-level", "error"])
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -562,20 +572,20 @@ fn load() -> String {
 }
 
 /// Runs one hand-off pair (`spawn(parity, fifo_in, fifo_out)` starts a peer) and pairs each
-/// release with the acquisition after it.
+/// release with the acquisition after it: the hand-offs, and how long each release call took.
 fn handoff_pair(
     args: &Args,
     dir: &Path,
     label: &str,
     spawn: impl Fn(u64, &Path, &Path) -> Child,
-) -> Option<Vec<Duration>> {
+) -> Option<(Vec<Duration>, Vec<Duration>)> {
     let f01 = dir.join(format!("{label}-0to1"));
     let f10 = dir.join(format!("{label}-1to0"));
     mkfifo(&f01);
     mkfifo(&f10);
     let started = Instant::now();
     let children = [spawn(0, &f10, &f01), spawn(1, &f01, &f10)];
-    let (mut acq, mut rel) = (HashMap::new(), HashMap::new());
+    let (mut acq, mut rel, mut done) = (HashMap::new(), HashMap::new(), HashMap::new());
     let mut failed = false;
     for c in children {
         let out = c.wait_with_output().expect("peer");
@@ -586,7 +596,8 @@ fn handoff_pair(
                 let (k, t): (u64, u64) = (k.parse().expect("k"), t.parse().expect("t"));
                 match kind {
                     "acq" => acq.insert(k, t),
-                    _ => rel.insert(k, t),
+                    "rel" => rel.insert(k, t),
+                    _ => done.insert(k, t),
                 };
             }
         }
@@ -595,11 +606,22 @@ fn handoff_pair(
         eprintln!("shared handoff {label}: a peer failed");
         return None;
     }
-    let lat: Vec<Duration> = (1..=args.handoffs as u64)
-        .map(|k| Duration::from_nanos(acq[&k].saturating_sub(rel[&k])))
-        .collect();
+    let since = |m: &HashMap<u64, u64>| -> Vec<Duration> {
+        (1..=args.handoffs as u64)
+            .filter_map(|k| Some(Duration::from_nanos(m.get(&k)?.saturating_sub(rel[&k]))))
+            .collect()
+    };
     eprintln!("{label}: {:.1} s", started.elapsed().as_secs_f64());
-    Some(lat)
+    Some((since(&acq), since(&done)))
+}
+
+/// Reports a hand-off and, beside it, its release calls; the hand-off's p50.
+fn report_handoff(system: &str, (lat, release): (Vec<Duration>, Vec<Duration>)) -> Duration {
+    let p50 = report(&format!("handoff system={system}"), lat);
+    if !release.is_empty() {
+        report(&format!("handoff_release_call system={system}"), release);
+    }
+    p50
 }
 
 fn report(line: &str, mut lat: Vec<Duration>) -> Duration {
@@ -668,11 +690,11 @@ fn parent(args: &Args) {
         if serve {
             let file = dir.join("handoff.tenure");
             let sock = dir.join("handoff.sock");
-            let s = Serve::start(&tenure_bin, &file, &sock);
+            let s = Serve::start(&tenure_bin, &file, &sock, &args.serve_durability);
             let url = format!("unix:{}", sock.display());
             Serve::wait_up(&url);
             if let Some(lat) = handoff_pair(args, dir, "serve", rust_peer(url)) {
-                tenure_p50 = Some(report("handoff system=tenure-serve-clients", lat));
+                tenure_p50 = Some(report_handoff("tenure-serve-clients", lat));
             }
             s.stop();
         } else {
@@ -680,7 +702,7 @@ fn parent(args: &Args) {
             let url = format!("shared:{}", file.display());
             // Owner ↔ non-owner: the first peer opens first and owns the file.
             if let Some(lat) = handoff_pair(args, dir, "owner", rust_peer(url.clone())) {
-                tenure_p50 = Some(report("handoff system=tenure-owner-nonowner", lat));
+                tenure_p50 = Some(report_handoff("tenure-owner-nonowner", lat));
             }
             // Two non-owners beside an idle owner.
             let file2 = dir.join("handoff2.tenure");
@@ -689,7 +711,7 @@ fn parent(args: &Args) {
             let ready = owner.line();
             assert!(ready.starts_with("ready"), "idle owner: {ready}");
             if let Some(lat) = handoff_pair(args, dir, "nonowners", rust_peer(url2)) {
-                report("handoff system=tenure-nonowner-nonowner", lat);
+                report_handoff("tenure-nonowner-nonowner", lat);
             }
             owner.finish();
         }
@@ -707,7 +729,7 @@ fn parent(args: &Args) {
                     .expect("spawn the filelock peer")
             };
             if let Some(lat) = handoff_pair(args, dir, "filelock", spawn) {
-                let p50 = report("handoff system=filelock", lat);
+                let p50 = report_handoff("filelock", lat);
                 if let Some(t) = tenure_p50 {
                     println!(
                         "shared handoff filelock_p50/tenure_p50={:.1}",
@@ -721,7 +743,7 @@ fn parent(args: &Args) {
                 Some(e) => {
                     let url = format!("etcd:{}", e.url);
                     if let Some(lat) = handoff_pair(args, dir, "etcd", rust_peer(url)) {
-                        report("handoff system=etcd-lock-service", lat);
+                        report_handoff("etcd-lock-service", lat);
                     }
                 }
                 None => eprintln!("shared: etcd not started ({}); skipped", args.etcd),
@@ -743,7 +765,12 @@ fn roundtrip(args: &Args, dir: &Path, serve: bool, tenure_bin: &Path) {
     let mut server = None;
     let (owner_url, other_url) = if serve {
         let sock = dir.join("rt.sock");
-        server = Some(Serve::start(tenure_bin, &file, &sock));
+        server = Some(Serve::start(
+            tenure_bin,
+            &file,
+            &sock,
+            &args.serve_durability,
+        ));
         let url = format!("unix:{}", sock.display());
         Serve::wait_up(&url);
         (format!("file:{}", dir.join("rt-own.tenure").display()), url)
@@ -802,7 +829,12 @@ fn takeover(args: &Args, dir: &Path, serve: bool, tenure_bin: &Path) {
     let sock = dir.join("takeover.sock");
     let mut server = None;
     let url = if serve {
-        server = Some(Serve::start(tenure_bin, &file, &sock));
+        server = Some(Serve::start(
+            tenure_bin,
+            &file,
+            &sock,
+            &args.serve_durability,
+        ));
         let url = format!("unix:{}", sock.display());
         Serve::wait_up(&url);
         url
@@ -851,7 +883,12 @@ fn takeover(args: &Args, dir: &Path, serve: bool, tenure_bin: &Path) {
         let t_dead = now_ns();
         if serve {
             // The stand-in's takeover: the server restarts (recovery as on any reopen).
-            server = Some(Serve::start(tenure_bin, &file, &sock));
+            server = Some(Serve::start(
+                tenure_bin,
+                &file,
+                &sock,
+                &args.serve_durability,
+            ));
         }
         let dead = owner_index.map(|i| members.remove(i));
         let mut worst = 0;
