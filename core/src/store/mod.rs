@@ -67,7 +67,7 @@ pub(crate) use history::Progress;
 use history::{Recorder, HISTORY_ROWS};
 pub(crate) use in_place::{copy_in_place, range_at_in_place, read_in_place};
 use open::{open_error, replay};
-use seal::{meta_intact, seal, unseal, write_meta, Digest};
+use seal::{meta_crc_except, meta_intact, seal, unseal, write_meta, Digest};
 pub(crate) use snapshot::{kv_hash, View};
 
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
@@ -158,7 +158,10 @@ pub(crate) const LOG_ROWS: [&str; 2] = ["log_id", "log_applied"];
 
 /// The meta row of a file whose last commit was an engine's clean close (SPEC K15): written by
 /// that commit, removed by the next open's first commit, so that it is present only while
-/// nothing has written the file since. A copy of the file leaves it out (it is the source's).
+/// nothing has written the file since. Its value is the checksum of every other meta row then
+/// (`meta_crc_except`), so a commit by a build that does not know the row (every commit writes
+/// a meta row: a new log id, the revision, a digest) leaves it stale, not believed. A copy of
+/// the file leaves it out (it is the source's).
 pub(crate) const CLOSED_ROW: &str = "closed";
 
 /// Where the database stands with respect to its write-ahead log (meta rows `log_id`,
@@ -200,7 +203,13 @@ fn log_rows(meta: &impl ReadableTable<&'static str, i64>, path: &Path) -> Result
     };
     let applied = row("log_applied")?.unwrap_or(0);
     let id = row("log_id")?;
-    let closed = row(CLOSED_ROW)?.is_some();
+    let closed = match row(CLOSED_ROW)? {
+        Some(mark) => {
+            mark == meta_crc_except(meta, CLOSED_ROW)
+                .map_err(|e| corrupt_at(path, e.to_string()))?
+        }
+        None => false,
+    };
     if applied < 0 || id.is_some_and(|i| i < 0) {
         return Err(corrupt_at(
             path,
@@ -571,7 +580,8 @@ impl Store {
                 let mut meta = tx.open_table(META).map_err(storage)?;
                 meta.insert("format", FORMAT_VERSION).map_err(storage)?;
                 if closed {
-                    meta.insert(CLOSED_ROW, 1).map_err(storage)?;
+                    let others = meta_crc_except(&meta, CLOSED_ROW).map_err(storage)?;
+                    meta.insert(CLOSED_ROW, others).map_err(storage)?;
                 }
                 write_meta(&mut meta, &[]).map_err(storage)?;
             }

@@ -426,6 +426,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
+    use super::super::seal::meta_crc_except;
     use super::*;
     use crate::{Error, Tenure};
     use redb::ReadableDatabase;
@@ -445,13 +446,14 @@ mod tests {
         (path, first)
     }
 
-    /// The clean-close mark of a closed file, read with redb itself.
-    fn mark_of(path: &Path) -> Option<i64> {
+    /// Whether a closed file carries a clean-close mark that vouches for its meta rows, read
+    /// with redb itself.
+    fn marked(path: &Path) -> bool {
         let raw = redb::Database::open(path).unwrap();
         let tx = raw.begin_read().unwrap();
         let meta = tx.open_table(META).unwrap();
         let mark = meta.get(CLOSED_ROW).unwrap().map(|v| v.value());
-        mark
+        mark == Some(meta_crc_except(&meta, CLOSED_ROW).unwrap())
     }
 
     /// Flips a bit in every copy of `needle` in the file (the live history row among them).
@@ -473,40 +475,55 @@ mod tests {
         for log in [true, false] {
             let dir = tempfile::tempdir().unwrap();
             let (path, _) = closed_file(dir.path(), log, b"old");
-            assert_eq!(mark_of(&path), Some(1), "log {log}: closed cleanly");
+            assert!(marked(&path), "log {log}: closed cleanly");
             // Opened, then left without a close (as a killed process leaves it): the open's
             // own commit removed the mark, so the next open checks every page.
             let opened = Store::open(&path, None, log, wal::REGION).unwrap();
             drop(opened);
-            assert_eq!(mark_of(&path), None, "log {log}: written since the mark");
+            assert!(!marked(&path), "log {log}: written since the mark");
             Tenure::open(&path).unwrap().close().unwrap();
-            assert_eq!(mark_of(&path), Some(1), "log {log}: closed cleanly again");
+            assert!(marked(&path), "log {log}: closed cleanly again");
         }
     }
 
     #[test]
     fn k15_a_damaged_history_page_is_caught_at_open_unless_closed_cleanly_then_at_the_read() {
         let old = b"an-old-value-only-the-history-holds";
-        // Not closed cleanly (no mark): redb's check of every page refuses it, untouched.
-        let dir = tempfile::tempdir().unwrap();
-        let (path, _) = closed_file(dir.path(), true, old);
-        {
-            let raw = redb::Database::open(&path).unwrap();
-            let tx = raw.begin_write().unwrap();
-            {
-                let mut meta = tx.open_table(META).unwrap();
+        // Not closed cleanly (no mark), or written since by a build that does not know the
+        // mark (its open's new log id): redb's check of every page refuses it, untouched.
+        type Edit = fn(&mut redb::Table<&str, i64>);
+        let edits: [(&str, Edit); 2] = [
+            ("no mark", |meta| {
                 meta.remove(CLOSED_ROW).unwrap();
-                write_meta(&mut meta, &[]).unwrap();
+            }),
+            ("a stale mark", |meta| {
+                meta.insert("log_id", 12345).unwrap();
+            }),
+        ];
+        for (what, edit) in edits {
+            let dir = tempfile::tempdir().unwrap();
+            let (path, _) = closed_file(dir.path(), true, old);
+            {
+                let raw = redb::Database::open(&path).unwrap();
+                let tx = raw.begin_write().unwrap();
+                {
+                    let mut meta = tx.open_table(META).unwrap();
+                    edit(&mut meta);
+                    write_meta(&mut meta, &[]).unwrap();
+                }
+                tx.commit().unwrap();
             }
-            tx.commit().unwrap();
+            damage_every(&path, old);
+            let before = std::fs::read(&path).unwrap();
+            match Tenure::open(&path) {
+                Err(Error::Corrupt { .. }) => {}
+                other => panic!("{what}: expected Corrupt, got {other:?}"),
+            }
+            assert!(
+                std::fs::read(&path).unwrap() == before,
+                "{what}: left untouched"
+            );
         }
-        damage_every(&path, old);
-        let before = std::fs::read(&path).unwrap();
-        match Tenure::open(&path) {
-            Err(Error::Corrupt { .. }) => {}
-            other => panic!("expected Corrupt, got {other:?}"),
-        }
-        assert!(std::fs::read(&path).unwrap() == before, "left untouched");
         // Closed cleanly: the open reads only the rows it loads, all intact; the damaged
         // history row is refused when it is read, never returned as data (D5a).
         let dir = tempfile::tempdir().unwrap();
