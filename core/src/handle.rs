@@ -542,6 +542,32 @@ impl Tenure {
         self.engine("try_execute_read")?.try_execute_read(op)
     }
 
+    /// [`execute`](Tenure::execute) without holding a thread for the commit: applies a request
+    /// whose work is bounded ([`RequestOp::is_bounded`]) and returns at once; its answer is
+    /// given by awaiting [`Applied::durable`](crate::Applied::durable), which the end of the
+    /// commit that covers it completes (SPEC E22). `Ok(None)` for a request that must run on a
+    /// thread (unbounded, or reading at a revision): use [`execute`](Tenure::execute) there.
+    /// Engine-only. Feature `serve`.
+    #[cfg(feature = "serve")]
+    pub fn execute_applied(
+        &self,
+        op: &RequestOp,
+    ) -> Result<Option<crate::engine::Applied<Outcome>>> {
+        self.engine("execute_applied")?.execute_applied(op)
+    }
+
+    /// [`grant_lease`](Tenure::grant_lease) without holding a thread for the commit, as
+    /// [`execute_applied`](Tenure::execute_applied): the lease's ID and the revision at the
+    /// grant, once durable. Engine-only. Feature `serve`.
+    #[cfg(feature = "serve")]
+    pub fn grant_applied(
+        &self,
+        id: Option<LeaseId>,
+        ttl: Duration,
+    ) -> Result<crate::engine::Applied<(LeaseId, i64)>> {
+        Ok(self.engine("grant_applied")?.grant_applied(id, ttl))
+    }
+
     /// Returns once the last compaction is carried out on the file (its rows removed; etcd's
     /// `physical` Compact), instead of in the background (SPEC K10). Engine-only.
     pub fn wait_compacted(&self) -> Result<()> {

@@ -46,6 +46,8 @@ mod wait;
 
 pub use crate::alarms::{Alarm, AlarmKind};
 pub use crate::clock::{Clock, ManualClock, SystemClock, Waker};
+#[cfg(feature = "serve")]
+pub use crate::engine::Applied;
 pub use crate::engine::Builder;
 pub use crate::error::{Error, ErrorCode, Result};
 #[cfg(feature = "remote")]

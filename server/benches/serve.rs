@@ -9,6 +9,9 @@
 //! (one stream per client), and watch delivery latency (every client watches a prefix; one
 //! writer puts; latency from just before the put to each watcher's receipt).
 //!
+//! `BENCH_ONLY=put+lease,txn` runs only those workloads. `TENURE_BEFORE=PATH` adds another build of `tenure` (a before/after comparison in one run,
+//! each point measured on this build, that one, then etcd).
+//!
 //! `cargo bench -p tenure-server --bench serve` runs it all; without `--bench` (as `cargo test
 //! --all-targets` runs it) it only smoke-tests tenure briefly. `BENCH_SECS` sets the time per
 //! point (default 2), `ETCD=0` skips etcd.
@@ -201,6 +204,8 @@ async fn run_all(urls: &[&str], secs: f64, levels: &[usize]) -> Vec<(String, usi
     for url in urls {
         closed_loop(url, 16, Work::PutLease, secs / 2.0).await;
     }
+    // `BENCH_ONLY=put+lease,watch`: only those workloads (to profile one).
+    let only = std::env::var("BENCH_ONLY").ok();
     let mut out = Vec::new();
     for (name, work) in [
         ("put+lease", Some(Work::PutLease)),
@@ -209,6 +214,12 @@ async fn run_all(urls: &[&str], secs: f64, levels: &[usize]) -> Vec<(String, usi
         ("keepalive", Some(Work::KeepAlive)),
         ("watch", None),
     ] {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.split(',').any(|w| w == name))
+        {
+            continue;
+        }
         for &n in levels {
             out.push((name.to_string(), n, point(urls, name, work, n, secs).await));
         }
@@ -236,6 +247,13 @@ fn main() {
     rt.block_on(async {
         let tenure = Server::start(&dir.path().join("db.tenure"), &[]);
         let t_url = tenure.url();
+        // Another build of `tenure` (`TENURE_BEFORE=path`), measured in the same run, each
+        // point right after this build's.
+        let before = std::env::var("TENURE_BEFORE")
+            .ok()
+            .filter(|_| bench)
+            .map(|bin| Server::start_bin(&bin, &dir.path().join("before.tenure"), "127.0.0.1:0", &[]));
+        let b_url = before.as_ref().map(Server::url);
         let installed = std::process::Command::new("etcd")
             .arg("--version")
             .output()
@@ -246,10 +264,25 @@ fn main() {
         }
         let e_url = etcd.as_ref().map(Etcd::url);
         let mut urls = vec![t_url.as_str()];
+        urls.extend(b_url.as_deref());
         urls.extend(e_url.as_deref());
-        eprintln!("tenure serve (durability immediate) at {t_url}; etcd: {:?}", urls.get(1));
+        eprintln!("tenure serve (durability immediate) at {t_url}; before: {b_url:?}; etcd: {e_url:?}");
         let results = run_all(&urls, secs, levels).await;
-        if urls.len() < 2 {
+        if e_url.is_none() {
+            return;
+        }
+        if b_url.is_some() {
+            println!("| workload | clients | tenure ops/s | before ops/s | etcd ops/s | ratio | before's ratio | tenure p50 µs | before p50 µs | etcd p50 µs | tenure p99 µs | before p99 µs | etcd p99 µs |");
+            println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            for (name, n, p) in &results {
+                let (t, b, e) = (p[0], p[1], p[2]);
+                let ratio = |x: Point| x.ops_per_sec / e.ops_per_sec.max(1e-9);
+                println!(
+                    "| {name} | {n} | {:.0} | {:.0} | {:.0} | {:.2}x | {:.2}x | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+                    t.ops_per_sec, b.ops_per_sec, e.ops_per_sec, ratio(t), ratio(b),
+                    t.p50_us, b.p50_us, e.p50_us, t.p99_us, b.p99_us, e.p99_us
+                );
+            }
             return;
         }
         println!("| workload | clients | tenure ops/s | etcd ops/s | ratio | tenure p99 µs | etcd p99 µs |");

@@ -3,8 +3,9 @@
 //! long-lived streams, lets in-flight requests finish, checkpoints and closes. SIGHUP reloads
 //! the certificates.
 //!
-//! Threads: a multi-threaded tokio runtime for gRPC; engine calls that may wait for a commit run
-//! on its blocking pool; one wait-pool thread for every pending Lock and Campaign and every
+//! Threads: a multi-threaded tokio runtime for gRPC; bounded requests are applied on its
+//! workers and await their commit there without a thread (SPEC E22), other engine calls that
+//! may wait for a commit run on its blocking pool; one wait-pool thread for every pending Lock and Campaign and every
 //! election observer; watch streams are tasks (see `watch`); the engine's own committer
 //! and expiry threads.
 

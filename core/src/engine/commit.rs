@@ -78,11 +78,12 @@ pub(super) fn enqueued(s: &Shared, st: &mut WriteState, leads: bool) -> Option<u
     st.seq += 1;
     match s.cfg.durability {
         Durability::Immediate => {
-            if !leads {
-                s.commit_cv.notify_one();
-            } else if st.gather_until != 0 && st.seq >= st.gather_until {
+            if st.gather_until != 0 && st.seq >= st.gather_until {
                 st.gather_until = 0;
                 s.gather_cv.notify_one();
+            }
+            if !leads {
+                s.commit_cv.notify_one();
             }
             Some(st.seq)
         }
@@ -259,7 +260,7 @@ fn lead(s: &Shared, f: impl FnOnce(&mut Leader)) -> bool {
 /// commits everything pending); else clears `committing`. The caller wakes the returned writers once `done` is
 /// released, the next leader first.
 #[must_use]
-fn release(s: &Shared, done: &mut CommitProgress) -> Vec<(Parked, u32)> {
+fn release(s: &Shared, done: &mut CommitProgress) -> Woken {
     let mut woken = Vec::new();
     let failed = done.failed.is_some();
     let mut i = 0;
@@ -286,14 +287,29 @@ fn release(s: &Shared, done: &mut CommitProgress) -> Vec<(Parked, u32)> {
     if done.cv_waiters > 0 {
         s.done_cv.notify_all();
     }
-    woken
+    Woken {
+        parked: woken,
+        #[cfg(feature = "serve")]
+        futures: super::durable::covered(done, failed),
+    }
 }
 
-fn wake(woken: Vec<(Parked, u32)>) {
-    for (p, why) in woken {
+/// What the end of a commit wakes, once `done` is released.
+struct Woken {
+    /// Parked writers and why (the next leader first).
+    parked: Vec<(Parked, u32)>,
+    /// Async waiters whose write is durable, or all of them after a failure (feature `serve`).
+    #[cfg(feature = "serve")]
+    futures: Vec<super::durable::Waiting>,
+}
+
+fn wake(woken: Woken) {
+    for (p, why) in woken.parked {
         p.slot.why.store(why, Ordering::Release);
         p.slot.thread.unpark();
     }
+    #[cfg(feature = "serve")]
+    super::durable::complete(woken.futures);
 }
 
 /// Waits until the committer's progress satisfies `reached`, or fails with its failure.
@@ -497,10 +513,15 @@ pub(super) fn poison(s: &Shared, e: Error) {
     s.state.lock().poisoned.get_or_insert(e.clone());
     let mut done = s.done.lock();
     done.failed.get_or_insert(e);
-    let woken = std::mem::take(&mut done.parked);
+    let parked = std::mem::take(&mut done.parked);
     s.done_cv.notify_all();
+    let woken = Woken {
+        parked: parked.into_iter().map(|p| (p, LOOK)).collect(),
+        #[cfg(feature = "serve")]
+        futures: super::durable::covered(&mut done, true),
+    };
     drop(done);
-    wake(woken.into_iter().map(|p| (p, LOOK)).collect());
+    wake(woken);
 }
 
 /// Who leads a commit round.

@@ -10,6 +10,8 @@ mod backup;
 mod builder;
 mod commit;
 mod compactor;
+#[cfg(feature = "serve")]
+mod durable;
 mod expiry;
 mod quota;
 mod requests;
@@ -26,6 +28,8 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 
 pub use self::builder::Builder;
 use self::commit::{enqueued, wait_done, wait_durable, Ckpt, Leader, Work};
+#[cfg(feature = "serve")]
+pub use self::durable::Applied;
 use self::wakeups::notify_gone;
 use crate::alarms::{Alarm, Cost};
 use crate::batch::Batch;
@@ -106,6 +110,10 @@ struct CommitProgress {
     /// Threads waiting for the lead (the committer): the end of a commit then clears
     /// `committing` for them instead of handing it to a parked writer.
     lead_wanted: usize,
+    /// Async tasks awaiting a commit (feature `serve`, `durable.rs`), completed by the end of
+    /// the commit that covers them, or by a failure.
+    #[cfg(feature = "serve")]
+    futures: Vec<durable::Waiting>,
 }
 
 pub(crate) struct Shared {
@@ -221,15 +229,32 @@ impl Engine {
         &self,
         f: impl FnOnce(&mut LeaseKv, &mut Batch, &LazyClock) -> Result<T>,
     ) -> Result<T> {
+        let (out, wait_for) = self.apply(f, true);
+        if let Some(seq) = wait_for {
+            wait_durable(self.shared(), seq)?;
+        }
+        out
+    }
+
+    /// The first half of [`write`](Engine::write): runs the write under the state lock and
+    /// returns its result with the sequence number to wait for, if any. `leads`: the caller
+    /// waits with [`wait_durable`] (and so may lead the commit itself); otherwise the committer
+    /// thread is woken to commit it (an async waiter, `durable.rs`).
+    #[inline(always)]
+    fn apply<T>(
+        &self,
+        f: impl FnOnce(&mut LeaseKv, &mut Batch, &LazyClock) -> Result<T>,
+        leads: bool,
+    ) -> (Result<T>, Option<u64>) {
         let s = self.shared();
-        let (out, wait_for) = {
+        {
             let mut st = s.state.lock();
             let st = &mut *st;
             if st.closed {
-                return Err(s.closed.clone());
+                return (Err(s.closed.clone()), None);
             }
             if let Some(e) = &st.poisoned {
-                return Err(e.clone());
+                return (Err(e.clone()), None);
             }
             st.pending.record_events = s.record_events.load(Ordering::Relaxed);
             let before = (
@@ -249,17 +274,13 @@ impl Engine {
                 st.pending.expired.len(),
             );
             let wait_for = if before != after {
-                enqueued(s, st, true)
+                enqueued(s, st, leads)
             } else {
                 None
             };
             wake_expiry_if_earlier(s, st);
             (out, wait_for)
-        };
-        if let Some(seq) = wait_for {
-            wait_durable(s, seq)?;
         }
-        out
     }
 
     fn read<T>(&self, f: impl FnOnce(&LeaseKv, u64) -> T) -> Result<T> {

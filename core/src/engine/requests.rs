@@ -1,6 +1,8 @@
 //! The engine's etcd-shaped entry points (SPEC E2): [`Tenure::execute`] for one etcd request,
 //! etcd's Compact, and watches over etcd's key ranges. What `tenure serve` calls.
 
+#[cfg(feature = "serve")]
+use super::durable::Applied;
 use super::Engine;
 use crate::error::{Error, Result};
 use crate::etcd::{Outcome, Refusal, RequestOp, ResponseOp, WatchStart};
@@ -49,6 +51,34 @@ impl Engine {
         }
         self.try_read_durable(|lease_kv| lease_kv.execute_read(op))?
             .transpose()
+    }
+
+    /// [`Tenure::execute_applied`](crate::Tenure::execute_applied), for this engine.
+    #[cfg(feature = "serve")]
+    pub(crate) fn execute_applied(&self, op: &RequestOp) -> Result<Option<Applied<Outcome>>> {
+        if !op.is_bounded() || reads_at_revision(op) {
+            return Ok(None);
+        }
+        if !op.writes() {
+            let (out, seq) = self.read_unsettled(|lease_kv| lease_kv.execute_read(op))?;
+            return Ok(Some(self.applied(out, seq)));
+        }
+        let s = self.shared();
+        let (out, seq) = self.apply(
+            |lease_kv, b, _| {
+                super::quota::admit(s, lease_kv, b, super::quota::of_request(op))?;
+                lease_kv.execute(op, b)
+            },
+            false,
+        );
+        let seq = match (&out, seq) {
+            // It only read (a failed compare, an empty delete): what it read must be durable.
+            (Ok(Outcome::Done { response, .. }), None) if !wrote(response) => {
+                self.read_unsettled(|_| ())?.1
+            }
+            (_, seq) => seq,
+        };
+        Ok(Some(self.applied(out, seq)))
     }
 
     /// One etcd range at its revision: the present from memory, a past revision from the store.

@@ -165,6 +165,18 @@ impl RequestOp {
             RequestOp::Put(_) | RequestOp::DeleteRange(_) => false,
         }
     }
+
+    /// Whether its work under the engine's lock is bounded (SPEC E22): a put, a delete of one
+    /// key, a small read (E2b), or a txn of these (itself bounded by the op budget, E2a). Such
+    /// a request may be applied on an async worker ([`Tenure::execute_applied`](crate::Tenure::execute_applied)).
+    pub fn is_bounded(&self) -> bool {
+        match self {
+            RequestOp::Range(_) => self.is_small_read(),
+            RequestOp::Put(_) => true,
+            RequestOp::DeleteRange(d) => d.range_end.is_empty(),
+            RequestOp::Txn(t) => t.success.iter().chain(&t.failure).all(Self::is_bounded),
+        }
+    }
 }
 
 /// Where a [`Tenure::watch_range`](crate::Tenure::watch_range) starts.

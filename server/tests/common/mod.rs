@@ -33,7 +33,12 @@ impl Server {
 
     /// Like `start`, listening on `listen` (HOST:PORT).
     pub(crate) fn start_on(file: &Path, listen: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(bin())
+        Server::start_bin(bin(), file, listen, extra)
+    }
+
+    /// Like `start_on`, with another build of `tenure` (a benchmark's "before").
+    pub(crate) fn start_bin(bin: &str, file: &Path, listen: &str, extra: &[&str]) -> Server {
+        let mut child = Command::new(bin)
             .arg("serve")
             .arg(file)
             .args(["--listen", listen])

@@ -1,8 +1,10 @@
 //! etcd's KV, Lease and Cluster services over one `Tenure` (SPEC E2, E3, E6); Maintenance is in
 //! `maintenance.rs`.
 //!
-//! Engine calls that may wait for a commit run on tokio's blocking pool; a panic there becomes
-//! an `Internal` status, never a dead connection. Renew never touches the disk and runs inline.
+//! Bounded requests (SPEC E22: puts, one-key deletes, small reads, txns of these, lease grants)
+//! are applied on the async worker and await their commit without a thread; other engine calls
+//! that may wait for a commit run on tokio's blocking pool, where a panic becomes an `Internal`
+//! status, never a dead connection. Renew never touches the disk and runs inline.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -62,6 +64,15 @@ pub async fn blocking<T: Send + 'static>(
     }
 }
 
+/// Runs a bounded engine call on the async worker (SPEC E22); a panic becomes an `Internal`
+/// status, as on the blocking pool, never a dead connection.
+pub(crate) fn inline<T>(f: impl FnOnce() -> T) -> Result<T, Status> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|_| {
+        tracing::error!("request handler panicked");
+        Status::internal("etcdserver: internal error in tenure serve")
+    })
+}
+
 fn unimplemented(what: &str) -> Status {
     Status::unimplemented(format!("tenure serve does not implement {what}"))
 }
@@ -86,15 +97,15 @@ impl Kv {
             Ok(Outcome::Refused(r)) => Err(errors::refusal(r)),
             Err(e) => Err(errors::status(e)),
         };
-        // A small read of durable state needs no thread hand-off: answer it here. A read that
-        // may copy many keys goes to the blocking pool, so it never holds an async worker the
-        // other clients' requests need (SPEC E2b).
-        if op.is_small_read() {
-            match self.0.db.try_execute_read(&op) {
-                Ok(Some(out)) => return done(Ok(out)),
-                Ok(None) => {}
-                Err(e) => return done(Err(e)),
-            }
+        // A request whose work under the engine's lock is bounded (a put, a one-key delete, a
+        // small read, a txn of these) is applied here, on the async worker, and awaits its
+        // commit without holding a thread: the end of the commit completes it (SPEC E22). One
+        // that may copy or delete many keys, or reads the file's history, goes to the blocking
+        // pool, so it never holds an async worker the other clients' requests need (E2b).
+        match inline(|| self.0.db.execute_applied(&op))? {
+            Ok(Some(applied)) => return done(applied.durable().await),
+            Ok(None) => {}
+            Err(e) => return done(Err(e)),
         }
         let db = self.0.db.clone();
         blocking(move || done(db.execute(&op))).await
@@ -289,18 +300,12 @@ impl PbLeaseService for Lease {
                 "etcdserver: lease ID must be positive",
             ));
         }
-        let db = self.ctx.db.clone();
         let ttl = Duration::from_secs(req.ttl as u64);
-        let (id, rev) = blocking(move || {
-            let id = if req.id == 0 {
-                db.grant(ttl)
-            } else {
-                db.grant_with_id(req.id, ttl)
-            }
-            .map_err(errors::status)?;
-            Ok((id.get(), db.revision().map_err(errors::status)?))
-        })
-        .await?;
+        let id = (req.id != 0).then(|| crate::types::LeaseId::new(req.id));
+        // Applied here; the commit completes the answer (SPEC E22).
+        let applied = inline(|| self.ctx.db.grant_applied(id, ttl))?.map_err(errors::status)?;
+        let (id, rev) = applied.durable().await.map_err(errors::status)?;
+        let id = id.get();
         Ok(Response::new(PbLeaseGrantResponse {
             header: self.ctx.ids.header(rev),
             id,

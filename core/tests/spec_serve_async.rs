@@ -1,0 +1,221 @@
+//! SPEC E22 and E23: bounded requests applied on an async worker await their commit without a
+//! thread, and a write waiting for a stalled disk holds no worker.
+#![cfg(feature = "serve")]
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use etcd_client::proto::{
+    PbClusterService, PbKvService, PbLeaseGrantRequest, PbLeaseService, PbLeaseTimeToLiveRequest,
+    PbMemberListRequest, PbPutRequest, PbRangeRequest,
+};
+use tenure::etcd::serve::convert::Ids;
+use tenure::etcd::serve::service::{Cluster, Ctx, Kv, Lease};
+use tenure::etcd::{DeleteRangeRequest, Outcome, PutRequest, RangeRequest, RequestOp};
+use tenure::{Durability, Error, StorageFaults, Tenure, WaitPool};
+use tonic::Request;
+
+fn put(key: &str, value: &str) -> RequestOp {
+    RequestOp::Put(PutRequest {
+        key: key.into(),
+        value: value.into(),
+        ..PutRequest::default()
+    })
+}
+
+fn open(dir: &std::path::Path, faults: &StorageFaults) -> Tenure {
+    Tenure::builder()
+        .path(dir.join("db"))
+        .durability(Durability::Immediate)
+        .storage_faults(faults.clone())
+        .open()
+        .unwrap()
+}
+
+/// Lets the disk move again however the test ends, so closing the engine never hangs.
+struct Unstall(StorageFaults);
+
+impl Drop for Unstall {
+    fn drop(&mut self) {
+        self.0.stall_syncs(false);
+    }
+}
+
+/// Polls `fut` once, with a waker that does nothing.
+fn poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+    fut.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[test]
+fn e22_a_bounded_write_answers_once_its_commit_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = StorageFaults::new();
+    let db = open(dir.path(), &faults);
+    faults.stall_syncs(true);
+    let unstall = Unstall(faults.clone());
+    let applied = db
+        .execute_applied(&put("a", "1"))
+        .unwrap()
+        .expect("a put is bounded");
+    assert!(applied.waits());
+    // Applied in memory at once, durable only once the stalled sync returns.
+    assert_eq!(db.revision().unwrap(), 1);
+    let mut answer = pin!(applied.durable());
+    assert!(
+        poll_once(answer.as_mut()).is_pending(),
+        "answered before its commit"
+    );
+    assert_eq!(db.durable_revision(), 0);
+    drop(unstall);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    match rt.block_on(answer) {
+        Ok(Outcome::Done { revision: 1, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(db.durable_revision(), 1);
+    // A read of durable state needs no wait.
+    let read = RequestOp::Range(RangeRequest::new("a", ""));
+    let applied = db.execute_applied(&read).unwrap().expect("a small read");
+    assert!(!applied.waits());
+}
+
+#[test]
+fn e22_a_request_of_unbounded_work_is_left_to_a_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), &StorageFaults::new());
+    let prefix_delete = RequestOp::DeleteRange(DeleteRangeRequest {
+        key: "a".into(),
+        range_end: "b".into(),
+        ..DeleteRangeRequest::default()
+    });
+    let large_read = RequestOp::Range(RangeRequest::new("a", "b"));
+    let past_read = RequestOp::Range(RangeRequest {
+        revision: 1,
+        ..RangeRequest::new("a", "")
+    });
+    for op in [prefix_delete, large_read, past_read] {
+        assert!(db.execute_applied(&op).unwrap().is_none(), "{op:?}");
+    }
+    let one_key = RequestOp::DeleteRange(DeleteRangeRequest {
+        key: "a".into(),
+        ..DeleteRangeRequest::default()
+    });
+    assert!(db.execute_applied(&one_key).unwrap().is_some());
+}
+
+#[test]
+fn e22_a_failed_commit_fails_the_waiting_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = StorageFaults::new();
+    let db = open(dir.path(), &faults);
+    faults.fail_syncs(true);
+    let applied = db.execute_applied(&put("a", "lost")).unwrap().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    match rt.block_on(applied.durable()) {
+        Err(Error::Storage { .. }) => {}
+        other => panic!("a write whose commit failed was answered {other:?}"),
+    }
+    // And a read after it does not see it (E8), inline or not.
+    let read = RequestOp::Range(RangeRequest::new("a", ""));
+    match db.execute_applied(&read) {
+        Err(Error::Storage { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn e23_writes_waiting_for_a_stalled_disk_hold_no_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = StorageFaults::new();
+    let db = open(dir.path(), &faults);
+    // One worker: a write that held it while its sync stalls would starve every other request.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let ctx = Arc::new(Ctx {
+        db: db.clone(),
+        ids: Ids::for_path(&dir.path().join("db")),
+        urls: Vec::new(),
+        max_request_bytes: 1 << 20,
+        max_watches: 100,
+        shutdown,
+        pool: WaitPool::new("test-wait").unwrap(),
+    });
+    rt.block_on(async {
+        let lease = Lease(ctx.clone())
+            .lease_grant(Request::new(PbLeaseGrantRequest { ttl: 60, id: 0 }))
+            .await
+            .unwrap()
+            .into_inner()
+            .id;
+        faults.stall_syncs(true);
+        let unstall = Unstall(faults.clone());
+        let writes: Vec<_> = (0..4)
+            .map(|i| {
+                let kv = Kv(ctx.clone());
+                tokio::spawn(async move {
+                    let req = PbPutRequest {
+                        key: format!("k{i}").into_bytes(),
+                        value: b"v".to_vec(),
+                        ..PbPutRequest::default()
+                    };
+                    kv.put(Request::new(req)).await
+                })
+            })
+            .collect();
+        // Each write is applied on the worker, then waits for the stalled commit.
+        while db.revision().unwrap() < 4 {
+            tokio::task::yield_now().await;
+        }
+        let read = {
+            let kv = Kv(ctx.clone());
+            tokio::spawn(async move {
+                let req = PbRangeRequest {
+                    key: b"k0".to_vec(),
+                    ..PbRangeRequest::default()
+                };
+                kv.range(Request::new(req)).await
+            })
+        };
+        // Requests that need no commit are answered meanwhile, on the same worker.
+        let ttl = Lease(ctx.clone())
+            .lease_time_to_live(Request::new(PbLeaseTimeToLiveRequest {
+                id: lease,
+                keys: false,
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(ttl.granted_ttl, 60);
+        let members = Cluster(ctx.clone())
+            .member_list(Request::new(PbMemberListRequest::default()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(members.members.len(), 1);
+        assert_eq!(db.durable_revision(), 0, "the disk was stalled");
+        assert!(writes.iter().all(|w| !w.is_finished()));
+        // The read waits for the writes it could see (E8).
+        assert!(!read.is_finished());
+        drop(unstall);
+        let mut revisions = Vec::new();
+        for w in writes {
+            let resp = w.await.unwrap().unwrap().into_inner();
+            revisions.push(resp.header.unwrap().revision);
+        }
+        revisions.sort_unstable();
+        assert_eq!(revisions, [1, 2, 3, 4]);
+        let got = read.await.unwrap().unwrap().into_inner();
+        assert_eq!(got.kvs[0].value, b"v");
+        assert!(db.durable_revision() >= 4);
+    });
+}
