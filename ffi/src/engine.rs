@@ -80,6 +80,12 @@ pub struct tenure_options {
     /// The time source: NULL (default) for the system clock, or a clock from
     /// `tenure_clock_manual_new`. Borrowed: the engine takes its own reference.
     pub clock: *const tenure_clock,
+    /// The file's space quota in bytes (SPEC E20): a write that would take the file to it
+    /// fails with `TENURE_ERR_QUOTA_EXCEEDED` and raises a NOSPACE alarm (`tenure_alarms`).
+    /// 0 (default): none.
+    pub quota_backend_bytes: u64,
+    /// The member ID the engine raises its own alarms as. Default 0.
+    pub member_id: u64,
 }
 
 impl Default for tenure_options {
@@ -98,6 +104,8 @@ impl Default for tenure_options {
             watch_history: Builder::DEFAULT_WATCH_HISTORY,
             watch_queue: Builder::DEFAULT_WATCH_QUEUE,
             clock: std::ptr::null(),
+            quota_backend_bytes: 0,
+            member_id: 0,
         }
     }
 }
@@ -136,7 +144,9 @@ fn builder(path: Option<&str>, o: &tenure_options) -> Res<tenure_core::Builder> 
         .primary(o.primary)
         .auto_revoke(o.auto_revoke)
         .watch_history(o.watch_history)
-        .watch_queue(o.watch_queue);
+        .watch_queue(o.watch_queue)
+        .quota_backend_bytes((o.quota_backend_bytes > 0).then_some(o.quota_backend_bytes))
+        .member_id(o.member_id);
     // SAFETY: the caller promises `clock` is NULL or a live clock.
     if let Some(c) = unsafe { o.clock.as_ref() } {
         b = b.clock(c.clock.clone() as Arc<dyn Clock>);
@@ -149,7 +159,7 @@ fn builder(path: Option<&str>, o: &tenure_options) -> Res<tenure_core::Builder> 
 
 /// Fills `opts` with the defaults: immediate durability (flush interval 10 ms), wall recovery
 /// (extend 0), min TTL 0, checkpoint interval 5000 ms, expired retry interval 3000 ms, primary,
-/// auto revoke, watch history and queue 10000, system clock.
+/// auto revoke, watch history and queue 10000, system clock, no space quota, member ID 0.
 ///
 /// Errors: `TENURE_ERR_NULL_POINTER`.
 #[no_mangle]
@@ -398,7 +408,9 @@ pub unsafe extern "C" fn tenure_stats_read(db: *const tenure, out: *mut Stats) -
 }
 
 /// Writes the engine's figures (SPEC L16: `tenure_stats` and the histograms of expiry
-/// lateness, commit and fsync durations and writes per commit) in Prometheus' text format into
+/// lateness, commit and fsync durations and writes per commit; E24: the space quota and the
+/// NOSPACE alarm, as `etcd_server_quota_backend_bytes` and `tenure_server_alarm_nospace`) in
+/// Prometheus' text format into
 /// `buf`, NUL-terminated, and the text's length (without the NUL) into `*out_n`. The text is
 /// a few KiB; a `buf` of `len` bytes too small for it and its NUL is
 /// `TENURE_ERR_INVALID_ARGUMENT`: nothing is written to `buf`, and `*out_n` is set to the size

@@ -107,5 +107,7 @@ void backup_tests(void);
 void queue_tests(void);
 void barrier_tests(void);
 void group_tests(void);
+/* Quota and alarms (E20, E25) */
+void quota_tests(void);
 
 #endif

@@ -88,6 +88,7 @@ int main(void) {
     queue_tests();
     barrier_tests();
     group_tests();
+    quota_tests();
     remove_dir();
     printf("(%ld checks)\n", atomic_load(&check_count));
     printf("C tests: %d passed, %d failed\n", passed, failed);
