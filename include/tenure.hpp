@@ -274,6 +274,17 @@ class options {
         raw_.watch_queue = events;
         return *this;
     }
+    // The file's space quota (SPEC E20): a write that would reach it throws
+    // TENURE_ERR_QUOTA_EXCEEDED and raises a NOSPACE alarm. 0 (the default): none.
+    options &quota_backend_bytes(std::uint64_t bytes) {
+        raw_.quota_backend_bytes = bytes;
+        return *this;
+    }
+    // The member ID the engine raises its own alarms as (default 0).
+    options &member_id(std::uint64_t id) {
+        raw_.member_id = id;
+        return *this;
+    }
     // Borrowed until the engine is opened (the engine then keeps its own reference).
     options &clock(const manual_clock &c) {
         raw_.clock = c.get();
@@ -835,6 +846,58 @@ class engine {
             };
         }
         detail::check(tenure_snapshot(h_.get(), p.c_str(), fn, &progress, &out));
+        return out;
+    }
+
+    // Alarms and the space quota (SPEC E20, E25). The raised alarms, in (kind, member) order;
+    // the C call refuses an array too small (writing nothing) and reports the count needed,
+    // which can grow between two calls, so the array grows until they fit.
+    std::vector<tenure_alarm> alarms() const {
+        std::vector<tenure_alarm> buf(4);
+        for (;;) {
+            std::size_t n = 0;
+            const tenure_result rc = tenure_alarms(h_.get(), buf.data(), buf.size(), &n);
+            if (rc == TENURE_ERR_INVALID_ARGUMENT && n > buf.size()) {
+                buf.resize(n + 4);
+                continue;
+            }
+            detail::check(rc);
+            buf.resize(n);
+            return buf;
+        }
+    }
+    // Raises `alarm` (etcd's Alarm ACTIVATE); false if it was raised already.
+    bool raise_alarm(tenure_alarm alarm) const {
+        bool changed = false;
+        detail::check(tenure_alarm_raise(h_.get(), alarm, &changed));
+        return changed;
+    }
+    // Disarms `alarm` (etcd's Alarm DEACTIVATE); false if it was not raised.
+    bool disarm_alarm(tenure_alarm alarm) const {
+        bool changed = false;
+        detail::check(tenure_alarm_disarm(h_.get(), alarm, &changed));
+        return changed;
+    }
+    std::uint64_t member_id() const {
+        std::uint64_t out = 0;
+        detail::check(tenure_member_id(h_.get(), &out));
+        return out;
+    }
+    // 0: no quota.
+    std::uint64_t quota_backend_bytes() const {
+        std::uint64_t out = 0;
+        detail::check(tenure_quota_backend_bytes(h_.get(), &out));
+        return out;
+    }
+    tenure_storage_size storage_size() const {
+        tenure_storage_size out{};
+        detail::check(tenure_storage_size_read(h_.get(), &out));
+        return out;
+    }
+    // Gives the file's free pages back; the new size.
+    tenure_storage_size defragment() const {
+        tenure_storage_size out{};
+        detail::check(tenure_defragment(h_.get(), &out));
         return out;
     }
 

@@ -3,6 +3,7 @@
 #   make test-serve    the server's tests only (etcdctl and the Rust etcd-client against it)
 #   make install       also installs the `tenure` binary under $(BINDIR) (`make uninstall` removes it)
 #   make bench-serve   the same client workload against `tenure serve` and a real etcd
+#   make bench-serve-etcdtool   etcd 3.4's own `benchmark` tool against both (BENCHMARKS 16)
 #
 # Building the server needs protoc (etcd's .proto files are compiled by the etcd-client crate);
 # its tests need etcdctl and etcd (the Python TLS tests make their certificates with the
@@ -11,7 +12,7 @@
 
 BINDIR ?= $(PREFIX)/bin
 
-.PHONY: serve-tools test-serve install-serve uninstall-serve bench-serve
+.PHONY: serve-tools test-serve install-serve uninstall-serve bench-serve bench-serve-etcdtool
 
 serve-tools:
 	@missing=""; \
@@ -50,3 +51,14 @@ uninstall-serve:
 bench-serve: serve-tools
 	@mkdir -p $(C_TARGET_DIR)/bench
 	$(CARGO) bench -q -p tenure-server --bench serve | tee $(C_TARGET_DIR)/bench/serve.md
+
+# etcd 3.4's own `benchmark` tool (tools/benchmark), built offline from Debian's Go source, against
+# `tenure serve` (release) and a real etcd in one run; a markdown table in
+# target/bench/serve-etcdtool.md (about 15 minutes). Debian ships no tools/benchmark: ETCD_GIT=DIR
+# (a clone of etcd's repository) or ETCD_SRC=DIR (an etcd 3.4 source tree) gives its source.
+# REPS=N repetitions per point (3), CLIENTS=1,16,64, ONLY=put,range (row prefixes), SCALE=0.5.
+bench-serve-etcdtool: serve-tools
+	$(CARGO) build -q --release -p tenure-server
+	@mkdir -p $(C_TARGET_DIR)/bench
+	$(PYTHON) bench/etcd_benchmark_tool.py --tenure $(C_TARGET_DIR)/release/tenure \
+		| tee $(C_TARGET_DIR)/bench/serve-etcdtool.md

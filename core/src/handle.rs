@@ -802,13 +802,15 @@ impl Tenure {
 
     /// [`stats`](Self::stats) and the engine's histograms: expiry lateness, commit and fsync
     /// durations, writes per group commit (SPEC L16); [`Metrics::to_prometheus`] writes them
-    /// in Prometheus' text format. Over `connect` the histograms are empty.
+    /// in Prometheus' text format, with the quota and the raised alarms (SPEC E24). Over
+    /// `connect` the histograms are empty and the quota 0; the alarms are the server's.
     pub fn metrics(&self) -> Metrics {
         let mut m = match self.backend() {
             Backend::Engine(e) => e.metrics(),
             #[cfg(feature = "remote")]
             Backend::Etcd(r) => Metrics {
                 stats: r.stats(),
+                alarms: r.alarms().unwrap_or_default(),
                 ..Metrics::default()
             },
         };

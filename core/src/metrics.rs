@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::alarms::{Alarm, AlarmKind};
 use crate::types::Stats;
 
 /// Upper bounds (in seconds) of the latency buckets: 100 µs to 10 s, as Prometheus' defaults
@@ -109,6 +110,12 @@ pub struct Metrics {
     pub fsync_duration: HistogramSnapshot,
     /// Writes made durable by each group commit.
     pub commit_writes: HistogramSnapshot,
+    /// The space quota in bytes (`Builder::quota_backend_bytes`, SPEC E20); 0: none set, and
+    /// over `connect` (the server's is not known to a client).
+    pub quota_backend_bytes: u64,
+    /// The raised alarms (SPEC E20), as [`Tenure::alarms`](crate::Tenure::alarms) lists them
+    /// (over `connect`, the server's; none if it cannot be asked).
+    pub alarms: Vec<Alarm>,
 }
 
 /// The engine's histograms, in its shared state.
@@ -212,7 +219,30 @@ impl Metrics {
             header(&mut out, name, help, "histogram");
             write_histogram(&mut out, &format!("tenure_{name}"), h);
         }
+        self.write_quota(&mut out);
         out
+    }
+
+    /// The quota and the NOSPACE alarm under the names `tenure serve`'s `/metrics` gives them
+    /// (SPEC E24): etcd's quota gauge, and tenure's own for the alarm (etcd has none).
+    fn write_quota(&self, out: &mut String) {
+        let nospace = self.alarms.iter().any(|a| a.kind == AlarmKind::NoSpace);
+        for (name, help, value) in [
+            (
+                "etcd_server_quota_backend_bytes",
+                "Current backend storage quota size in bytes.",
+                self.quota_backend_bytes,
+            ),
+            (
+                "tenure_server_alarm_nospace",
+                "1 while a NOSPACE alarm is raised (writes that need room are refused), else 0.",
+                u64::from(nospace),
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            let _ = writeln!(out, "{name} {value}");
+        }
     }
 }
 
@@ -289,5 +319,39 @@ mod tests {
         }
         // An empty snapshot (over `connect`) still has its +Inf bucket.
         assert!(text.contains("tenure_fsync_duration_seconds_bucket{le=\"+Inf\"} 0\n"));
+        // No quota, no alarm.
+        assert!(
+            text.contains("\netcd_server_quota_backend_bytes 0\n"),
+            "{text}"
+        );
+        assert!(text.contains("\ntenure_server_alarm_nospace 0\n"), "{text}");
+    }
+
+    #[test]
+    fn e24_the_text_export_has_the_quota_and_the_nospace_alarm() {
+        let corrupt = Alarm {
+            member: 1,
+            kind: AlarmKind::Corrupt,
+        };
+        let mut m = Metrics {
+            quota_backend_bytes: 65536,
+            alarms: vec![corrupt],
+            ..Metrics::default()
+        };
+        let text = m.to_prometheus();
+        assert!(text.contains("\n# TYPE etcd_server_quota_backend_bytes gauge\n"));
+        assert!(
+            text.contains("\netcd_server_quota_backend_bytes 65536\n"),
+            "{text}"
+        );
+        // Only NOSPACE counts.
+        assert!(text.contains("\ntenure_server_alarm_nospace 0\n"), "{text}");
+        m.alarms.push(Alarm {
+            member: 2,
+            kind: AlarmKind::NoSpace,
+        });
+        assert!(m
+            .to_prometheus()
+            .contains("\ntenure_server_alarm_nospace 1\n"));
     }
 }

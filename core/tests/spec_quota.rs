@@ -168,3 +168,40 @@ fn e20_raised_alarms_refuse_as_etcd_nospace_what_costs_room_corrupt_every_write(
     db.put("k", "x", Some(lease)).unwrap();
     db.revoke(lease).unwrap();
 }
+
+/// The line `name value` of an export.
+fn figure(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn e24_the_embedded_export_has_the_quota_and_the_nospace_alarm_and_both_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let quota = empty_file_bytes(dir.path()) + (1 << 20);
+    let db = open(&dir.path().join("db"), Some(quota));
+    let text = db.metrics().to_prometheus();
+    assert_eq!(
+        figure(&text, "etcd_server_quota_backend_bytes"),
+        Some(quota)
+    );
+    assert_eq!(figure(&text, "tenure_server_alarm_nospace"), Some(0));
+    assert!(matches!(fill(&db).1, Error::QuotaExceeded(_)));
+    let m = db.metrics();
+    assert_eq!(m.alarms, vec![nospace()]);
+    assert_eq!(m.quota_backend_bytes, quota);
+    let text = m.to_prometheus();
+    assert_eq!(figure(&text, "tenure_server_alarm_nospace"), Some(1));
+    assert!(db.disarm_alarm(nospace()).unwrap());
+    let text = db.metrics().to_prometheus();
+    assert_eq!(figure(&text, "tenure_server_alarm_nospace"), Some(0));
+    // Readable after close, as the stats are.
+    db.raise_alarm(nospace()).unwrap();
+    db.close().unwrap();
+    let text = db.metrics().to_prometheus();
+    assert_eq!(figure(&text, "tenure_server_alarm_nospace"), Some(1));
+    // No quota: 0, as `tenure serve` exports it.
+    let db = open(&dir.path().join("unbounded"), None);
+    let text = db.metrics().to_prometheus();
+    assert_eq!(figure(&text, "etcd_server_quota_backend_bytes"), Some(0));
+}

@@ -88,6 +88,12 @@ pub struct tenure_options {
     /// (`tenure_expired_next`, `tenure_promote`, `tenure_demote`, `tenure_lease_checkpoint`)
     /// return `TENURE_ERR_UNSUPPORTED` naming the call. Needs a path.
     pub shared: bool,
+    /// The file's space quota in bytes (SPEC E20): a write that would take the file to it
+    /// fails with `TENURE_ERR_QUOTA_EXCEEDED` and raises a NOSPACE alarm (`tenure_alarms`).
+    /// 0 (default): none.
+    pub quota_backend_bytes: u64,
+    /// The member ID the engine raises its own alarms as. Default 0.
+    pub member_id: u64,
 }
 
 impl Default for tenure_options {
@@ -107,6 +113,8 @@ impl Default for tenure_options {
             watch_queue: Builder::DEFAULT_WATCH_QUEUE,
             clock: std::ptr::null(),
             shared: false,
+            quota_backend_bytes: 0,
+            member_id: 0,
         }
     }
 }
@@ -146,7 +154,9 @@ fn builder(path: Option<&str>, o: &tenure_options) -> Res<tenure_core::Builder> 
         .auto_revoke(o.auto_revoke)
         .watch_history(o.watch_history)
         .watch_queue(o.watch_queue)
-        .shared(o.shared);
+        .shared(o.shared)
+        .quota_backend_bytes((o.quota_backend_bytes > 0).then_some(o.quota_backend_bytes))
+        .member_id(o.member_id);
     // SAFETY: the caller promises `clock` is NULL or a live clock.
     if let Some(c) = unsafe { o.clock.as_ref() } {
         b = b.clock(c.clock.clone() as Arc<dyn Clock>);
@@ -159,7 +169,8 @@ fn builder(path: Option<&str>, o: &tenure_options) -> Res<tenure_core::Builder> 
 
 /// Fills `opts` with the defaults: immediate durability (flush interval 10 ms), wall recovery
 /// (extend 0), min TTL 0, checkpoint interval 5000 ms, expired retry interval 3000 ms, primary,
-/// auto revoke, watch history and queue 10000, system clock, not shared.
+/// auto revoke, watch history and queue 10000, system clock, not shared, no space quota,
+/// member ID 0.
 ///
 /// Errors: `TENURE_ERR_NULL_POINTER`.
 #[no_mangle]
@@ -410,7 +421,9 @@ pub unsafe extern "C" fn tenure_stats_read(db: *const tenure, out: *mut Stats) -
 }
 
 /// Writes the engine's figures (SPEC L16: `tenure_stats` and the histograms of expiry
-/// lateness, commit and fsync durations and writes per commit) in Prometheus' text format into
+/// lateness, commit and fsync durations and writes per commit; E24: the space quota and the
+/// NOSPACE alarm, as `etcd_server_quota_backend_bytes` and `tenure_server_alarm_nospace`) in
+/// Prometheus' text format into
 /// `buf`, NUL-terminated, and the text's length (without the NUL) into `*out_n`. The text is
 /// a few KiB; a `buf` of `len` bytes too small for it and its NUL is
 /// `TENURE_ERR_INVALID_ARGUMENT`: nothing is written to `buf`, and `*out_n` is set to the size

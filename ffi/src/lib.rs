@@ -44,6 +44,8 @@ pub use watch::*;
 // Last: its declarations are appended to the header.
 pub mod backup;
 pub use backup::*;
+pub mod quota;
+pub use quota::*;
 
 /// Major version of the library this header belongs to (`tenure_version()` gives the library's).
 pub const TENURE_VERSION_MAJOR: u32 = 0;

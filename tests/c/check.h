@@ -110,5 +110,7 @@ void group_tests(void);
 /* Several processes on one file (SPEC P18-P21); the entry of its child processes. */
 void shared_tests(void);
 int shared_child_main(int argc, char **argv);
+/* Quota and alarms (E20, E25) */
+void quota_tests(void);
 
 #endif

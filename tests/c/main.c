@@ -91,6 +91,7 @@ int main(int argc, char **argv) {
     barrier_tests();
     group_tests();
     shared_tests();
+    quota_tests();
     remove_dir();
     printf("(%ld checks)\n", atomic_load(&check_count));
     printf("C tests: %d passed, %d failed\n", passed, failed);

@@ -586,6 +586,63 @@ void history_reads_and_revision_errors() {
     std::filesystem::remove_all(dir);
 }
 
+// SPEC E20/E25 through tenure.hpp: past the quota a put throws QUOTA_EXCEEDED and NOSPACE is
+// raised; compact, defragment and disarm let writes in again.
+void quota_alarms_and_defragment() {
+    char tmpl[] = "/tmp/tenure-hpp-XXXXXX";
+    const char *made = mkdtemp(tmpl);
+    CHECK(made != nullptr);
+    if (!made) return;
+    const std::filesystem::path dir(made);
+    std::uint64_t empty = 0;
+    {
+        engine probe = engine::open((dir / "probe.tenure").string());
+        empty = probe.storage_size().file_bytes;
+        CHECK_EQ(probe.quota_backend_bytes(), 0u);
+    }
+    const std::uint64_t quota = empty + (1u << 20);
+    const tenure_alarm nospace{9, TENURE_ALARM_NOSPACE};
+    {
+        engine db = engine::open((dir / "q.tenure").string(),
+                                 tenurecpp::options().quota_backend_bytes(quota).member_id(9));
+        CHECK_EQ(db.quota_backend_bytes(), quota);
+        CHECK_EQ(db.member_id(), 9u);
+        CHECK(db.alarms().empty());
+        const std::string value(16 * 1024, 'x');
+        int written = 0;
+        tenure_result code = TENURE_OK;
+        try {
+            for (; written < 4096; written++) db.put("fill/" + std::to_string(written), value);
+        } catch (const error &e) {
+            code = e.code();
+        }
+        CHECK(written > 0);
+        CHECK_EQ(code, TENURE_ERR_QUOTA_EXCEEDED);
+        const std::vector<tenure_alarm> raised = db.alarms();
+        CHECK_EQ(raised.size(), 1u);
+        if (raised.size() == 1) {
+            CHECK_EQ(raised[0].member, 9u);
+            CHECK_EQ(raised[0].kind, TENURE_ALARM_NOSPACE);
+        }
+        CHECK(contains(db.metrics_prometheus(), "\ntenure_server_alarm_nospace 1\n"));
+        CHECK(contains(db.metrics_prometheus(),
+                       "\netcd_server_quota_backend_bytes " + std::to_string(quota) + "\n"));
+        CHECK_EQ(db.erase_prefix("fill/"), static_cast<std::uint64_t>(written));
+        db.compact(db.revision(), true);
+        CHECK(db.defragment().file_bytes < quota - 4 * value.size());
+        CHECK(db.disarm_alarm(nospace));
+        CHECK(!db.disarm_alarm(nospace));
+        CHECK(contains(db.metrics_prometheus(), "\ntenure_server_alarm_nospace 0\n"));
+        db.put("again", value);
+        // More alarms than the first array holds: it grows.
+        for (std::uint64_t m = 1; m <= 6; m++) CHECK(db.raise_alarm({m, TENURE_ALARM_CORRUPT}));
+        CHECK_EQ(db.alarms().size(), 6u);
+        CHECK_THROWS(db.put("k", "v"), TENURE_ERR_UNAVAILABLE);
+        CHECK_THROWS(db.raise_alarm({1, 0}), TENURE_ERR_INVALID_ARGUMENT);
+    }
+    std::filesystem::remove_all(dir);
+}
+
 // P18: the shared option (several processes on one file; tests/c/test_shared.c runs two).
 void shared_option_and_owner() {
     CHECK(!tenurecpp::options().get()->shared);
@@ -637,6 +694,7 @@ int main() {
         {"files_and_snapshots", files_and_snapshots},
         {"history_reads_and_revision_errors", history_reads_and_revision_errors},
         {"shared_option_and_owner", shared_option_and_owner},
+        {"quota_alarms_and_defragment", quota_alarms_and_defragment},
     };
     int failed = 0;
     for (const test_case &c : cases) {

@@ -679,6 +679,9 @@ impl Engine {
                 .as_ref()
                 .map_or_else(Default::default, |(c, _)| c.durations()),
             commit_writes: r.commit_writes.snapshot(),
+            quota_backend_bytes: s.cfg.quota.unwrap_or(0),
+            // From the state, not `alarms()`: readable after close, as the stats are.
+            alarms: s.state.lock().lease_kv.alarms.list(None),
         }
     }
 
