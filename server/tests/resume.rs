@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{session, temp_db, Server, WAIT};
+use common::{session, temp_db, Etcd, Server, WAIT};
 use tenure::sync::{Election, Mutex, Queue};
 use tenure::{Compare, CompareOp, Error, EventKind, Op, Tenure, Txn, WatchOptions};
 
@@ -108,11 +108,14 @@ fn write_each_once(db: &Tenure, range: std::ops::Range<u32>) {
 }
 
 /// A watcher sees every event of a writer that runs across a kill and restart exactly once,
-/// in order: the stream is created again after the last delivered event.
-fn a_watch_sees_every_event_once_across_a_restart(via: Via) {
-    let mut srv = Restartable::start();
-    let watching = srv.connect(via, Duration::from_secs(10));
-    let writing = srv.connect(via, Duration::from_secs(10));
+/// in order: the stream is created again after the last delivered event. `connect` makes a
+/// handle to the server; `kill_and_restart` does what it says.
+fn a_watch_sees_every_event_once_across_a_restart(
+    connect: impl Fn() -> Tenure,
+    kill_and_restart: impl FnOnce(),
+) {
+    let watching = connect();
+    let writing = connect();
     let mut w = watching.watch("w/", prefix()).unwrap();
     let (written_tx, written) = mpsc::channel();
     let writer = std::thread::spawn(move || {
@@ -133,8 +136,7 @@ fn a_watch_sees_every_event_once_across_a_restart(via: Via) {
     while seen.len() < 30 {
         next(&mut seen);
     }
-    srv.kill9();
-    srv.restart();
+    kill_and_restart();
     let writing = writer.join().unwrap();
     // A last write after the writer's: nothing may come between, nor after it.
     writing.put("w/zz", "end", None).unwrap();
@@ -153,14 +155,43 @@ fn a_watch_sees_every_event_once_across_a_restart(via: Via) {
     assert!(w.try_recv().unwrap().is_none(), "nothing repeated");
 }
 
+fn over_tenure_serve(via: Via) {
+    let srv = std::cell::RefCell::new(Restartable::start());
+    let connect = || srv.borrow().connect(via, Duration::from_secs(10));
+    a_watch_sees_every_event_once_across_a_restart(connect, || {
+        let mut s = srv.borrow_mut();
+        s.kill9();
+        s.restart();
+    });
+}
+
 #[test]
 fn p15_a_watch_sees_every_event_once_across_a_restart_over_a_unix_socket() {
-    a_watch_sees_every_event_once_across_a_restart(Via::Unix);
+    over_tenure_serve(Via::Unix);
 }
 
 #[test]
 fn p15_a_watch_sees_every_event_once_across_a_restart_over_tcp() {
-    a_watch_sees_every_event_once_across_a_restart(Via::Tcp);
+    over_tenure_serve(Via::Tcp);
+}
+
+/// The same against a real etcd killed and restarted (its history is on disk too).
+#[test]
+fn p15_a_watch_sees_every_event_once_across_a_restart_of_etcd() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = std::cell::RefCell::new(Some(Etcd::start(dir.path())));
+    let url = etcd.borrow().as_ref().unwrap().url();
+    let connect = || {
+        Tenure::builder()
+            .endpoints([&url])
+            .request_timeout(Duration::from_secs(15))
+            .connect()
+            .unwrap()
+    };
+    a_watch_sees_every_event_once_across_a_restart(connect, || {
+        let dead = etcd.borrow_mut().take().unwrap().kill9();
+        *etcd.borrow_mut() = Some(dead.restart());
+    });
 }
 
 /// A watch whose next revision was compacted while it was away ends with `Compacted`.

@@ -11,8 +11,9 @@
 //!
 //! Files: `endpoints` (parsing), `credentials` (TLS and user), `errors` (etcd-client's errors
 //! through the one table), `convert` (etcd-client's types and tenure's), `calls` (deadlines),
-//! `retry` (when a failed call is tried again), `keys`, `leases`, `watch`, `diagnose` (why TLS refused a connection), `options` (ConnectOptions); this file:
-//! the connection.
+//! `retry` (when a failed call is tried again), `keys`, `leases`, `watch` (and its resuming),
+//! `diagnose` (why TLS refused a connection), `options` (ConnectOptions); this file: the
+//! connection.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
