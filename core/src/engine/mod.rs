@@ -772,12 +772,6 @@ fn close_engine(s: &Arc<Shared>, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result
     wakeups::raise_all(s);
     *s.expired.lock() = None;
     let store = s.store.lock().take();
-    // Every writer of the file has ended: a close that lost nothing says so in the file, so
-    // that the next open can skip redb's check of every page (K15).
-    let result = match (&store, result) {
-        (Some(store), Ok(())) => store.mark_closed(),
-        (_, result) => result,
-    };
     // Releases the file lock.
     let result = result.and(store.map_or(Ok(()), Store::close));
     *s.waker.lock() = None;

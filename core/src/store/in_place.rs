@@ -107,7 +107,6 @@ fn open_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Opened
         if let Some(LogMeta {
             id: Some(id),
             applied,
-            ..
         }) = log_meta(&db, path)?
         {
             if let wal::Found::Ours(r) = wal::read(path, Some(id), applied)? {

@@ -67,7 +67,7 @@ pub(crate) use history::Progress;
 use history::{Recorder, HISTORY_ROWS};
 pub(crate) use in_place::{copy_in_place, range_at_in_place, read_in_place};
 use open::{open_error, replay};
-use seal::{meta_crc_except, meta_intact, seal, unseal, write_meta, Digest};
+use seal::{meta_intact, seal, unseal, write_meta, Digest};
 pub(crate) use snapshot::{kv_hash, View};
 
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
@@ -156,22 +156,12 @@ fn init(db: &redb::Database) -> Result<u64> {
 /// The meta rows about the write-ahead log (a copy of the file leaves them out).
 pub(crate) const LOG_ROWS: [&str; 2] = ["log_id", "log_applied"];
 
-/// The meta row of a file whose last commit was an engine's clean close (SPEC K15): written by
-/// that commit, removed by the next open's first commit, so that it is present only while
-/// nothing has written the file since. Its value is the checksum of every other meta row then
-/// (`meta_crc_except`), so a commit by a build that does not know the row (every commit writes
-/// a meta row: a new log id, the revision, a digest) leaves it stale, not believed. A copy of
-/// the file leaves it out (it is the source's).
-pub(crate) const CLOSED_ROW: &str = "closed";
-
 /// Where the database stands with respect to its write-ahead log (meta rows `log_id`,
-/// `log_applied`; absent in files written before the log: no id, nothing applied), and
-/// whether an engine's clean close wrote it last (`CLOSED_ROW`).
+/// `log_applied`; absent in files written before the log: no id, nothing applied).
 #[derive(Debug, Clone, Copy)]
 struct LogMeta {
     id: Option<u64>,
     applied: u64,
-    closed: bool,
 }
 
 fn corrupt_at(path: &Path, detail: impl Into<String>) -> Error {
@@ -203,13 +193,6 @@ fn log_rows(meta: &impl ReadableTable<&'static str, i64>, path: &Path) -> Result
     };
     let applied = row("log_applied")?.unwrap_or(0);
     let id = row("log_id")?;
-    let closed = match row(CLOSED_ROW)? {
-        Some(mark) => {
-            mark == meta_crc_except(meta, CLOSED_ROW)
-                .map_err(|e| corrupt_at(path, e.to_string()))?
-        }
-        None => false,
-    };
     if applied < 0 || id.is_some_and(|i| i < 0) {
         return Err(corrupt_at(
             path,
@@ -219,7 +202,6 @@ fn log_rows(meta: &impl ReadableTable<&'static str, i64>, path: &Path) -> Result
     Ok(LogMeta {
         id: id.map(|i| i as u64),
         applied: applied as u64,
-        closed,
     })
 }
 
@@ -562,16 +544,6 @@ impl Store {
     /// Marks the file complete on its own (`FORMAT_VERSION`), durably: on close, once redb holds
     /// every record of the log.
     pub(crate) fn mark_complete(&self) -> Result<()> {
-        self.write_marks(false)
-    }
-
-    /// Marks the file closed cleanly (`CLOSED_ROW`, K15), durably: the last commit of a close
-    /// that succeeded, after every thread that writes the file has ended.
-    pub(crate) fn mark_closed(&self) -> Result<()> {
-        self.write_marks(true)
-    }
-
-    fn write_marks(&self, closed: bool) -> Result<()> {
         guarded(&self.path, || {
             let mut tx = self.db.begin_write().map_err(storage)?;
             tx.set_durability(Durability::Immediate).map_err(storage)?;
@@ -579,10 +551,6 @@ impl Store {
             {
                 let mut meta = tx.open_table(META).map_err(storage)?;
                 meta.insert("format", FORMAT_VERSION).map_err(storage)?;
-                if closed {
-                    let others = meta_crc_except(&meta, CLOSED_ROW).map_err(storage)?;
-                    meta.insert(CLOSED_ROW, others).map_err(storage)?;
-                }
                 write_meta(&mut meta, &[]).map_err(storage)?;
             }
             tx.commit().map_err(storage)

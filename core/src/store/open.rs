@@ -13,7 +13,7 @@ use super::scratch::Scratch;
 use super::{
     apply_ops, corrupt_at, guarded, init, load, load_tables, log_meta, new_log_id, storage, wal,
     write_meta, FaultyBackend, LogMeta, Progress, Recorder, StorageFaults, Store, SyncCounter,
-    CACHE, CLOSED_ROW, FORMAT_LOGGED, FORMAT_VERSION, KV, LEASES, META,
+    CACHE, FORMAT_LOGGED, FORMAT_VERSION, KV, LEASES, META,
 };
 use crate::error::{Error, Result};
 use crate::rows::Loaded;
@@ -93,7 +93,6 @@ pub(super) fn replay(
         };
         meta.insert("format", format)
             .map_err(|e| opening(path, e))?;
-        meta.remove(CLOSED_ROW).map_err(|e| opening(path, e))?;
         write_meta(&mut meta, &changes).map_err(|e| opening(path, e))?;
         load_tables(&meta, &leases, &kv, path)
     })();
@@ -113,23 +112,18 @@ pub(super) fn replay(
     }
 }
 
-/// Commits, durably, a new log id (I-G2) and the mark of a file with a log in use (`id`), or
-/// (`None`, no log) only the removal of the clean-close mark: the open's first commit removes
-/// it, so a file written after this open is never taken for one closed cleanly (K15).
-fn open_commit(db: &redb::Database, path: &Path, id: Option<u64>) -> Result<()> {
+/// Commits a new log id (I-G2) and the mark of a file with a log in use, durably.
+fn set_log_id(db: &redb::Database, path: &Path, id: u64) -> Result<()> {
     let mut tx = db.begin_write().map_err(|e| opening(path, e))?;
     tx.set_durability(Durability::Immediate)
         .map_err(|e| opening(path, e))?;
     tx.set_quick_repair(true);
     {
         let mut meta = tx.open_table(META).map_err(|e| opening(path, e))?;
-        if let Some(id) = id {
-            meta.insert("log_id", id as i64)
-                .map_err(|e| opening(path, e))?;
-            meta.insert("format", FORMAT_LOGGED)
-                .map_err(|e| opening(path, e))?;
-        }
-        meta.remove(CLOSED_ROW).map_err(|e| opening(path, e))?;
+        meta.insert("log_id", id as i64)
+            .map_err(|e| opening(path, e))?;
+        meta.insert("format", FORMAT_LOGGED)
+            .map_err(|e| opening(path, e))?;
         write_meta(&mut meta, &[]).map_err(|e| opening(path, e))?;
     }
     tx.commit().map_err(|e| opening(path, e))
@@ -224,22 +218,13 @@ fn write_open(
         // Nothing to replay: the new id alone (as fast as without a log).
         Some(m) if use_log => {
             let id = fresh_id(m);
-            open_commit(db, path, Some(id))?;
-            LogMeta {
-                id: Some(id),
-                closed: false,
-                ..m
-            }
-        }
-        Some(m) if m.closed => {
-            open_commit(db, path, None)?;
-            LogMeta { closed: false, ..m }
+            set_log_id(db, path, id)?;
+            LogMeta { id: Some(id), ..m }
         }
         Some(m) => m,
         None => LogMeta {
             id: Some(init(db)?),
             applied: 0,
-            closed: false,
         },
     };
     Ok(Written {
@@ -249,27 +234,11 @@ fn write_open(
     })
 }
 
-/// Whether the read-only pass found a file an engine's clean close wrote last (K15), with no
-/// record in its log beyond what the file holds.
-fn closed_cleanly(checked: &Checked) -> bool {
-    match checked {
-        Checked::Read(Some((_, m)), found) => {
-            m.closed && !matches!(found, wal::Found::Ours(r) if !r.is_empty())
-        }
-        _ => false,
-    }
-}
-
 /// Makes the open's writes ([`write_open`]) on a scratch copy of `file` that keeps them in
 /// memory, after redb's check of its pages (D5): a damaged file that reads as valid rows can
 /// still fail redb's writes part way (a damaged allocator state), and redb writes the file as
 /// soon as it opens it for writing, so the real write open comes only after this succeeded.
 /// The same writes on the same bytes then succeed on the file.
-///
-/// The page check reads every page of the file (most of them history's): it is skipped for a
-/// file an engine closed cleanly and nothing wrote since (K15), whose pages are those redb
-/// wrote and synced; the rows the open reads are still checked (D5a), history's rows when
-/// they are read.
 fn dry_run(file: &File, path: &Path, checked: &Checked, use_log: bool, new_id: u64) -> Result<()> {
     let cannot = |e: std::io::Error| Error::io("cannot read", path, &e);
     let len = file.metadata().map_err(cannot)?.len();
@@ -278,7 +247,7 @@ fn dry_run(file: &File, path: &Path, checked: &Checked, use_log: bool, new_id: u
         .set_cache_size(CACHE)
         .create_with_backend(scratch)
         .map_err(|e| open_error(path, e))?;
-    if !closed_cleanly(checked) && !db.check_integrity().map_err(|e| open_error(path, e))? {
+    if !db.check_integrity().map_err(|e| open_error(path, e))? {
         return Err(corrupt_at(
             path,
             "damaged file: redb's page checksums or allocator state do not match its trees",
@@ -421,120 +390,5 @@ impl Store {
             Error::AlreadyOpen(_) => Opening::Contended(e),
             e => Opening::Failed(e),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::seal::meta_crc_except;
-    use super::*;
-    use crate::{Error, Tenure};
-    use redb::ReadableDatabase;
-
-    /// A file with `key` written twice (its first value, `old`, then only in the history),
-    /// closed cleanly; with or without the log.
-    fn closed_file(dir: &Path, log: bool, old: &[u8]) -> (std::path::PathBuf, i64) {
-        let path = dir.join("db.tenure");
-        let db = Tenure::builder()
-            .path(&path)
-            .write_ahead_log(log)
-            .open()
-            .unwrap();
-        let first = db.put("key", old, None).unwrap();
-        db.put("key", "new", None).unwrap();
-        db.close().unwrap();
-        (path, first)
-    }
-
-    /// Whether a closed file carries a clean-close mark that vouches for its meta rows, read
-    /// with redb itself.
-    fn marked(path: &Path) -> bool {
-        let raw = redb::Database::open(path).unwrap();
-        let tx = raw.begin_read().unwrap();
-        let meta = tx.open_table(META).unwrap();
-        let mark = meta.get(CLOSED_ROW).unwrap().map(|v| v.value());
-        mark == Some(meta_crc_except(&meta, CLOSED_ROW).unwrap())
-    }
-
-    /// Flips a bit in every copy of `needle` in the file (the live history row among them).
-    fn damage_every(path: &Path, needle: &[u8]) {
-        let mut bytes = std::fs::read(path).unwrap();
-        let mut found = 0;
-        for at in 0..bytes.len().saturating_sub(needle.len()) {
-            if bytes[at..at + needle.len()] == *needle {
-                bytes[at + needle.len() / 2] ^= 1;
-                found += 1;
-            }
-        }
-        assert!(found > 0, "the value is in the file");
-        std::fs::write(path, bytes).unwrap();
-    }
-
-    #[test]
-    fn k15_a_clean_close_marks_the_file_and_the_next_opens_first_commit_removes_the_mark() {
-        for log in [true, false] {
-            let dir = tempfile::tempdir().unwrap();
-            let (path, _) = closed_file(dir.path(), log, b"old");
-            assert!(marked(&path), "log {log}: closed cleanly");
-            // Opened, then left without a close (as a killed process leaves it): the open's
-            // own commit removed the mark, so the next open checks every page.
-            let opened = Store::open(&path, None, log, wal::REGION).unwrap();
-            drop(opened);
-            assert!(!marked(&path), "log {log}: written since the mark");
-            Tenure::open(&path).unwrap().close().unwrap();
-            assert!(marked(&path), "log {log}: closed cleanly again");
-        }
-    }
-
-    #[test]
-    fn k15_a_damaged_history_page_is_caught_at_open_unless_closed_cleanly_then_at_the_read() {
-        let old = b"an-old-value-only-the-history-holds";
-        // Not closed cleanly (no mark), or written since by a build that does not know the
-        // mark (its open's new log id): redb's check of every page refuses it, untouched.
-        type Edit = fn(&mut redb::Table<&str, i64>);
-        let edits: [(&str, Edit); 2] = [
-            ("no mark", |meta| {
-                meta.remove(CLOSED_ROW).unwrap();
-            }),
-            ("a stale mark", |meta| {
-                meta.insert("log_id", 12345).unwrap();
-            }),
-        ];
-        for (what, edit) in edits {
-            let dir = tempfile::tempdir().unwrap();
-            let (path, _) = closed_file(dir.path(), true, old);
-            {
-                let raw = redb::Database::open(&path).unwrap();
-                let tx = raw.begin_write().unwrap();
-                {
-                    let mut meta = tx.open_table(META).unwrap();
-                    edit(&mut meta);
-                    write_meta(&mut meta, &[]).unwrap();
-                }
-                tx.commit().unwrap();
-            }
-            damage_every(&path, old);
-            let before = std::fs::read(&path).unwrap();
-            match Tenure::open(&path) {
-                Err(Error::Corrupt { .. }) => {}
-                other => panic!("{what}: expected Corrupt, got {other:?}"),
-            }
-            assert!(
-                std::fs::read(&path).unwrap() == before,
-                "{what}: left untouched"
-            );
-        }
-        // Closed cleanly: the open reads only the rows it loads, all intact; the damaged
-        // history row is refused when it is read, never returned as data (D5a).
-        let dir = tempfile::tempdir().unwrap();
-        let (path, first) = closed_file(dir.path(), true, old);
-        damage_every(&path, old);
-        let db = Tenure::open(&path).unwrap();
-        assert_eq!(db.get("key").unwrap().unwrap().value, b"new");
-        match db.get_at("key", first) {
-            Err(e) => assert!(e.to_string().contains("history row"), "{e}"),
-            Ok(v) => panic!("a damaged history row was read as {v:?}"),
-        }
-        db.close().unwrap();
     }
 }

@@ -129,19 +129,10 @@ pub(crate) fn write_meta(
 
 /// The checksum of every meta row but the checksum row, in key order.
 fn meta_crc(meta: &impl ReadableTable<&'static str, i64>) -> Result<i64, StorageError> {
-    meta_crc_except(meta, META_CHECKSUM)
-}
-
-/// The checksum of every meta row but the checksum row and `row`, in key order: what a row
-/// that vouches for all the others (the clean-close mark) holds.
-pub(crate) fn meta_crc_except(
-    meta: &impl ReadableTable<&'static str, i64>,
-    row: &str,
-) -> Result<i64, StorageError> {
     let mut h = crc32fast::Hasher::new();
-    for r in meta.iter()? {
-        let (k, v) = r?;
-        if k.value() == META_CHECKSUM || k.value() == row {
+    for row in meta.iter()? {
+        let (k, v) = row?;
+        if k.value() == META_CHECKSUM {
             continue;
         }
         h.update(&(k.value().len() as u64).to_le_bytes());

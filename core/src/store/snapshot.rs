@@ -258,10 +258,6 @@ impl View {
                 if super::HISTORY_ROWS.contains(&k.value()) {
                     continue;
                 }
-                // ... nor the source's clean close.
-                if k.value() == super::CLOSED_ROW {
-                    continue;
-                }
                 // ... and it is complete on its own.
                 let v = if k.value() == "format" {
                     super::FORMAT_VERSION
