@@ -577,3 +577,55 @@ fn p1_shared_mode_needs_a_path() {
         "{e}"
     );
 }
+
+#[test]
+fn p5_a_closed_non_owner_no_longer_waits_to_take_over() {
+    let (_dir, path) = temp_db();
+    let owner = shared(&path).unwrap();
+    let other = shared(&path).unwrap();
+    other.close().unwrap();
+    owner.close().unwrap();
+    // Had the closed handle's thread taken the file over, this open would be refused.
+    Tenure::open(&path).unwrap().close().unwrap();
+}
+
+#[test]
+fn p6_a_process_that_took_over_records_its_own_sessions_for_the_next_owner() {
+    let (_dir, path) = temp_db();
+    let mut a = Proc::start(&path, "shared");
+    assert!(a.opened());
+    let mut b = Proc::start(&path, "shared");
+    assert!(!b.opened());
+    let held = b.ask("lock jobs 600");
+    let token: i64 = fields(&held)["token"].parse().unwrap();
+    // `a` closes: `b`, the only one waiting, takes over (its next call succeeds once it serves).
+    assert_eq!(a.ask("close"), "closed");
+    assert!(b.ask("put after-a 1").starts_with("put "));
+    assert_eq!(b.ask("owner"), "owner true");
+    b.kill();
+    // The next owner revokes `b`'s session lease (recorded when `b` became the owner), so the
+    // lock is free at once, with a larger token; a 600 s TTL could not explain it.
+    let mut c = Proc::start(&path, "shared");
+    assert!(c.opened());
+    let taken = c.ask("lock jobs 600");
+    assert!(
+        fields(&taken)["token"].parse::<i64>().unwrap() > token,
+        "{taken}"
+    );
+}
+
+#[test]
+fn p3_a_non_owner_locks_through_the_socket_on_a_new_file() {
+    // etcd's clients (the recipes' waits over the socket) take revision 0 for "none": the
+    // owner starts a new file at revision 1, as `tenure serve` does.
+    let (_dir, path) = temp_db();
+    let owner = shared(&path).unwrap();
+    let other = shared(&path).unwrap();
+    let s = Session::new(&other, SessionOptions::default()).unwrap();
+    let g = Mutex::new(&s, "jobs").lock(Duration::from_secs(5)).unwrap();
+    assert!(g.fencing_token() > 1, "{}", g.fencing_token());
+    g.unlock().unwrap();
+    s.close().unwrap();
+    other.close().unwrap();
+    owner.close().unwrap();
+}

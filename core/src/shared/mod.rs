@@ -247,7 +247,9 @@ mod serve_side {
             file,
             socket,
             uid,
-            builder: b.shared(false),
+            // The owner serves etcd's clients, which take revision 0 for "none" (the recipes'
+            // waits over the socket among them): a new file starts at 1, as `tenure serve`'s.
+            builder: b.shared(false).base_revision_at_least(1),
             ownership,
             owns: AtomicBool::new(false),
             sessions: Mutex::new(Registry::default()),
