@@ -151,7 +151,7 @@ fn e23_writes_waiting_for_a_stalled_disk_hold_no_worker() {
         pool: WaitPool::new("test-wait").unwrap(),
     });
     rt.block_on(async {
-        let lease = Lease(ctx.clone())
+        let lease = Lease::new(ctx.clone())
             .lease_grant(Request::new(PbLeaseGrantRequest { ttl: 60, id: 0 }))
             .await
             .unwrap()
@@ -187,7 +187,7 @@ fn e23_writes_waiting_for_a_stalled_disk_hold_no_worker() {
             })
         };
         // Requests that need no commit are answered meanwhile, on the same worker.
-        let ttl = Lease(ctx.clone())
+        let ttl = Lease::new(ctx.clone())
             .lease_time_to_live(Request::new(PbLeaseTimeToLiveRequest {
                 id: lease,
                 keys: false,
