@@ -84,28 +84,42 @@ pub struct Kv(pub Arc<Ctx>);
 /// etcd's refusal of a request that writes (goes through its raft log) and is larger than
 /// `--max-request-bytes`, whatever field makes it so.
 pub(crate) fn check_size(ctx: &Ctx, req: &impl Message) -> Result<(), Status> {
-    if req.encoded_len() > ctx.max_request_bytes {
-        return Err(errors::etcd(EtcdError::RequestTooLarge));
-    }
-    Ok(())
+    sized(ctx, req).map(|_| ())
 }
 
+/// [`check_size`], returning the request's encoded size.
+fn sized(ctx: &Ctx, req: &impl Message) -> Result<usize, Status> {
+    let bytes = req.encoded_len();
+    if bytes > ctx.max_request_bytes {
+        return Err(errors::etcd(EtcdError::RequestTooLarge));
+    }
+    Ok(bytes)
+}
+
+/// The largest write request applied on the async worker (SPEC E22): the apply copies what the
+/// request carries under the engine's lock, so a larger one goes to the blocking pool and
+/// keeps the worker's turn short.
+pub const INLINE_REQUEST_BYTES: usize = 16 * 1024;
+
 impl Kv {
-    async fn run(&self, op: RequestOp) -> Result<(i64, ResponseOp), Status> {
+    /// `bytes`: the write request's encoded size (0 for a range).
+    async fn run(&self, op: RequestOp, bytes: usize) -> Result<(i64, ResponseOp), Status> {
         let done = |r: crate::error::Result<Outcome>| match r {
             Ok(Outcome::Done { revision, response }) => Ok((revision, response)),
             Ok(Outcome::Refused(r)) => Err(errors::refusal(r)),
             Err(e) => Err(errors::status(e)),
         };
         // A request whose work under the engine's lock is bounded (a put, a one-key delete, a
-        // small read, a txn of these) is applied here, on the async worker, and awaits its
+        // small read, a txn of these; at most INLINE_REQUEST_BYTES) is applied here, on the async worker, and awaits its
         // commit without holding a thread: the end of the commit completes it (SPEC E22). One
         // that may copy or delete many keys, or reads the file's history, goes to the blocking
         // pool, so it never holds an async worker the other clients' requests need (E2b).
-        match inline(|| self.0.db.execute_applied(&op))? {
-            Ok(Some(applied)) => return done(applied.durable().await),
-            Ok(None) => {}
-            Err(e) => return done(Err(e)),
+        if bytes <= INLINE_REQUEST_BYTES {
+            match inline(|| self.0.db.execute_applied(&op))? {
+                Ok(Some(applied)) => return done(applied.durable().await),
+                Ok(None) => {}
+                Err(e) => return done(Err(e)),
+            }
         }
         let db = self.0.db.clone();
         blocking(move || done(db.execute(&op))).await
@@ -123,7 +137,7 @@ impl PbKvService for Kv {
         req: Request<PbRangeRequest>,
     ) -> Result<Response<PbRangeResponse>, Status> {
         let r = convert::range_request(req.into_inner())?;
-        match self.run(RequestOp::Range(r)).await? {
+        match self.run(RequestOp::Range(r), 0).await? {
             (rev, ResponseOp::Range(r)) => {
                 Ok(Response::new(convert::range_response(&self.0.ids, rev, r)))
             }
@@ -142,9 +156,9 @@ impl PbKvService for Kv {
 
     async fn put(&self, req: Request<PbPutRequest>) -> Result<Response<PbPutResponse>, Status> {
         let req = req.into_inner();
-        check_size(&self.0, &req)?;
+        let bytes = sized(&self.0, &req)?;
         let p = convert::put_request(req)?;
-        match self.run(RequestOp::Put(p)).await? {
+        match self.run(RequestOp::Put(p), bytes).await? {
             (rev, ResponseOp::Put { prev_kv }) => Ok(Response::new(convert::put_response(
                 &self.0.ids,
                 rev,
@@ -159,9 +173,9 @@ impl PbKvService for Kv {
         req: Request<PbDeleteRequest>,
     ) -> Result<Response<PbDeleteResponse>, Status> {
         let req = req.into_inner();
-        check_size(&self.0, &req)?;
+        let bytes = sized(&self.0, &req)?;
         let d = convert::delete_request(req)?;
-        match self.run(RequestOp::DeleteRange(d)).await? {
+        match self.run(RequestOp::DeleteRange(d), bytes).await? {
             (rev, ResponseOp::DeleteRange { deleted, prev_kvs }) => Ok(Response::new(
                 convert::delete_response(&self.0.ids, rev, deleted, prev_kvs),
             )),
@@ -171,9 +185,9 @@ impl PbKvService for Kv {
 
     async fn txn(&self, req: Request<PbTxnRequest>) -> Result<Response<PbTxnResponse>, Status> {
         let req = req.into_inner();
-        check_size(&self.0, &req)?;
+        let bytes = sized(&self.0, &req)?;
         let t = convert::txn_request(req)?;
-        match self.run(RequestOp::Txn(t)).await? {
+        match self.run(RequestOp::Txn(t), bytes).await? {
             (
                 rev,
                 ResponseOp::Txn {
