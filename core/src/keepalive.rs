@@ -19,7 +19,9 @@ use crate::clock::Waker;
 use crate::error::{Error, Result};
 #[cfg(feature = "remote")]
 use crate::etcd::client::BoundStream;
-use crate::handle::{Backend, Tenure, WeakTenure};
+#[cfg(feature = "remote")]
+use crate::handle::Backend;
+use crate::handle::{Tenure, WeakTenure};
 use crate::locks::Mutex;
 use crate::types::LeaseId;
 use crate::wait::Stop;
@@ -48,14 +50,45 @@ enum Stream {}
 
 /// A session's keep-alive stream bound to this process; dropping it ends the stream on
 /// purpose, so the server revokes nothing.
+#[cfg(feature = "remote")]
 pub(crate) struct Binding {
     engine: WeakTenure,
     stream: Stream,
 }
 
+/// Without feature `remote` nothing is bound.
+#[cfg(not(feature = "remote"))]
+pub(crate) enum Binding {}
+
+#[cfg(feature = "remote")]
+impl Binding {
+    fn stream(&self) -> Stream {
+        self.stream.clone()
+    }
+
+    /// The first renew, made before the keep-alive starts: the lease's TTL.
+    fn first_renew(&self, db: &Tenure, id: LeaseId) -> Result<Duration> {
+        match db.backend() {
+            Backend::Etcd(r) => r.renew_bound(&self.stream, None),
+            Backend::Engine(_) => db.renew(id),
+        }
+    }
+}
+
+#[cfg(not(feature = "remote"))]
+impl Binding {
+    fn stream(&self) -> Stream {
+        match *self {}
+    }
+
+    fn first_renew(&self, _: &Tenure, _: LeaseId) -> Result<Duration> {
+        match *self {}
+    }
+}
+
+#[cfg(feature = "remote")]
 impl Drop for Binding {
     fn drop(&mut self) {
-        #[cfg(feature = "remote")]
         if let Some(db) = Tenure::upgrade(&self.engine) {
             if let Backend::Etcd(r) = db.backend() {
                 r.end_bound(&self.stream);
@@ -249,14 +282,7 @@ impl Tenure {
             // Bound from the first renew, before the keep-alive starts: a process that dies
             // right after this returns loses its lease at once.
             Some(b) => {
-                let ttl = match (&b.stream, self.backend()) {
-                    #[cfg(feature = "remote")]
-                    (stream, Backend::Etcd(r)) => r.renew_bound(stream, None)?,
-                    #[cfg(not(feature = "remote"))]
-                    (stream, _) => match *stream {},
-                    #[cfg(feature = "remote")]
-                    (_, Backend::Engine(_)) => self.renew(id)?,
-                };
+                let ttl = b.first_renew(self, id)?;
                 crate::types::LeaseInfo {
                     id,
                     ttl,
@@ -283,7 +309,7 @@ impl Tenure {
             closed: self.closed_error(),
         };
         let (s, e) = (stop.clone(), error.clone());
-        let bound = binding.as_ref().map(|b| b.stream.clone());
+        let bound = binding.as_ref().map(Binding::stream);
         let thread = std::thread::Builder::new()
             .name(format!("tenure-keepalive-{id}"))
             .spawn(move || run(engine, id, sched, &s, &e, lost.as_ref(), bound.as_ref()))

@@ -143,7 +143,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_broken_stream_revokes_what_it_kept_and_a_clean_one_nothing() {
+    fn p10_p11_a_broken_stream_revokes_what_it_kept_and_a_clean_one_nothing() {
         let b = Arc::new(Bindings::default());
         let mut clean = b.stream();
         let mut broken = b.stream();
@@ -162,7 +162,7 @@ mod tests {
     }
 
     #[test]
-    fn a_lease_another_live_stream_keeps_is_not_revoked() {
+    fn p13_a_lease_another_live_stream_keeps_is_not_revoked() {
         let b = Arc::new(Bindings::default());
         let (mut old, mut new) = (b.stream(), b.stream());
         old.renewed(7);
@@ -172,7 +172,7 @@ mod tests {
     }
 
     #[test]
-    fn the_server_ending_a_stream_revokes_nothing_and_leases_per_stream_are_bounded() {
+    fn p13_the_server_ending_a_stream_revokes_nothing_and_leases_per_stream_are_bounded() {
         let b = Arc::new(Bindings::default());
         let mut s = b.stream();
         for id in 0..MAX_BOUND_LEASES_PER_STREAM as i64 {
