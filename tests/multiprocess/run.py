@@ -185,7 +185,7 @@ class Driver:
                     k.pending.clear()
                 if k.pending and now - k.at > STUCK_BOUND:
                     for w in self.alive():
-                        if w.name in k.pending and w.kind == "py":
+                        if w.name in k.pending:
                             self.dump_stacks(w)
                     self.failures.append(
                         f"after killing {k.victim} ({'owner' if k.owner else 'non-owner'}), "
@@ -199,7 +199,15 @@ class Driver:
         self.check()
 
     def dump_stacks(self, w: Worker) -> None:
-        """Has a stuck Python worker write its threads' stacks to its stderr (diagnostics)."""
+        """Has a stuck worker's threads' stacks written to its stderr (diagnostics): Python's by
+        faulthandler, C's by gdb when it is installed."""
+        if w.kind == "c":
+            if shutil.which("gdb"):
+                with open(w.stderr, "ab") as err:
+                    subprocess.run(["gdb", "-p", str(w.proc.pid), "-batch", "-ex",
+                                    "thread apply all bt 12"], stdout=err, stderr=err,
+                                   timeout=60, check=False)
+            return
         size = w.stderr.stat().st_size
         w.proc.send_signal(signal.SIGUSR1)
         deadline = time.monotonic() + 2.0
