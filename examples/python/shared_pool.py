@@ -23,12 +23,13 @@ def work(worker: int) -> int:
             with s.lock("claim", timeout=10.0):  # one worker at a time, across processes
                 jobs = db.range("jobs/", limit=1)
                 if not jobs:
-                    return done
+                    break
                 db.delete(jobs[0].key)
                 n = int(jobs[0].value)
                 total = db.get("results/sum")
                 db.put("results/sum", str((int(total.value) if total else 0) + n * n))
             done += 1
+    return done
 
 
 if __name__ == "__main__":

@@ -86,7 +86,9 @@ pub struct tenure_options {
     /// or dies another takes over and every process reconnects by itself. `tenure_stats.owner`
     /// says whether this process owns the file; in one that does not, engine-only calls
     /// (`tenure_expired_next`, `tenure_promote`, `tenure_demote`, `tenure_lease_checkpoint`)
-    /// return `TENURE_ERR_UNSUPPORTED` naming the call. Needs a path.
+    /// return `TENURE_ERR_UNSUPPORTED` naming the call. Needs a path. A process that does not own
+    /// the file talks to the owner over a unix socket: ignore SIGPIPE (`signal(SIGPIPE, SIG_IGN)`),
+    /// as any socket client must, or a write to an owner that just died ends the process.
     pub shared: bool,
     /// The file's space quota in bytes (SPEC E20): a write that would take the file to it
     /// fails with `TENURE_ERR_QUOTA_EXCEEDED` and raises a NOSPACE alarm (`tenure_alarms`).

@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,8 @@ int main(int argc, char **argv) {
         perror(argv[2]);
         return 2;
     }
+    /* A write to an owner that just died must be an error, not the end of this process. */
+    signal(SIGPIPE, SIG_IGN);
     tenure_options o;
     tenure *db = NULL;
     tenure_options_init(&o);

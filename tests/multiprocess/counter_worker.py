@@ -13,7 +13,9 @@ and the loop starts again with a new one. Runs until killed.
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import sys
 
 import tenure
@@ -36,6 +38,8 @@ def write_counter(fd: int, count: int, token: int) -> None:
 
 
 def main(db_path: str, counter: str, name: str, ttl: float) -> None:
+    # run.py asks a worker that makes no progress where it is.
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     fd = os.open(counter, os.O_RDWR | os.O_CREAT, 0o600)
     db = tenure.open(db_path, shared=True)
     print(f"start {os.getpid()} {int(bool(db.stats()['owner']))}", flush=True)

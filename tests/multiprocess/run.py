@@ -22,9 +22,9 @@ acknowledged increments, K the kills and C the count in the file:
     A <= C <= A + K, every acknowledged COUNT is distinct and <= C, and ordered by COUNT the
     acknowledged tokens strictly increase (no two holders at once, across every takeover);
 
-and after every kill, every worker that survived it and had made progress before makes
-progress again within PROGRESS_BOUND seconds. Exit status 0 when all of it holds; the figures
-are printed either way.
+and after every kill, some worker that survived it makes progress again within PROGRESS_BOUND
+seconds, and every one that had made progress before does within STUCK_BOUND seconds. Exit
+status 0 when all of it holds; the figures are printed either way.
 """
 
 from __future__ import annotations
@@ -46,7 +46,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 LOCK = "counter/lock"
 TTL = 3.0  # session TTL of every worker (s): short, it bounds a stall after a lost session
-PROGRESS_BOUND = 5.0  # s after a kill within which each surviving worker must progress again
+PROGRESS_BOUND = 5.0  # s after a kill within which the surviving workers must progress again
+# Each surviving worker must progress again within STUCK_BOUND of a kill: every queued session
+# ahead of it may be one that ends only by its TTL (a killed non-owner's, without sessions bound
+# to processes; a survivor's lost across a takeover), on a loaded machine.
+STUCK_BOUND = 3 * PROGRESS_BOUND
 MIN_OWNER_KILLS = 3
 
 
@@ -88,7 +92,6 @@ class Driver:
         self.kills: list[Kill] = []
         self.failures: list[str] = []
         self.started = 0
-        self.unbuilt = False
 
     def start(self, kind: str) -> Worker:
         self.started += 1
@@ -143,10 +146,7 @@ class Driver:
                 self.sel.unregister(w.proc.stdout)
                 w.proc.stdout.close()
                 code = w.proc.wait()
-                if not w.killed and "shared mode: not built yet" in w.stderr.read_text():
-                    # Until the core's shared open is built (h-owner) it is Unsupported.
-                    self.unbuilt = True
-                elif not w.killed:
+                if not w.killed:
                     self.failures.append(
                         f"{w.name} exited by itself ({code}): {w.stderr.read_text()[-2000:]}")
                 return
@@ -173,23 +173,46 @@ class Driver:
         begin = time.monotonic()
         end = begin + self.args.seconds
         next_kill = begin + self.args.kill_every
-        while time.monotonic() < end and not self.failures and not self.unbuilt:
+        while time.monotonic() < end and not self.failures:
             now = time.monotonic()
             self.pump(max(0.0, min(next_kill, end) - now))
             now = time.monotonic()
             for k in self.kills:
-                if k.pending and now - k.at > PROGRESS_BOUND:
+                if not k.latency and k.pending and now - k.at > PROGRESS_BOUND:
                     self.failures.append(
                         f"after killing {k.victim} ({'owner' if k.owner else 'non-owner'}), "
-                        f"{sorted(k.pending)} made no progress within {PROGRESS_BOUND} s")
+                        f"no survivor progressed within {PROGRESS_BOUND} s")
+                    k.pending.clear()
+                if k.pending and now - k.at > STUCK_BOUND:
+                    for w in self.alive():
+                        if w.name in k.pending:
+                            self.dump_stacks(w)
+                    self.failures.append(
+                        f"after killing {k.victim} ({'owner' if k.owner else 'non-owner'}), "
+                        f"{sorted(k.pending)} made no progress within {STUCK_BOUND} s")
                     k.pending.clear()
             if now >= next_kill:
                 next_kill = now + self.args.kill_every
                 self.kill_one()
         for w in self.alive():
             self.kill(w)
-        if not self.unbuilt:
-            self.check()
+        self.check()
+
+    def dump_stacks(self, w: Worker) -> None:
+        """Has a stuck worker's threads' stacks written to its stderr (diagnostics): Python's by
+        faulthandler, C's by gdb when it is installed."""
+        if w.kind == "c":
+            if shutil.which("gdb"):
+                with open(w.stderr, "ab") as err:
+                    subprocess.run(["gdb", "-p", str(w.proc.pid), "-batch", "-ex",
+                                    "thread apply all bt 12"], stdout=err, stderr=err,
+                                   timeout=60, check=False)
+            return
+        size = w.stderr.stat().st_size
+        w.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 2.0
+        while w.stderr.stat().st_size == size and time.monotonic() < deadline:
+            self.pump(0.05)
 
     def kill_one(self) -> None:
         alive = self.alive()
@@ -213,8 +236,17 @@ class Driver:
         a, k = len(acks), sum(1 for w in self.workers if w.killed)
         counts = [c for c, _ in acks]
         owner_kills = sum(1 for x in self.kills if x.owner)
+        first = {
+            label: [min(x.latency.values()) for x in self.kills if x.owner == o and x.latency]
+            for label, o in (("owner", True), ("non-owner", False))
+        }
         lat_owner = [max(x.latency.values()) for x in self.kills if x.owner and x.latency]
         lat_other = [max(x.latency.values()) for x in self.kills if not x.owner and x.latency]
+        for label, lat in first.items():
+            if lat:
+                print(f"counter: first survivor's increment after a {label} kill: "
+                      f"median {statistics.median(lat) * 1000:.0f} ms, "
+                      f"max {max(lat) * 1000:.0f} ms")
         print(f"counter: {len(self.workers)} workers started ({self.args.workers} at a time, "
               f"Python and C), {len(self.kills)} kills during the run ({owner_kills} of the "
               f"owner) + {k - len(self.kills)} at the end; acknowledged {a}, file count {count}, "
@@ -263,10 +295,6 @@ def main() -> int:
             if w.proc.poll() is None:
                 w.proc.kill()
                 w.proc.wait()
-    if d.unbuilt:
-        print("counter: shared mode is not built yet: the counter test is not run")
-        shutil.rmtree(work)
-        return 0
     for f in d.failures:
         print(f"counter: FAILED: {f}")
     if d.failures:
@@ -274,7 +302,7 @@ def main() -> int:
         for w in d.workers:
             err = w.stderr.read_text().strip()
             if err:
-                print(f"--- {w.name} stderr (last lines):\n" + "\n".join(err.splitlines()[-5:]))
+                print(f"--- {w.name} stderr (last lines):\n" + "\n".join(err.splitlines()[-30:]))
         return 1
     if not args.keep:
         shutil.rmtree(work)

@@ -47,3 +47,23 @@ def test_the_asyncio_service_example_runs_and_ends_by_itself() -> None:
     assert "b: job run 3" in lines
     assert "c: campaign cancelled, candidates left: ['b']" in lines
     assert not any(l.startswith("c: leads") for l in lines)
+
+
+POOL_EXAMPLE = EXAMPLE.with_name("shared_pool.py")
+
+
+def test_the_shared_pool_example_runs_a_pool_on_one_file(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [PYTHON, str(POOL_EXAMPLE), str(tmp_path / "jobs.tenure")],
+        env=python_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [
+        "this process owns the file: True",
+        "12 jobs done by the pool",
+        "sum of squares: 650",
+        "jobs left: 0",
+    ]
