@@ -64,11 +64,18 @@ mod serve_side {
     use crate::etcd::client::ConnectOptions;
     use crate::handle::{Attachment, Backend, Tenure};
     use crate::locks::Mutex;
-    use crate::types::LeaseId;
+    use crate::types::{LeaseId, Recovery};
 
     /// How long an open waits for an owner that holds the lock but does not answer yet (it is
     /// still recovering the file, or dying).
     pub(crate) const OWNER_WAIT: Duration = Duration::from_secs(10);
+
+    /// What a takeover adds to every lease's checkpointed remaining time (etcd's promotion
+    /// model, [`Recovery::Extend`]): the surviving processes renewed their leases until the
+    /// owner died, but renewals are not written to the file, so the file's remaining times are
+    /// as old as the last checkpoint; this gives each survivor time to reach the new owner and
+    /// renew. The dead owner's sessions are revoked, not extended.
+    pub(crate) const TAKEOVER_GRACE: Duration = Duration::from_secs(2);
 
     /// One shared open of a file: what the owner holds and a non-owner needs to take over.
     pub(crate) struct Sharing {
@@ -98,10 +105,18 @@ mod serve_side {
         /// owner's record, opens the file (recovery as on any reopen), revokes the previous
         /// owner's session leases, records this process's own, then serves the socket. On
         /// failure the lock is given back.
-        pub(super) fn become_owner(&self) -> Result<Tenure> {
+        ///
+        /// `takeover`: another process owned the file until now (its lock was freed while this
+        /// one waited), so leases are recovered as etcd promotes a new leader
+        /// ([`TAKEOVER_GRACE`]); a first owner recovers them as the builder says.
+        pub(super) fn become_owner(&self, takeover: bool) -> Result<Tenure> {
             let owned = (|| {
                 let previous = self.ownership.read_record();
-                let engine = Tenure::over(Backend::Engine(self.builder.clone().open_engine()?));
+                let mut builder = self.builder.clone();
+                if takeover {
+                    builder = builder.recovery(Recovery::Extend(TAKEOVER_GRACE));
+                }
+                let engine = Tenure::over(Backend::Engine(builder.open_engine()?));
                 for id in previous.leases {
                     match engine.revoke(id) {
                         Ok(()) | Err(Error::LeaseNotFound(_)) => {}
@@ -259,7 +274,7 @@ mod serve_side {
         let mut pause = Duration::from_millis(1);
         loop {
             if sharing.ownership.try_take()? {
-                let engine = sharing.become_owner()?;
+                let engine = sharing.become_owner(false)?;
                 let file = SharedFile {
                     sharing,
                     takeover: Mutex::new(None),
