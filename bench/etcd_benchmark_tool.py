@@ -186,9 +186,9 @@ def start_etcd(dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     return proc, addr
 
 
-LINE_RPS = re.compile(r"Requests/sec:\s+([0-9.]+)")
-LINE_SLOWEST = re.compile(r"Slowest:\s+([0-9.]+) secs")
-LINE_PCT = re.compile(r"^\s*(\d+(?:\.\d+)?)% in ([0-9.]+) secs", re.M)
+LINE_RPS = re.compile(r"Requests/sec:\s+([0-9.eE+-]+)")
+LINE_SLOWEST = re.compile(r"Slowest:\s+([0-9.eE+-]+) secs")
+LINE_PCT = re.compile(r"^\s*(\d+(?:\.\d+)?)% in ([0-9.eE+-]+) secs", re.M)
 
 
 def run_one(exe: Path, endpoint: str, args: list[str], clients: int, total: int) -> dict[str, float]:

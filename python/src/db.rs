@@ -7,12 +7,13 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use tenure::etcd::errors::refused_at;
 use tenure::{Builder, Credentials, Durability, LeaseId, Recovery, Tenure, Txn, WatchOptions};
 
+use crate::alarms::PyAlarm;
 use crate::clock::PyManualClock;
 use crate::convert::{
     bytes_arg, keys_arg, limit_arg, opt_int_arg, opt_secs_arg, revision_arg, seconds, secs_arg,
     timeout, ttl,
 };
-use crate::errors::{blocking, invalid};
+use crate::errors::{blocking, err, invalid};
 use crate::handle::PyTenure;
 use crate::iter::{PyExpiredIter, PyWatcher};
 use crate::lease::PyLease;
@@ -20,7 +21,7 @@ use crate::lease::{lease_arg, opt_lease_arg};
 use crate::repr::Repr;
 use crate::runtime::ForkSafe;
 use crate::txn::{PyCompare, PyOp};
-use crate::types::{PyKeyValue, PyLeaseInfo, PySnapshotInfo, PyTxnResponse};
+use crate::types::{PyKeyValue, PyLeaseInfo, PySnapshotInfo, PyStorageSize, PyTxnResponse};
 
 fn durability_arg(durability: &str, flush_interval: f64) -> PyResult<Durability> {
     match durability {
@@ -52,8 +53,10 @@ fn recovery_arg(recovery: &str, extend: f64) -> PyResult<Recovery> {
 /// (committed at least every `flush_interval` seconds); `recovery` "wall" or "extend" (every
 /// lease restarts from its checkpointed remaining TTL plus `extend` seconds); `min_ttl`,
 /// `checkpoint_interval`, `expired_retry_interval` in seconds; `primary`; `auto_revoke`;
-/// `clock`, a `tenure.ManualClock` for tests. Every interval and `extend` is at most
-/// `tenure.MAX_DURATION` seconds.
+/// `clock`, a `tenure.ManualClock` for tests; `quota_backend_bytes`, the file's space quota
+/// (SPEC E20: a write that would reach it raises `tenure.QuotaExceeded` and a NOSPACE alarm;
+/// `None`, the default: no quota); `member_id`, the member the engine's own alarms are raised
+/// as. Every interval and `extend` is at most `tenure.MAX_DURATION` seconds.
 ///
 /// `shared=True`: any number of processes of this user open the same file so and see one
 /// database (no server to run). The first one owns the file (the engine runs in it) and serves
@@ -77,7 +80,7 @@ fn recovery_arg(recovery: &str, extend: f64) -> PyResult<Recovery> {
     min_ttl=0.0, checkpoint_interval=Builder::DEFAULT_CHECKPOINT_INTERVAL.as_secs_f64(),
     primary=true, auto_revoke=true,
     expired_retry_interval=Builder::DEFAULT_EXPIRED_RETRY_INTERVAL.as_secs_f64(), clock=None,
-    shared=false
+    shared=false, quota_backend_bytes=None, member_id=0
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn open(
@@ -94,6 +97,8 @@ pub(crate) fn open(
     #[pyo3(from_py_with = secs_arg)] expired_retry_interval: f64,
     clock: Option<PyRef<'_, PyManualClock>>,
     shared: bool,
+    quota_backend_bytes: Option<u64>,
+    member_id: u64,
 ) -> PyResult<Py<PyTenure>> {
     let min_ttl = seconds(min_ttl, "min_ttl")?;
     let mut b = Tenure::builder()
@@ -104,7 +109,9 @@ pub(crate) fn open(
         .expired_retry_interval(seconds(expired_retry_interval, "expired_retry_interval")?)
         .primary(primary)
         .auto_revoke(auto_revoke)
-        .shared(shared);
+        .shared(shared)
+        .quota_backend_bytes(quota_backend_bytes)
+        .member_id(member_id);
     if let Some(p) = &path {
         b = b.path(p);
     }
@@ -589,10 +596,68 @@ impl PyTenure {
         crate::sync::observe_election(slf, name, timeout)
     }
 
+    // ---- alarms and the space quota (SPEC E20, E25) ---------------------------------------------
+
+    /// The raised alarms (etcd's Alarm GET), in (kind, member) order: NOSPACE once a write
+    /// reached the space quota, or any raised with `raise_alarm`. Kept in the file across
+    /// reopens. Over `connect`, the server's.
+    fn alarms(&self, py: Python<'_>) -> PyResult<Vec<PyAlarm>> {
+        let e = self.engine()?;
+        let alarms = blocking(py, || e.alarms())?;
+        Ok(alarms.into_iter().map(PyAlarm).collect())
+    }
+
+    /// Raises `alarm` (etcd's Alarm ACTIVATE): NOSPACE refuses puts, txns that put and grants
+    /// with `tenure.QuotaExceeded`; CORRUPT refuses every write with `tenure.Unavailable`.
+    /// Durable on return; `False` if it was raised already.
+    fn raise_alarm(&self, py: Python<'_>, alarm: PyRef<'_, PyAlarm>) -> PyResult<bool> {
+        let (e, alarm) = (self.engine()?, alarm.0);
+        blocking(py, || e.raise_alarm(alarm))
+    }
+
+    /// Disarms `alarm` (etcd's Alarm DEACTIVATE): writes are let in again once no alarm of its
+    /// kind is left. A NOSPACE alarm comes back at the next write that would reach the quota:
+    /// compact (`physical=True`) and `defragment()` first. Durable on return; `False` if it was
+    /// not raised.
+    fn disarm_alarm(&self, py: Python<'_>, alarm: PyRef<'_, PyAlarm>) -> PyResult<bool> {
+        let (e, alarm) = (self.engine()?, alarm.0);
+        blocking(py, || e.disarm_alarm(alarm))
+    }
+
+    /// The member ID the engine raises its own alarms as (`open(..., member_id=)`). Raises
+    /// `Unsupported` over `connect`.
+    #[getter]
+    fn member_id(&self) -> PyResult<u64> {
+        self.engine()?.member_id().map_err(err)
+    }
+
+    /// The file's space quota in bytes (`open(..., quota_backend_bytes=)`), `None` if none.
+    /// Raises `Unsupported` over `connect`.
+    #[getter]
+    fn quota_backend_bytes(&self) -> PyResult<Option<u64>> {
+        self.engine()?.quota_backend_bytes().map_err(err)
+    }
+
+    /// The file's length and the bytes in use. Raises `InvalidArgument` in memory,
+    /// `Unsupported` over `connect`.
+    fn storage_size(&self, py: Python<'_>) -> PyResult<PyStorageSize> {
+        let e = self.engine()?;
+        Ok(PyStorageSize(blocking(py, || e.storage_size())?))
+    }
+
+    /// Gives the file's free pages back to the filesystem and returns the new size. Commits
+    /// wait meanwhile; `StorageError` while a snapshot is reading the file. Raises as
+    /// `storage_size()`.
+    fn defragment(&self, py: Python<'_>) -> PyResult<PyStorageSize> {
+        let e = self.engine()?;
+        Ok(PyStorageSize(blocking(py, || e.defragment())?))
+    }
+
     // ---- engine -------------------------------------------------------------------------------
 
     /// `stats()` and the engine's histograms (SPEC L16: expiry lateness, commit and fsync
-    /// durations, writes per commit) in Prometheus' text format.
+    /// durations, writes per commit) in Prometheus' text format,
+    /// with the space quota and the NOSPACE alarm (SPEC E24).
     fn metrics_text(&self, py: Python<'_>) -> PyResult<String> {
         let e = self.engine()?;
         blocking(py, || Ok(e.metrics().to_prometheus()))

@@ -13,6 +13,7 @@
 #![allow(rustdoc::private_intra_doc_links)]
 
 mod aio;
+mod alarms;
 #[cfg(feature = "cli")]
 mod cli;
 mod clock;
@@ -76,6 +77,8 @@ mod _tenure {
     #[pymodule_export]
     use super::aio::{_dequeue_async, _group_watch_recv_async};
     #[pymodule_export]
+    use super::alarms::PyAlarm;
+    #[pymodule_export]
     use super::sync::{
         _double_barrier_async, PyBarrier, PyDoubleBarrier, PyGroup, PyGroupWatch, PyPartitioner,
         PyPriorityQueue, PyQueue,
@@ -84,7 +87,8 @@ mod _tenure {
     use super::txn::{PyCompare, PyOp};
     #[pymodule_export]
     use super::types::{
-        PyEvent, PyExpiredLease, PyKeyValue, PyLeaseInfo, PySnapshotInfo, PyTxnResponse,
+        PyEvent, PyExpiredLease, PyKeyValue, PyLeaseInfo, PySnapshotInfo, PyStorageSize,
+        PyTxnResponse,
     };
 
     use pyo3::prelude::*;

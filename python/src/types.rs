@@ -312,3 +312,30 @@ impl PyTxnResponse {
             .finish()
     }
 }
+
+/// The database file's size (`Tenure.storage_size()`, `Tenure.defragment()`).
+#[pyclass(frozen, eq, module = "tenure", name = "StorageSize")]
+#[derive(PartialEq)]
+pub(crate) struct PyStorageSize(pub(crate) tenure::StorageSize);
+
+#[pymethods]
+impl PyStorageSize {
+    /// The file's length in bytes: what the space quota judges.
+    #[getter]
+    fn file_bytes(&self) -> u64 {
+        self.0.file_bytes
+    }
+
+    /// Bytes in pages the database uses; the rest is free space `defragment()` gives back.
+    #[getter]
+    fn in_use_bytes(&self) -> u64 {
+        self.0.in_use_bytes
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        Repr::new(py, "StorageSize")
+            .field("file_bytes", self.0.file_bytes)
+            .field("in_use_bytes", self.0.in_use_bytes)
+            .finish()
+    }
+}

@@ -606,10 +606,43 @@ class Tenure:
         ``tenure.Partitioner``."""
         return Partitioner(self.sync.partitioner(group, replicas), self._read)
 
+    # alarms and the space quota (SPEC E20, E25)
+    async def alarms(self) -> list[_tenure.Alarm]:
+        """The raised alarms, in (kind, member) order; see ``tenure.Tenure.alarms``."""
+        return await self._read(self.sync.alarms)
+
+    async def raise_alarm(self, alarm: _tenure.Alarm) -> bool:
+        """Raises ``alarm`` (etcd's Alarm ACTIVATE), durably; ``False`` if it was raised
+        already."""
+        return await _run(lambda: self.sync.raise_alarm(alarm))
+
+    async def disarm_alarm(self, alarm: _tenure.Alarm) -> bool:
+        """Disarms ``alarm`` (etcd's Alarm DEACTIVATE), durably; ``False`` if it was not
+        raised. Compact (``physical=True``) and ``defragment()`` first, or the next write that
+        reaches the quota raises NOSPACE again."""
+        return await _run(lambda: self.sync.disarm_alarm(alarm))
+
+    member_id = _Attr[int]("The member ID the engine raises its own alarms as.")
+
+    quota_backend_bytes = _Attr[int | None]("The file's space quota in bytes, ``None`` if none.")
+
+    async def storage_size(self) -> _tenure.StorageSize:
+        """The file's length and the bytes in use; ``tenure.InvalidArgument`` in memory."""
+        return await _run(self.sync.storage_size)
+
+    async def defragment(self) -> _tenure.StorageSize:
+        """Gives the file's free pages back to the filesystem; the new size."""
+        return await _run(self.sync.defragment)
+
     # engine
     async def stats(self) -> dict[str, int]:
         """Engine counters."""
         return await self._read(self.sync.stats)
+
+    async def metrics_text(self) -> str:
+        """The engine's figures in Prometheus' text format, with the space quota and the
+        NOSPACE alarm; see ``tenure.Tenure.metrics_text``."""
+        return await self._read(self.sync.metrics_text)
 
     closed = _Attr[bool]("Whether the engine is closed.")
 

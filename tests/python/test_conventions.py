@@ -224,6 +224,8 @@ def test_every_class_has_one_repr_convention(tmp_path: Any) -> None:
         check(lease.time_to_live(), f"id={lease.id}", "keys=[b'k']")
         check(db.txn(success=[txn.get("k")]), "succeeded=True", "responses=[tenure.KeyValue(")
         check(db.snapshot(str(tmp_path / "copy.tenure")), "revision=", "bytes=", "keys=1")
+        check(db.storage_size(), "file_bytes=", "in_use_bytes=")
+        check(tenure.Alarm(3, "NOSPACE"), "member=3", "kind='NOSPACE'")
         check(txn.value("k"), "'k'", "'value'")
         check(txn.value("k") == "v", "b'k'", "'=='", "b'v'")
         check(txn.put("k", "v"), "b'k'", "lease=None")
