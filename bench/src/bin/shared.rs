@@ -27,7 +27,7 @@
 //!
 //! Output: one `shared ...` line per figure (p50/p99/max in µs).
 //!
-//! `cargo build --profile profiling -p tenure-bench -p tenure-server --features tenure-bench/shared &&
+//! `cargo build --profile profiling -p tenure-bench -p tenure-server &&
 //!  target/profiling/shared --owner shared --python build/bench-shared/bin/python`
 
 use std::collections::HashMap;
