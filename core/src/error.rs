@@ -54,8 +54,16 @@ pub enum Error {
         /// The current revision then (0 when the server's error did not say).
         current: i64,
     },
-    /// The database file is held by another engine, in this process or another one.
-    #[error("database {} is already open", .0.display())]
+    /// The database file is held by another engine, in this process or another one. The
+    /// message names the ways to share one file (SPEC P2): `shared=True` in every process, or
+    /// `tenure serve`.
+    #[error(
+        "database {} is already open by another engine (in this process or another one); to \
+         share one file between processes, open it with shared=True (Rust: \
+         Builder::shared(true)) in every one of them, or serve it with `tenure serve` and \
+         connect to that",
+        .0.display()
+    )]
     AlreadyOpen(PathBuf),
     /// The file is not a tenure database, or is damaged; it was not modified.
     #[error("database {} is corrupt or not a tenure database: {detail}", path.display())]

@@ -36,6 +36,24 @@ use crate::wait::Wait;
 #[derive(Clone)]
 pub struct Tenure {
     backend: Arc<Backend>,
+    /// Shared mode (SPEC P): the file's ownership, socket server and takeover, held by the
+    /// user's handles (not by the server's own handle over the engine), closed with them.
+    attachment: Option<Arc<dyn Attachment>>,
+}
+
+/// What a shared-mode handle carries beside its backend (`shared/mod.rs` implements it; this
+/// seam keeps the handle below the shared-mode layer).
+pub(crate) trait Attachment: Send + Sync {
+    /// Whether this process owns the file now (it runs the engine).
+    fn owner(&self) -> bool;
+    /// The database file, as given to the builder.
+    fn path(&self) -> &Path;
+    /// A session of this process granted (`live`) or closed lease `id` (SPEC P: the leases
+    /// whoever takes over after this process revokes).
+    fn session_lease(&self, id: LeaseId, live: bool);
+    /// Stops serving and waiting for a takeover, closes the engine if this process runs it and
+    /// releases the file. Idempotent.
+    fn close(&self) -> Result<()>;
 }
 
 /// What a handle drives.
@@ -75,17 +93,6 @@ fn lease_id(id: impl Into<LeaseId>) -> LeaseId {
     id.into()
 }
 
-impl Builder {
-    /// Opens the engine: recovers the file if there is one and starts its threads. With
-    /// [`shared`](Builder::shared): owns the file or reaches its owner (SPEC P).
-    pub fn open(self) -> Result<Tenure> {
-        if self.is_shared() {
-            return Err(Error::Unsupported("shared mode: not built yet".into()));
-        }
-        Ok(Tenure::over(Backend::Engine(self.open_engine()?)))
-    }
-}
-
 #[cfg(feature = "remote")]
 impl Builder {
     /// Names the etcd v3 endpoints to connect to (as [`ConnectOptions::endpoints`]): from here
@@ -120,9 +127,36 @@ impl ConnectOptions {
 }
 
 impl Tenure {
-    fn over(backend: Backend) -> Tenure {
+    pub(crate) fn over(backend: Backend) -> Tenure {
         Tenure {
             backend: Arc::new(backend),
+            attachment: None,
+        }
+    }
+
+    /// This handle, carrying a shared-mode `attachment` (closed with the last such handle).
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub(crate) fn attached(self, attachment: Arc<dyn Attachment>) -> Tenure {
+        Tenure {
+            backend: self.backend,
+            attachment: Some(attachment),
+        }
+    }
+
+    /// A handle over the same backend without the attachment (what the shared-mode server
+    /// holds, so that it never keeps the user's handles' attachment alive).
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub(crate) fn bare(&self) -> Tenure {
+        Tenure {
+            backend: self.backend.clone(),
+            attachment: None,
+        }
+    }
+
+    /// Records a session lease of this process in shared mode (a no-op otherwise).
+    pub(crate) fn session_lease(&self, id: LeaseId, live: bool) {
+        if let Some(a) = &self.attachment {
+            a.session_lease(id, live);
         }
     }
 
@@ -158,9 +192,20 @@ impl Tenure {
         match &*self.backend {
             Backend::Engine(e) => Ok(e),
             #[cfg(feature = "remote")]
-            Backend::Etcd(_) => Err(Error::Unsupported(format!(
-                "{call} needs the embedded engine"
-            ))),
+            Backend::Etcd(_) => Err(Error::Unsupported(match &self.attachment {
+                // A non-owner that took the file over keeps its handle over the socket.
+                Some(a) if a.owner() => format!(
+                    "{call} needs the embedded engine, and this handle reaches {} through its \
+                     socket (shared mode: this process took the file over after opening it)",
+                    a.path().display()
+                ),
+                Some(a) => format!(
+                    "{call} needs the embedded engine, and this process does not run it: \
+                     another process owns {} (shared mode)",
+                    a.path().display()
+                ),
+                None => format!("{call} needs the embedded engine"),
+            })),
         }
     }
 
@@ -169,7 +214,10 @@ impl Tenure {
     }
 
     pub(crate) fn upgrade(weak: &WeakTenure) -> Option<Tenure> {
-        weak.upgrade().map(|backend| Tenure { backend })
+        weak.upgrade().map(|backend| Tenure {
+            backend,
+            attachment: None,
+        })
     }
 
     /// The time source keep-alives and recipes sleep on.
@@ -715,29 +763,41 @@ impl Tenure {
     /// Counters and gauges (SPEC L15). Still readable after close. Over `connect`: what the
     /// server can tell (revision, live keys and leases), the engine's counters 0.
     pub fn stats(&self) -> Stats {
-        match self.backend() {
+        let mut s = match self.backend() {
             Backend::Engine(e) => e.stats(),
             #[cfg(feature = "remote")]
             Backend::Etcd(r) => r.stats(),
+        };
+        if let Some(a) = &self.attachment {
+            s.owner = a.owner();
         }
+        s
     }
 
     /// [`stats`](Self::stats) and the engine's histograms: expiry lateness, commit and fsync
     /// durations, writes per group commit (SPEC L16); [`Metrics::to_prometheus`] writes them
     /// in Prometheus' text format. Over `connect` the histograms are empty.
     pub fn metrics(&self) -> Metrics {
-        match self.backend() {
+        let mut m = match self.backend() {
             Backend::Engine(e) => e.metrics(),
             #[cfg(feature = "remote")]
             Backend::Etcd(r) => Metrics {
                 stats: r.stats(),
                 ..Metrics::default()
             },
+        };
+        if let Some(a) = &self.attachment {
+            m.stats.owner = a.owner();
         }
+        m
     }
 
-    /// The database file, as given to the builder; `None` in memory and over `connect`.
+    /// The database file, as given to the builder (in shared mode too, owner or not); `None`
+    /// in memory and over `connect`.
     pub fn path(&self) -> Option<&Path> {
+        if let Some(a) = &self.attachment {
+            return Some(a.path());
+        }
         match self.backend() {
             Backend::Engine(e) => e.path(),
             #[cfg(feature = "remote")]
@@ -757,13 +817,21 @@ impl Tenure {
     /// Checkpoints renewed leases, flushes everything pending, stops the threads and releases
     /// the file (over `connect`: ends the connection). Idempotent; later calls on any handle
     /// fail with `Closed` (SPEC D7).
+    /// In shared mode: stops serving the other processes (one of them takes over) or waiting
+    /// to take over, closes the engine if this process runs it and releases the file.
     pub fn close(&self) -> Result<()> {
         match self.backend() {
-            Backend::Engine(e) => e.close(),
+            Backend::Engine(e) => {
+                // The attachment stops the socket before the engine closes (the others then
+                // see the owner gone, not a closed database) and releases the file after.
+                let shared = self.attachment.as_ref().map_or(Ok(()), |a| a.close());
+                let closed = e.close();
+                shared.and(closed)
+            }
             #[cfg(feature = "remote")]
             Backend::Etcd(r) => {
                 r.close();
-                Ok(())
+                self.attachment.as_ref().map_or(Ok(()), |a| a.close())
             }
         }
     }

@@ -37,6 +37,7 @@ pub mod limits;
 mod locks;
 mod metrics;
 mod rows;
+mod shared;
 mod state;
 mod store;
 pub mod sync;

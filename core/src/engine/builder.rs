@@ -289,6 +289,20 @@ impl Builder {
         self.shared
     }
 
+    /// Raises [`base_revision`](Builder::base_revision) to at least `revision` (what a server's
+    /// etcd clients need: they take revision 0 for "none").
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub(crate) fn base_revision_at_least(mut self, revision: i64) -> Builder {
+        self.base_revision = self.base_revision.max(revision);
+        self
+    }
+
+    /// The database file, if one was given.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub(crate) fn file(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
     /// Opens the engine: recovers the file if there is one and starts its threads.
     pub(crate) fn open_engine(self) -> Result<Engine> {
         Engine::open_with(self)

@@ -85,9 +85,18 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     fn over_network(&self) -> bool {
         true
     }
+
+    /// A session of this process started (`live`) or closed on lease `id`: in shared mode the
+    /// process that takes the file over after this one revokes the leases recorded (SPEC P6).
+    /// The default records nothing.
+    fn session_lease(&self, _id: LeaseId, _live: bool) {}
 }
 
 impl Backend for Tenure {
+    fn session_lease(&self, id: LeaseId, live: bool) {
+        Tenure::session_lease(self, id, live);
+    }
+
     fn over_network(&self) -> bool {
         match self.backend() {
             Drives::Engine(_) => false,

@@ -168,7 +168,9 @@ impl Session {
     }
 
     fn start(db: Arc<dyn Backend>, id: LeaseId, opts: &SessionOptions) -> Result<Session> {
-        Session::with(db, id, Some(opts))
+        let session = Session::with(db, id, Some(opts))?;
+        session.inner.db.session_lease(id, true);
+        Ok(session)
     }
 
     /// The session of lease `id`, renewed per `renew` (`None`: by someone else).
@@ -294,6 +296,7 @@ impl Session {
         self.orphan();
         match self.inner.db.revoke(self.inner.id) {
             Ok(()) | Err(Error::LeaseNotFound(_)) => {
+                self.inner.db.session_lease(self.inner.id, false);
                 // Without the backend's lease-loss fast path nothing else reports it.
                 self.inner.lost.stop();
                 Ok(())
