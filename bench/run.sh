@@ -20,7 +20,7 @@ log() { echo "$*" | tee -a "$RESULTS"; }
 log "# $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- core 2>/dev/null || echo ' (core/ modified)')"
 log "# nproc=$(nproc) cpu=\"$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)\" kernel=$(uname -r) load=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
 
-$CARGO build -q --profile profiling -p tenure-bench
+$CARGO build -q --profile profiling -p tenure-bench --no-default-features
 BIN=$TARGET/profiling
 N=100000 M=1000000 SECS=3
 if [[ ${QUICK:-0} == 1 ]]; then N=10000 M=100000 SECS=1; fi

@@ -31,7 +31,7 @@ bench-python: python-wheel
 BENCH_SHARED_VENV := build/bench-shared
 
 bench-shared: serve-tools
-	$(CARGO) build -q --profile profiling -p tenure-bench -p tenure-server --features tenure-bench/shared
+	$(CARGO) build -q --profile profiling -p tenure-bench -p tenure-server
 	@test -x $(BENCH_SHARED_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_SHARED_VENV)
 	@$(BENCH_SHARED_VENV)/bin/python -c "import filelock" 2>/dev/null || \
 		$(BENCH_SHARED_VENV)/bin/python -m pip install --quiet 'filelock>=3.12'

@@ -27,7 +27,7 @@
 //!
 //! Output: one `shared ...` line per figure (p50/p99/max in µs).
 //!
-//! `cargo build --profile profiling -p tenure-bench -p tenure-server --features tenure-bench/shared &&
+//! `cargo build --profile profiling -p tenure-bench -p tenure-server &&
 //!  target/profiling/shared --owner shared --python build/bench-shared/bin/python`
 
 use std::collections::HashMap;
@@ -778,12 +778,13 @@ fn roundtrip(args: &Args, dir: &Path, serve: bool, tenure_bin: &Path) {
         let url = format!("shared:{}", file.display());
         (url.clone(), url)
     };
+    // The first to open owns the file (the embedded engine under `serve`); the second not.
     let mut owner = Proc::spawn("rt", &owner_url, &[]);
     let r = owner.line();
-    assert!(r.starts_with("ready"), "owner: {r}");
+    assert_eq!(r, "ready owner=1", "the owner's side");
     let mut other = Proc::spawn("rt", &other_url, &[]);
     let r = other.line();
-    assert!(r.starts_with("ready"), "non-owner: {r}");
+    assert_eq!(r, "ready owner=0", "the non-owner's side");
     for kind in ["put", "lock"] {
         // Warm-up, not measured: the first writes grow the file, connections settle.
         for p in [&mut owner, &mut other] {
