@@ -751,7 +751,7 @@ fn p15_a_watch_in_a_survivor_sees_every_event_once_in_order_across_takeovers() {
     let mut kills = 0;
     for round in 0..3 {
         // A spare non-owner, to take over next (or the watcher or the writer does).
-        let mut spare = Proc::start(&path, "shared");
+        let spare = Proc::start(&path, "shared");
         assert!(!spare.opened());
         for i in 0..10 {
             let answer = writer.ask(&format!("put w/{round}-{i:02} v"));
