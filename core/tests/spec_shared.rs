@@ -752,7 +752,8 @@ fn p15_a_watch_in_a_survivor_sees_every_event_once_in_order_across_takeovers() {
     for round in 0..3 {
         // A spare non-owner, to take over next (or the watcher or the writer does).
         let spare = Proc::start(&path, "shared");
-        assert!(!spare.opened());
+        // Right after a kill the spare may win the lock itself: either is a change of owner.
+        let _ = spare.opened();
         for i in 0..10 {
             let answer = writer.ask(&format!("put w/{round}-{i:02} v"));
             assert!(answer.starts_with("put "), "{answer}");
