@@ -275,7 +275,7 @@ impl Builder {
     /// the same path with `shared(true)`, and all see one database. The first to open owns the
     /// file (the engine runs in it, at embedded speed) and serves the others over a unix socket
     /// beside the file (`PATH.sock`, mode 0600); the others are handles over that socket, as
-    /// [`connect`](crate::Tenure::connect) gives (engine-only calls are `Unsupported` there;
+    /// `Tenure::connect` gives (engine-only calls are `Unsupported` there;
     /// [`Stats::owner`](crate::Stats::owner) says which one this is). When the owner closes or
     /// dies, one of the others takes over. Needs a path and the feature `serve`. Default: off
     /// (a second process's open is `AlreadyOpen`).

@@ -168,7 +168,7 @@ impl RequestOp {
 
     /// Whether its work under the engine's lock is bounded (SPEC E22): a put, a delete of one
     /// key, a small read (E2b), or a txn of these (itself bounded by the op budget, E2a). Such
-    /// a request may be applied on an async worker ([`Tenure::execute_applied`](crate::Tenure::execute_applied)).
+    /// a request may be applied on an async worker (`Tenure::execute_applied`, feature `serve`).
     pub fn is_bounded(&self) -> bool {
         match self {
             RequestOp::Range(_) => self.is_small_read(),
