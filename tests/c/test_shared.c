@@ -258,13 +258,5 @@ void shared_tests(void) {
     RUN(p18_shared_is_off_by_default_and_an_engine_owns_its_file);
     RUN(p18_two_processes_see_one_database);
     RUN(p19_a_second_plain_open_names_shared_and_tenure_serve);
-    /* P20 needs sessions bound to their process (branch h-bind): until it is merged a killed
-     * holder's lock is freed only by its TTL. Set to 1 with h-bind. */
-#define P20_SESSIONS_BOUND_TO_PROCESSES 0
-#if P20_SESSIONS_BOUND_TO_PROCESSES
     RUN(p20_a_lock_held_by_a_killed_process_is_taken_at_once);
-#else
-    (void)p20_a_lock_held_by_a_killed_process_is_taken_at_once;
-    printf("P20 needs sessions bound to their process (h-bind): not run\n");
-#endif
 }

@@ -167,7 +167,10 @@ async fn serve(ctx: Arc<Ctx>, listener: UnixListener, mut stopped: watch::Receiv
     let limit = MAX_REQUEST_BYTES + GRPC_OVERHEAD;
     let router = Server::builder()
         .add_service(PbKvServer::new(Kv(ctx.clone())).max_decoding_message_size(limit))
-        .add_service(PbLeaseServer::new(Lease::binding_sessions(ctx.clone())).max_decoding_message_size(limit))
+        .add_service(
+            PbLeaseServer::new(Lease::binding_sessions(ctx.clone()))
+                .max_decoding_message_size(limit),
+        )
         .add_service(PbWatchServer::new(Watch(ctx.clone())).max_decoding_message_size(limit))
         .add_service(
             PbMaintenanceServer::new(Maintenance(ctx.clone())).max_decoding_message_size(limit),
