@@ -248,9 +248,16 @@ typedef struct tenure_options {
     // says whether this process owns the file; in one that does not, engine-only calls
     // (`tenure_expired_next`, `tenure_promote`, `tenure_demote`, `tenure_lease_checkpoint`)
     // return `TENURE_ERR_UNSUPPORTED` naming the call. Needs a path. A process that does not own
-    // the file talks to the owner over a unix socket: ignore SIGPIPE (`signal(SIGPIPE, SIG_IGN)`),
-    // as any socket client must, or a write to an owner that just died ends the process.
+    // the file talks to the owner over a unix socket: the first shared open sets SIGPIPE to
+    // ignored if it is at its default (as `tenure_connect` does; a handler the program set is
+    // left alone), so a write to an owner that just died is an error, not the end of the process.
     bool shared;
+    // The file's space quota in bytes (SPEC E20): a write that would take the file to it
+    // fails with `TENURE_ERR_QUOTA_EXCEEDED` and raises a NOSPACE alarm (`tenure_alarms`).
+    // 0 (default): none.
+    uint64_t quota_backend_bytes;
+    // The member ID the engine raises its own alarms as. Default 0.
+    uint64_t member_id;
 } tenure_options;
 
 // Options of `tenure_connect`. Zero-initialise; a field left 0 (or NULL) takes its default; a
@@ -420,6 +427,27 @@ typedef struct tenure_snapshot_info {
     uint64_t leases;
 } tenure_snapshot_info;
 
+// What an alarm is about (`tenure_alarm.kind`): etcd's `AlarmType` numbers.
+typedef int32_t tenure_alarm_kind;
+
+// A raised alarm: which member raised it (`tenure_options.member_id` for the engine's own)
+// and what about.
+typedef struct tenure_alarm {
+    // The member that raised it.
+    uint64_t member;
+    // `TENURE_ALARM_NOSPACE` or `TENURE_ALARM_CORRUPT`.
+    tenure_alarm_kind kind;
+} tenure_alarm;
+
+// The file's size (`tenure_storage_size_read`, `tenure_defragment`).
+typedef struct tenure_storage_size {
+    // The file's length in bytes: what the space quota judges.
+    uint64_t file_bytes;
+    // Bytes in pages the database uses; the rest is free space `tenure_defragment` gives
+    // back.
+    uint64_t in_use_bytes;
+} tenure_storage_size;
+
 // Every write is on disk (fsync) when the call returns; concurrent writers share commits.
 #define TENURE_DURABILITY_IMMEDIATE 0
 
@@ -553,13 +581,21 @@ typedef struct tenure_snapshot_info {
 // The key was deleted (explicitly, by a transaction, or with its lease).
 #define TENURE_EVENT_DELETE 1
 
+// The database file reached its space quota: puts, txns that put, grants, attaches and
+// detaches fail with `TENURE_ERR_QUOTA_EXCEEDED` until the alarm is disarmed.
+#define TENURE_ALARM_NOSPACE 1
+
+// The data is corrupt: every write fails with `TENURE_ERR_UNAVAILABLE`; reads still work.
+#define TENURE_ALARM_CORRUPT 2
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 // Fills `opts` with the defaults: immediate durability (flush interval 10 ms), wall recovery
 // (extend 0), min TTL 0, checkpoint interval 5000 ms, expired retry interval 3000 ms, primary,
-// auto revoke, watch history and queue 10000, system clock, not shared.
+// auto revoke, watch history and queue 10000, system clock, not shared, no space quota,
+// member ID 0.
 //
 // Errors: `TENURE_ERR_NULL_POINTER`.
 tenure_result tenure_options_init(struct tenure_options *opts);
@@ -584,6 +620,9 @@ tenure_result tenure_open(const char *path, const struct tenure_options *opts, s
 // unreadable certificate file), `TENURE_ERR_UNAVAILABLE` (no server answered within the
 // deadline), `TENURE_ERR_UNAUTHENTICATED` (TLS refused: wrong CA, name or client certificate;
 // wrong user or password; the message names the endpoint and the cause).
+//
+// Sets SIGPIPE to ignored if it is at its default (a handler the program set is left alone), so
+// a write to a server that just closed its end is an error, not the end of the process.
 tenure_result tenure_connect(const char *url,
                              const struct tenure_connect_options *opts,
                              struct tenure **out);
@@ -613,7 +652,9 @@ void tenure_free(struct tenure *db);
 tenure_result tenure_stats_read(const struct tenure *db, struct tenure_stats *out);
 
 // Writes the engine's figures (SPEC L16: `tenure_stats` and the histograms of expiry
-// lateness, commit and fsync durations and writes per commit) in Prometheus' text format into
+// lateness, commit and fsync durations and writes per commit; E24: the space quota and the
+// NOSPACE alarm, as `etcd_server_quota_backend_bytes` and `tenure_server_alarm_nospace`) in
+// Prometheus' text format into
 // `buf`, NUL-terminated, and the text's length (without the NUL) into `*out_n`. The text is
 // a few KiB; a `buf` of `len` bytes too small for it and its NUL is
 // `TENURE_ERR_INVALID_ARGUMENT`: nothing is written to `buf`, and `*out_n` is set to the size
@@ -1831,6 +1872,65 @@ tenure_result tenure_snapshot(const struct tenure *db,
                               tenure_snapshot_progress_fn progress,
                               void *user,
                               struct tenure_snapshot_info *out);
+
+// Copies the raised alarms (etcd's Alarm GET), in (kind, member) order, into the caller's
+// array `buf` of `len` entries and their number into `*out_n`. An array too small for them
+// all is `TENURE_ERR_INVALID_ARGUMENT`: nothing is written to `buf`, and `*out_n` is the
+// number needed, so the caller can allocate that and call again. `buf` may be NULL when
+// `len` is 0 (to ask how many). Over `tenure_connect`, the server's alarms.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT`, `TENURE_ERR_CLOSED`,
+// `TENURE_ERR_UNAVAILABLE`.
+tenure_result tenure_alarms(const struct tenure *db,
+                            struct tenure_alarm *buf,
+                            size_t len,
+                            size_t *out_n);
+
+// Raises `alarm` (etcd's Alarm ACTIVATE): NOSPACE refuses the writes that need room with
+// `TENURE_ERR_QUOTA_EXCEEDED`, CORRUPT every write with `TENURE_ERR_UNAVAILABLE`. Durable on
+// return; `*out_changed` is false if it was raised already.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_INVALID_ARGUMENT` (an unknown kind),
+// `TENURE_ERR_CLOSED`, `TENURE_ERR_STORAGE`, `TENURE_ERR_UNAVAILABLE`.
+tenure_result tenure_alarm_raise(const struct tenure *db,
+                                 struct tenure_alarm alarm,
+                                 bool *out_changed);
+
+// Disarms `alarm` (etcd's Alarm DEACTIVATE, `etcdctl alarm disarm`): writes are let in again
+// once no alarm of its kind is left. A NOSPACE alarm comes back at the next write that would
+// reach the quota: compact (`tenure_compact` with `physical`) and `tenure_defragment` first.
+// Durable on return; `*out_changed` is false if it was not raised.
+//
+// Errors: as `tenure_alarm_raise`.
+tenure_result tenure_alarm_disarm(const struct tenure *db,
+                                  struct tenure_alarm alarm,
+                                  bool *out_changed);
+
+// The member ID the engine raises its own alarms as (`tenure_options.member_id`).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_UNSUPPORTED` (a handle from
+// `tenure_connect`).
+tenure_result tenure_member_id(const struct tenure *db, uint64_t *out);
+
+// The file's space quota in bytes (`tenure_options.quota_backend_bytes`); 0: none.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_UNSUPPORTED` (a handle from
+// `tenure_connect`).
+tenure_result tenure_quota_backend_bytes(const struct tenure *db, uint64_t *out);
+
+// The file's length and the bytes in use (SPEC D10).
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`, `TENURE_ERR_STORAGE`,
+// `TENURE_ERR_UNSUPPORTED` (a handle from `tenure_connect`).
+tenure_result tenure_storage_size_read(const struct tenure *db, struct tenure_storage_size *out);
+
+// Gives the file's free pages back to the filesystem (SPEC D10) and writes the new size to
+// `*out`. Commits wait meanwhile; `TENURE_ERR_STORAGE` while a snapshot or a hash is reading
+// the file.
+//
+// Errors: `TENURE_ERR_NULL_POINTER`, `TENURE_ERR_CLOSED`, `TENURE_ERR_STORAGE`,
+// `TENURE_ERR_UNSUPPORTED` (a handle from `tenure_connect`).
+tenure_result tenure_defragment(const struct tenure *db, struct tenure_storage_size *out);
 
 #ifdef __cplusplus
 }  // extern "C"
