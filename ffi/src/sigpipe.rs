@@ -12,45 +12,61 @@ use std::sync::Once;
 /// shared-mode `tenure_open` and the first `tenure_connect`.
 pub(crate) fn ignore_if_default() {
     static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: sigaction with a zeroed (valid) struct out, then, only when the disposition is
-        // SIG_DFL, with a struct that sets SIG_IGN and an empty mask; no handler code is run.
-        unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut old) != 0
-                || old.sa_sigaction != libc::SIG_DFL
-            {
-                return;
-            }
-            let mut ignore: libc::sigaction = std::mem::zeroed();
-            ignore.sa_sigaction = libc::SIG_IGN;
-            libc::sigemptyset(&mut ignore.sa_mask);
-            libc::sigaction(libc::SIGPIPE, &ignore, std::ptr::null_mut());
+    ONCE.call_once(ignore_now_if_default);
+}
+
+/// What [`ignore_if_default`] does once.
+fn ignore_now_if_default() {
+    // SAFETY: sigaction with a zeroed (valid) struct out, then, only when the disposition is
+    // SIG_DFL, with a struct that sets SIG_IGN and an empty mask; no handler code is run.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut old) != 0
+            || old.sa_sigaction != libc::SIG_DFL
+        {
+            return;
         }
-    });
+        let mut ignore: libc::sigaction = std::mem::zeroed();
+        ignore.sa_sigaction = libc::SIG_IGN;
+        libc::sigemptyset(&mut ignore.sa_mask);
+        libc::sigaction(libc::SIGPIPE, &ignore, std::ptr::null_mut());
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn disposition() -> libc::sighandler_t {
-        // SAFETY: reads the disposition into a zeroed struct.
+    /// Sets SIGPIPE's disposition (a handler address, SIG_DFL or SIG_IGN) and returns the one
+    /// it replaced.
+    fn set(to: libc::sighandler_t) -> libc::sighandler_t {
+        // SAFETY: sigaction with zeroed structs and an empty mask; the handler below does
+        // nothing and is never run (no SIGPIPE is raised here).
         unsafe {
+            let mut new: libc::sigaction = std::mem::zeroed();
+            new.sa_sigaction = to;
+            libc::sigemptyset(&mut new.sa_mask);
             let mut old: libc::sigaction = std::mem::zeroed();
-            assert_eq!(
-                libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut old),
-                0
-            );
+            assert_eq!(libc::sigaction(libc::SIGPIPE, &new, &mut old), 0);
             old.sa_sigaction
         }
     }
 
+    extern "C" fn programs_handler(_: libc::c_int) {}
+
     #[test]
-    fn sigpipe_is_ignored_after_the_call() {
-        // The Rust test harness already ignores SIGPIPE; the C tests (a process with SIGPIPE at
-        // its default, tests/multiprocess) show the change from the default.
-        ignore_if_default();
-        assert_eq!(disposition(), libc::SIG_IGN);
+    fn p18_sigpipe_at_its_default_is_ignored_and_a_programs_handler_is_left_alone() {
+        // One test, since the disposition is the process's: it is put back at the end.
+        let before = set(libc::SIG_DFL);
+        ignore_now_if_default();
+        assert_eq!(
+            set(libc::SIG_DFL),
+            libc::SIG_IGN,
+            "the default becomes ignored"
+        );
+        let handler = programs_handler as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        set(handler);
+        ignore_now_if_default();
+        assert_eq!(set(before), handler, "the program's handler stays");
     }
 }
