@@ -248,8 +248,9 @@ typedef struct tenure_options {
     // says whether this process owns the file; in one that does not, engine-only calls
     // (`tenure_expired_next`, `tenure_promote`, `tenure_demote`, `tenure_lease_checkpoint`)
     // return `TENURE_ERR_UNSUPPORTED` naming the call. Needs a path. A process that does not own
-    // the file talks to the owner over a unix socket: ignore SIGPIPE (`signal(SIGPIPE, SIG_IGN)`),
-    // as any socket client must, or a write to an owner that just died ends the process.
+    // the file talks to the owner over a unix socket: the first shared open sets SIGPIPE to
+    // ignored if it is at its default (as `tenure_connect` does; a handler the program set is
+    // left alone), so a write to an owner that just died is an error, not the end of the process.
     bool shared;
     // The file's space quota in bytes (SPEC E20): a write that would take the file to it
     // fails with `TENURE_ERR_QUOTA_EXCEEDED` and raises a NOSPACE alarm (`tenure_alarms`).
@@ -619,6 +620,9 @@ tenure_result tenure_open(const char *path, const struct tenure_options *opts, s
 // unreadable certificate file), `TENURE_ERR_UNAVAILABLE` (no server answered within the
 // deadline), `TENURE_ERR_UNAUTHENTICATED` (TLS refused: wrong CA, name or client certificate;
 // wrong user or password; the message names the endpoint and the cause).
+//
+// Sets SIGPIPE to ignored if it is at its default (a handler the program set is left alone), so
+// a write to a server that just closed its end is an error, not the end of the process.
 tenure_result tenure_connect(const char *url,
                              const struct tenure_connect_options *opts,
                              struct tenure **out);

@@ -825,3 +825,52 @@ fn p16_a_survivors_session_keeps_its_lease_and_lock_across_a_takeover() {
     // b still holds it: its token is the one it got before the takeover.
     assert_eq!(b.ask(&format!("lease {lease}")), "lease live");
 }
+
+#[test]
+fn p5_a_process_that_opens_just_after_the_owner_died_keeps_the_survivors_sessions() {
+    // The replacement of a killed owner may win the ownership lock before any waiting process
+    // (the counter test's C replacements did): it is a takeover too, and recovers leases with
+    // the takeover's grace. The survivor here is a plain `connect` client of the socket, so no
+    // other process competes for the lock and the fresh open is sure to win it.
+    let (_dir, path) = temp_db();
+    let mut a = Proc::start(&path, "shared");
+    assert!(a.opened());
+    let socket = format!("unix:{}.sock", path.canonicalize().unwrap().display());
+    let survivor = tenure::ConnectOptions::new()
+        .endpoints([socket])
+        .connect()
+        .unwrap();
+    let ttl = Duration::from_secs(2);
+    let opts = SessionOptions {
+        ttl,
+        ..SessionOptions::default()
+    };
+    let s = Session::new(&survivor, opts).unwrap();
+    let g = Mutex::new(&s, "jobs").lock(Duration::from_secs(5)).unwrap();
+    // The session renews while more than its TTL passes: the file still has the lease's
+    // remaining time from its grant (renewals are not written), now past.
+    assert!(!s.wait_done(ttl + Duration::from_millis(500)));
+    a.kill();
+    let owner = shared(&path).unwrap();
+    assert!(owner.stats().owner);
+    let lease = s.lease_id();
+    assert!(
+        owner.time_to_live(lease).is_ok(),
+        "the survivor's lease did not survive the fresh owner's recovery"
+    );
+    let held = owner
+        .get(format!("jobs/{:x}", lease.get()))
+        .unwrap()
+        .expect("the survivor's lock entry");
+    assert_eq!(held.lease, Some(lease));
+    // Its keep-alive reaches the new owner and renews: still held after another TTL.
+    assert!(
+        !s.wait_done(ttl + Duration::from_millis(500)),
+        "the session was lost"
+    );
+    assert!(owner.time_to_live(lease).is_ok());
+    g.unlock().unwrap();
+    s.close().unwrap();
+    survivor.close().unwrap();
+    owner.close().unwrap();
+}

@@ -87,8 +87,9 @@ pub struct tenure_options {
     /// says whether this process owns the file; in one that does not, engine-only calls
     /// (`tenure_expired_next`, `tenure_promote`, `tenure_demote`, `tenure_lease_checkpoint`)
     /// return `TENURE_ERR_UNSUPPORTED` naming the call. Needs a path. A process that does not own
-    /// the file talks to the owner over a unix socket: ignore SIGPIPE (`signal(SIGPIPE, SIG_IGN)`),
-    /// as any socket client must, or a write to an owner that just died ends the process.
+    /// the file talks to the owner over a unix socket: the first shared open sets SIGPIPE to
+    /// ignored if it is at its default (as `tenure_connect` does; a handler the program set is
+    /// left alone), so a write to an owner that just died is an error, not the end of the process.
     pub shared: bool,
     /// The file's space quota in bytes (SPEC E20): a write that would take the file to it
     /// fails with `TENURE_ERR_QUOTA_EXCEEDED` and raises a NOSPACE alarm (`tenure_alarms`).
@@ -217,6 +218,9 @@ pub unsafe extern "C" fn tenure_open(
         };
         // SAFETY: the caller promises NULL or a live options struct.
         let opts = unsafe { opts.as_ref() }.copied().unwrap_or_default();
+        if opts.shared {
+            crate::sigpipe::ignore_if_default();
+        }
         let db = builder(path, &opts)?.open()?;
         out.set(boxed(tenure { db }));
         Ok(())
@@ -305,6 +309,9 @@ unsafe fn credentials(o: &tenure_connect_options) -> Res<Credentials> {
 /// unreadable certificate file), `TENURE_ERR_UNAVAILABLE` (no server answered within the
 /// deadline), `TENURE_ERR_UNAUTHENTICATED` (TLS refused: wrong CA, name or client certificate;
 /// wrong user or password; the message names the endpoint and the cause).
+///
+/// Sets SIGPIPE to ignored if it is at its default (a handler the program set is left alone), so
+/// a write to a server that just closed its end is an error, not the end of the process.
 #[no_mangle]
 pub unsafe extern "C" fn tenure_connect(
     url: *const c_char,
@@ -322,6 +329,7 @@ pub unsafe extern "C" fn tenure_connect(
             .map_err(|e| invalid(format!("url is not valid UTF-8: {e}")))?;
         // SAFETY: the caller promises NULL or a live options struct.
         let opts = unsafe { opts.as_ref() }.copied().unwrap_or_default();
+        crate::sigpipe::ignore_if_default();
         // SAFETY: the caller promises NUL-terminated strings in the options' string fields.
         let db = unsafe { connect(url, &opts) }?;
         out.set(boxed(tenure { db }));

@@ -26,6 +26,7 @@ pub mod engine;
 pub mod error;
 pub mod kv;
 pub mod lease;
+mod sigpipe;
 pub mod sync;
 /// cbindgen:ignore
 #[cfg(feature = "test-hooks")]

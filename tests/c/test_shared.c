@@ -137,9 +137,103 @@ static void child_holds_a_lock(const char *path) {
     for (;;) pause();
 }
 
+/* ---- a change of owner seen from a survivor (P5, P15, P16) -------------------------------- */
+
+/* The survivor's session TTL: several of them pass with the new owner serving. */
+#define SURVIVOR_TTL_MS 2000
+
+/* Owns the file, says so on stdout, and waits to be killed. */
+static void child_owns(const char *path) {
+    tenure *db = open_shared(path);
+    if (db == NULL) return;
+    tenure_stats s;
+    CHECK_OK(tenure_stats_read(db, &s));
+    printf("own %d\n", s.owner ? 1 : 0);
+    fflush(stdout);
+    for (;;) pause();
+}
+
+/* The owner (a child) is killed with SIGKILL; this process, the only other, takes the file
+ * over: its calls go on, its watch sees every event once and in order (the revisions of its own
+ * puts, contiguous), and its session keeps its lease and its lock past several TTLs. */
+static void p5_a_survivor_takes_over_with_its_watch_and_its_lock(void) {
+    char path[512];
+    test_path(path, sizeof path, "shared-takeover.tenure");
+    int out = -1;
+    pid_t owner = spawn_child("own", path, &out);
+    FILE *f = fdopen(out, "r");
+    char line[64] = {0};
+    CHECK(f != NULL && fgets(line, sizeof line, f) != NULL);
+    CHECK(strcmp(line, "own 1\n") == 0);
+    tenure *db = open_shared(path);
+    tenure_stats st;
+    tenure_watcher *w = NULL;
+    tenure_session *s = NULL;
+    tenure_lock *l = NULL;
+    if (db == NULL) goto out;
+    CHECK_OK(tenure_stats_read(db, &st));
+    CHECK(!st.owner);
+    CHECK_OK(tenure_watch(db, S("w/"), TENURE_WATCH_PREFIX, 0, &w));
+    CHECK_OK(tenure_session_new(db, SURVIVOR_TTL_MS, &s));
+    if (w == NULL || s == NULL) goto out;
+    CHECK_OK(tenure_mutex_lock(s, "shared/t", WAIT_MS, &l));
+    for (int i = 0; i < 10; i++) {
+        if (i == 5) {
+            CHECK_EQ(kill(owner, SIGKILL), 0);
+            CHECK_EQ(wait_exit(owner), 128 + SIGKILL);
+            owner = -1;
+        }
+        char key[16];
+        snprintf(key, sizeof key, "w/%d", i);
+        /* After the kill each put waits through the change of owner (P14) and succeeds. */
+        CHECK_OK(tenure_put(db, S(key), S("v"), 0, OUT_I64));
+    }
+    int64_t killed = now_ms();
+    CHECK_OK(tenure_stats_read(db, &st));
+    CHECK(st.owner);
+    int64_t first = 0;
+    for (int i = 0; i < 10; i++) {
+        tenure_event *ev = NULL;
+        CHECK_OK(tenure_watcher_next(w, WAIT_MS, &ev));
+        if (ev == NULL) break;
+        int64_t rev = tenure_event_revision(ev);
+        if (i == 0) first = rev;
+        CHECK_EQ(rev, first + i);
+        tenure_event_free(ev);
+    }
+    int checks = 0;
+    while (now_ms() - killed < 3 * SURVIVOR_TTL_MS) {
+        CHECK(!tenure_session_done(s));
+        tenure_session *other = NULL;
+        tenure_lock *taken = NULL;
+        CHECK_OK(tenure_session_new(db, SURVIVOR_TTL_MS, &other));
+        CHECK_RC(tenure_mutex_try_lock(other, "shared/t", &taken), TENURE_ERR_LOCKED);
+        tenure_lock_free(taken);
+        if (other != NULL) CHECK_OK(tenure_session_close(other));
+        tenure_session_free(other);
+        checks++;
+    }
+    CHECK(checks > 0);
+    tenure_lease_info *info = NULL;
+    CHECK_OK(tenure_lease_time_to_live(db, tenure_session_lease(s), &info));
+    tenure_lease_info_free(info);
+    if (l != NULL) CHECK_OK(tenure_lock_unlock(l));
+out:
+    tenure_lock_free(l);
+    if (s != NULL) CHECK_OK(tenure_session_close(s));
+    tenure_session_free(s);
+    tenure_watcher_free(w);
+    tenure_close(db);
+    if (owner > 0) {
+        kill(owner, SIGKILL);
+        wait_exit(owner);
+    }
+    if (f != NULL) fclose(f);
+}
+
 int shared_child_main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: --shared-child see|plain|hold PATH\n");
+        fprintf(stderr, "usage: --shared-child see|plain|hold|own PATH\n");
         return 2;
     }
     if (strcmp(argv[2], "see") == 0) {
@@ -148,6 +242,8 @@ int shared_child_main(int argc, char **argv) {
         child_opens_plain(argv[3]);
     } else if (strcmp(argv[2], "hold") == 0) {
         child_holds_a_lock(argv[3]);
+    } else if (strcmp(argv[2], "own") == 0) {
+        child_owns(argv[3]);
     } else {
         fprintf(stderr, "unknown child mode %s\n", argv[2]);
         return 2;
@@ -258,13 +354,6 @@ void shared_tests(void) {
     RUN(p18_shared_is_off_by_default_and_an_engine_owns_its_file);
     RUN(p18_two_processes_see_one_database);
     RUN(p19_a_second_plain_open_names_shared_and_tenure_serve);
-    /* P20 needs sessions bound to their process (branch h-bind): until it is merged a killed
-     * holder's lock is freed only by its TTL. Set to 1 with h-bind. */
-#define P20_SESSIONS_BOUND_TO_PROCESSES 0
-#if P20_SESSIONS_BOUND_TO_PROCESSES
     RUN(p20_a_lock_held_by_a_killed_process_is_taken_at_once);
-#else
-    (void)p20_a_lock_held_by_a_killed_process_is_taken_at_once;
-    printf("P20 needs sessions bound to their process (h-bind): not run\n");
-#endif
+    RUN(p5_a_survivor_takes_over_with_its_watch_and_its_lock);
 }

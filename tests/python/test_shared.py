@@ -160,11 +160,6 @@ def test_p19_a_second_plain_open_names_shared_true_and_tenure_serve(path: Path) 
     assert "shared=True" in error
 
 
-@pytest.mark.xfail(
-    reason="needs sessions bound to their process (h-bind): until it is merged a killed "
-    "holder's lock is freed only by its TTL",
-    strict=False,
-)
 def test_p20_a_lock_held_by_a_killed_process_is_taken_within_100_ms(path: Path) -> None:
     with tenure.open(path, shared=True) as db, child(
         "hold", str(path), "jobs/m", str(HOLDER_TTL)

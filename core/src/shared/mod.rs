@@ -106,14 +106,18 @@ mod serve_side {
         /// owner's session leases, records this process's own, then serves the socket. On
         /// failure the lock is given back.
         ///
-        /// `takeover`: another process owned the file until now (its lock was freed while this
-        /// one waited), so leases are recovered as etcd promotes a new leader
-        /// ([`TAKEOVER_GRACE`]); a first owner recovers them as the builder says.
-        pub(super) fn become_owner(&self, takeover: bool) -> Result<Tenure> {
+        /// When another process owned the file before (the lock file records it), leases are
+        /// recovered as etcd promotes a new leader ([`TAKEOVER_GRACE`]): that owner's clients
+        /// may be alive and renewing. This holds for a process that was waiting to take over
+        /// and as much for one that opens the file just after the owner died and wins the
+        /// lock before them (the counter test's replacement of a killed owner did, and with
+        /// the builder's recovery every survivor's session was already expired). A file no
+        /// shared owner ever held recovers them as the builder says.
+        pub(super) fn become_owner(&self) -> Result<Tenure> {
             let owned = (|| {
                 let previous = self.ownership.read_record();
                 let mut builder = self.builder.clone();
-                if takeover {
+                if previous.pid.is_some() {
                     builder = builder.recovery(Recovery::Extend(TAKEOVER_GRACE));
                 }
                 let engine = Tenure::over(Backend::Engine(builder.open_engine()?));
@@ -274,7 +278,7 @@ mod serve_side {
         let mut pause = Duration::from_millis(1);
         loop {
             if sharing.ownership.try_take()? {
-                let engine = sharing.become_owner(false)?;
+                let engine = sharing.become_owner()?;
                 let file = SharedFile {
                     sharing,
                     takeover: Mutex::new(None),

@@ -39,7 +39,7 @@ impl Takeover {
                 }
                 let failed = match sharing.ownership.try_take() {
                     Ok(false) => continue,
-                    Ok(true) => match sharing.become_owner(true) {
+                    Ok(true) => match sharing.become_owner() {
                         Ok(_) => return,
                         Err(e) => e,
                     },
