@@ -110,6 +110,9 @@ void group_tests(void);
 /* Several processes on one file (SPEC P18-P21); the entry of its child processes. */
 void shared_tests(void);
 int shared_child_main(int argc, char **argv);
+/* The path the children are started from: argv[0] when it names a path (under valgrind
+ * /proc/self/exe is valgrind itself), else /proc/self/exe. Set by main. */
+extern const char *test_binary;
 /* Quota and alarms (E20, E25) */
 void quota_tests(void);
 

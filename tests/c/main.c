@@ -65,6 +65,7 @@ static void remove_dir(void) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 0 && strchr(argv[0], '/') != NULL) test_binary = argv[0];
     /* test_shared.c starts this binary again as its other processes. */
     if (argc > 1 && strcmp(argv[1], "--shared-child") == 0) return shared_child_main(argc, argv);
     const char *tmp = getenv("TMPDIR");

@@ -2,7 +2,7 @@
  * `tenure_stats.owner`, what a process that does not own the file may not call, the second
  * plain open's message, and a lock held by a process killed with SIGKILL.
  *
- * The other processes are this test binary again (`/proc/self/exe --shared-child MODE PATH`,
+ * The other processes are this test binary again (`argv[0] --shared-child MODE PATH`, or /proc/self/exe;
  * see shared_child_main), started with fork+exec so that nothing of this multi-threaded process
  * runs in the child. */
 #define _POSIX_C_SOURCE 200809L
@@ -21,6 +21,8 @@
 #define HOLDER_TTL_MS 30000
 /* SPEC P20: a dead holder's lock is taken by the next waiter within this many ms. */
 #define DEATH_TO_LOCK_MS 100
+
+const char *test_binary = "/proc/self/exe";
 
 static int64_t now_ms(void) {
     struct timespec t;
@@ -64,7 +66,7 @@ static pid_t spawn_child(const char *mode, const char *path, int *out_fd) {
             close(fds[1]);
         }
         char *argv[] = {"tests", "--shared-child", (char *)mode, (char *)path, NULL};
-        execv("/proc/self/exe", argv);
+        execv(test_binary, argv);
         _exit(127);
     }
     if (out_fd != NULL) {
