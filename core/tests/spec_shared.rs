@@ -394,6 +394,17 @@ fn p3_a_non_owner_is_refused_engine_only_calls_naming_them_and_says_it_does_not_
     let rev = other.put("k", "v", None).unwrap();
     assert_eq!(owner.get("k").unwrap().unwrap().mod_revision, rev);
     assert_eq!(other.alarms().unwrap(), vec![]);
+    // Alarms through the owner's Maintenance service: raised and disarmed by a non-owner, in
+    // force in the owner's engine.
+    let corrupt = tenure::Alarm {
+        member: 7,
+        kind: tenure::AlarmKind::Corrupt,
+    };
+    other.raise_alarm(corrupt).unwrap();
+    assert_eq!(owner.alarms().unwrap(), vec![corrupt]);
+    assert_eq!(other.alarms().unwrap(), vec![corrupt]);
+    assert!(other.disarm_alarm(corrupt).unwrap());
+    assert_eq!(owner.alarms().unwrap(), vec![]);
     other.close().unwrap();
     owner.close().unwrap();
 }

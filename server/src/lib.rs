@@ -38,7 +38,7 @@ use clap::{Parser, Subcommand};
 
 /// The etcd API version `tenure serve` reports in Maintenance.Status (what clients check
 /// features against).
-pub const ETCD_API_VERSION: &str = "3.5.0";
+pub use tenure::etcd::serve::maintenance::ETCD_API_VERSION;
 
 #[derive(Parser)]
 #[command(

@@ -19,7 +19,7 @@ use std::time::Duration;
 use etcd_client::proto::*;
 use sha2::{Digest, Sha256};
 use tenure::etcd::errors::EtcdError;
-use tenure::{Alarm, AlarmKind};
+use tenure::etcd::serve::maintenance;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::Stream;
@@ -112,7 +112,7 @@ impl Maintenance {
                 header: ctx.ids.header(info.revision),
                 remaining_bytes: total - sent,
                 blob: buf,
-                version: crate::ETCD_API_VERSION.into(),
+                version: maintenance::ETCD_API_VERSION.into(),
             };
             if !send(resp).await? {
                 return Ok(());
@@ -122,28 +122,11 @@ impl Maintenance {
             header: ctx.ids.header(info.revision),
             remaining_bytes: 0,
             blob: sha.finalize().to_vec(),
-            version: crate::ETCD_API_VERSION.into(),
+            version: maintenance::ETCD_API_VERSION.into(),
         })
         .await?;
         Ok(())
     }
-}
-
-/// etcd's `AlarmRequest.AlarmAction` numbers.
-const GET: i32 = 0;
-const ACTIVATE: i32 = 1;
-const DEACTIVATE: i32 = 2;
-
-fn alarm_member(a: Alarm) -> PbAlarmMember {
-    PbAlarmMember {
-        member_id: a.member,
-        alarm: a.kind.etcd_number(),
-    }
-}
-
-/// An alarm as etcd's Status lists it in `errors` (Go's text form of its `AlarmMember`).
-fn alarm_error(a: Alarm) -> String {
-    format!("memberID:{} alarm:{} ", a.member, a.kind.name())
 }
 
 /// etcd's reply to a Maintenance call that a single member has no use for: the text of the
@@ -154,81 +137,21 @@ fn unimplemented(method: &str) -> Status {
 
 #[tonic::async_trait]
 impl PbMaintenanceService for Maintenance {
-    /// etcd's Alarm (SPEC E20): GET lists the alarms of a type (NONE: all), ACTIVATE raises
-    /// one and answers it (raised already or not), DEACTIVATE disarms one and answers it if
-    /// it was raised. The engine keeps them in the file and refuses writes by them.
+    /// SPEC E20 (`tenure::etcd::serve::maintenance`, shared with a shared file's owner).
     async fn alarm(
         &self,
         req: Request<PbAlarmRequest>,
     ) -> Result<Response<PbAlarmResponse>, Status> {
-        let req = req.into_inner();
-        let kind = AlarmKind::from_etcd_number(req.alarm);
-        let ctx = self.ctx.clone();
-        let alarms = blocking(move || {
-            let db = &ctx.db;
-            let member = |kind| Alarm {
-                member: req.member_id,
-                kind,
-            };
-            let out = match (req.action, kind) {
-                (GET, None) => db.alarms(),
-                (GET, Some(k)) => db
-                    .alarms()
-                    .map(|all| all.into_iter().filter(|a| a.kind == k).collect()),
-                (ACTIVATE, Some(k)) => db.raise_alarm(member(k)).map(|_| vec![member(k)]),
-                (DEACTIVATE, Some(k)) => {
-                    db.disarm_alarm(member(k))
-                        .map(|was| if was { vec![member(k)] } else { Vec::new() })
-                }
-                // NONE or a type etcd does not define: nothing to raise or disarm.
-                _ => Ok(Vec::new()),
-            };
-            out.map_err(errors::status)
-        })
-        .await?;
-        Ok(Response::new(PbAlarmResponse {
-            header: self
-                .ctx
-                .ids
-                .header(self.ctx.db.revision().unwrap_or_default()),
-            alarms: alarms.into_iter().map(alarm_member).collect(),
-        }))
+        maintenance::alarm(&self.ctx, req.into_inner())
+            .await
+            .map(Response::new)
     }
 
-    /// `db_size` is the file's length, `db_size_in_use` the bytes of its pages in use (D10).
     async fn status(
         &self,
         _req: Request<PbStatusRequest>,
     ) -> Result<Response<PbStatusResponse>, Status> {
-        let ctx = self.ctx.clone();
-        let (size, alarms) = blocking(move || {
-            let size = ctx.db.storage_size().map_err(errors::status)?;
-            Ok((size, ctx.db.alarms().map_err(errors::status)?))
-        })
-        .await?;
-        let rev = self.ctx.db.revision().unwrap_or_default();
-        Ok(Response::new(PbStatusResponse {
-            header: self.ctx.ids.header(rev),
-            version: crate::ETCD_API_VERSION.into(),
-            db_size: size.file_bytes as i64,
-            leader: self.ctx.ids.member,
-            raft_index: rev as u64,
-            raft_term: 1,
-            raft_applied_index: rev as u64,
-            errors: alarms.into_iter().map(alarm_error).collect(),
-            db_size_in_use: size.in_use_bytes as i64,
-            is_learner: false,
-            storage_version: String::new(),
-            // etcd 3.5's field (3.4 has none): the quota in force, 0 for none.
-            db_size_quota: self
-                .ctx
-                .db
-                .quota_backend_bytes()
-                .ok()
-                .flatten()
-                .map_or(0, |q| q as i64),
-            downgrade_info: None,
-        }))
+        maintenance::status(&self.ctx).await.map(Response::new)
     }
 
     async fn defragment(

@@ -6,5 +6,6 @@ mod bound;
 pub mod convert;
 pub mod coordination;
 pub mod errors;
+pub mod maintenance;
 pub mod service;
 pub mod watch;
