@@ -458,6 +458,14 @@ impl Serve {
         Serve { child }
     }
 
+    /// [`Serve::start`], then waits until a client gets in; the server and its URL.
+    fn start_up(bin: &Path, file: &Path, sock: &Path, durability: &str) -> (Serve, String) {
+        let s = Serve::start(bin, file, sock, durability);
+        let url = format!("unix:{}", sock.display());
+        Serve::wait_up(&url);
+        (s, url)
+    }
+
     fn wait_up(url: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -690,9 +698,7 @@ fn parent(args: &Args) {
         if serve {
             let file = dir.join("handoff.tenure");
             let sock = dir.join("handoff.sock");
-            let s = Serve::start(&tenure_bin, &file, &sock, &args.serve_durability);
-            let url = format!("unix:{}", sock.display());
-            Serve::wait_up(&url);
+            let (s, url) = Serve::start_up(&tenure_bin, &file, &sock, &args.serve_durability);
             if let Some(lat) = handoff_pair(args, dir, "serve", rust_peer(url)) {
                 tenure_p50 = Some(report_handoff("tenure-serve-clients", lat));
             }
@@ -764,15 +770,13 @@ fn roundtrip(args: &Args, dir: &Path, serve: bool, tenure_bin: &Path) {
     let file = dir.join("rt.tenure");
     let mut server = None;
     let (owner_url, other_url) = if serve {
-        let sock = dir.join("rt.sock");
-        server = Some(Serve::start(
+        let (s, url) = Serve::start_up(
             tenure_bin,
             &file,
-            &sock,
+            &dir.join("rt.sock"),
             &args.serve_durability,
-        ));
-        let url = format!("unix:{}", sock.display());
-        Serve::wait_up(&url);
+        );
+        server = Some(s);
         (format!("file:{}", dir.join("rt-own.tenure").display()), url)
     } else {
         let url = format!("shared:{}", file.display());
@@ -830,14 +834,8 @@ fn takeover(args: &Args, dir: &Path, serve: bool, tenure_bin: &Path) {
     let sock = dir.join("takeover.sock");
     let mut server = None;
     let url = if serve {
-        server = Some(Serve::start(
-            tenure_bin,
-            &file,
-            &sock,
-            &args.serve_durability,
-        ));
-        let url = format!("unix:{}", sock.display());
-        Serve::wait_up(&url);
+        let (s, url) = Serve::start_up(tenure_bin, &file, &sock, &args.serve_durability);
+        server = Some(s);
         url
     } else {
         format!("shared:{}", file.display())
