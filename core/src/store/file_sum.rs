@@ -44,11 +44,16 @@ pub(super) fn crc_while<T>(
         next: AtomicU64::new(0),
     };
     std::thread::scope(|s| {
-        // Without a helper (no thread to be had) the caller hashes alone, after `work`.
-        let helper = std::thread::Builder::new()
-            .name("tenure-file-crc".into())
-            .spawn_scoped(s, || chunks.hash())
-            .ok();
+        // Without a helper (one chunk, or no thread to be had) the caller hashes alone, after
+        // `work`.
+        let helper = (chunks.count > 1)
+            .then(|| {
+                std::thread::Builder::new()
+                    .name("tenure-file-crc".into())
+                    .spawn_scoped(s, || chunks.hash())
+                    .ok()
+            })
+            .flatten();
         let done = work();
         let mine = chunks.hash();
         let theirs = match helper {

@@ -161,15 +161,16 @@ impl Checked {
 /// Validates the file open as `file` and its log read-only (D5), leaving redb's shared locks
 /// held by `file`'s open file description (`open_read_only_held`).
 ///
-/// If the log records a clean close of a file of this length (K15), the file is hashed whole
-/// meanwhile, on a second thread, under those locks (nothing can write it): the page check is
-/// skipped only if the hash, the length and the log id all match the record.
-fn read_only_pass(file: &File, path: &Path) -> Result<Checked> {
+/// If the log records a clean close of a file of this length (K15) and the open is to write
+/// the file (`writing`), the file is hashed whole meanwhile, on a second thread, under those
+/// locks (nothing can write it): the page check is skipped only if the hash, the length and the
+/// log id all match the record.
+fn read_only_pass(file: &File, path: &Path, writing: bool) -> Result<Checked> {
     match open_read_only_held(file, path)? {
         Ok(db) => {
             let cannot = |e: std::io::Error| Error::io("cannot read", path, &e);
             let len = file.metadata().map_err(cannot)?.len();
-            let record = wal::clean_close(path).filter(|r| r.len == len);
+            let record = wal::clean_close(path).filter(|r| writing && r.len == len);
             let read_at = |at, out: &mut [u8]| file.read_exact_at(out, at);
             let (crc, read) = file_sum::crc_while(&read_at, record.map(|r| r.len), || {
                 let read = load(&db, path)?;
@@ -381,11 +382,11 @@ impl Store {
             Err(e) => {
                 // Not writable here: a file that is no valid database is still refused as such.
                 let ro = File::open(path).map_err(|e| Error::io("cannot open", path, &e))?;
-                guarded(path, || read_only_pass(&ro, path).map(drop))?;
+                guarded(path, || read_only_pass(&ro, path, false).map(drop))?;
                 return Err(Error::io("cannot open", path, &e).into());
             }
         };
-        let checked = guarded(path, || read_only_pass(&file, path))?;
+        let checked = guarded(path, || read_only_pass(&file, path, true))?;
         // With the log in use, every open gives it a new id: records left from an earlier
         // session can never be replayed onto another copy of the file.
         let new_id = new_log_id();
