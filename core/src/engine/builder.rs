@@ -373,6 +373,11 @@ impl Engine {
             }
             Some(p) => {
                 let o = Store::open(p, b.faults.clone(), b.log, b.log_region)?;
+                log::debug!(
+                    "{}: opened; redb's page check: {:?}",
+                    p.display(),
+                    o.page_check
+                );
                 let base = o.syncs.get();
                 (Some(o.store), o.loaded, Some((o.syncs, base)), o.log)
             }

@@ -772,8 +772,9 @@ fn close_engine(s: &Arc<Shared>, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result
     wakeups::raise_all(s);
     *s.expired.lock() = None;
     let store = s.store.lock().take();
-    // Releases the file lock.
-    let result = result.and(store.map_or(Ok(()), Store::close));
+    // Releases the file lock; a close that lost nothing is recorded as clean (K15).
+    let clean = result.is_ok();
+    let result = result.and(store.map_or(Ok(()), |store| store.close(clean)));
     *s.waker.lock() = None;
     result
 }

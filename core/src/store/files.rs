@@ -1,6 +1,7 @@
 //! The database file on disk: what is at its path before an open, its atomic creation, the
-//! temporary names beside it (and the stale ones killed processes left), and redb's read-only
-//! open whose shared locks outlive it.
+//! temporary names beside it (and the stale ones killed processes left), redb's read-only
+//! open whose shared locks outlive it, and the write open's locks, which the close keeps past
+//! redb's close until it has recorded what it left (K15).
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -8,7 +9,8 @@ use std::io::Read;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::result::Result as StdResult;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use redb::backends::FileBackend;
 use redb::{BackendError, DatabaseError, StorageBackend};
@@ -249,4 +251,92 @@ pub(crate) fn open_read_only_held(
     Ok(redb::Builder::new()
         .set_cache_size(CACHE)
         .open_read_only_with_backend(backend))
+}
+
+/// The backend of the store's write open: `FaultyBackend`, whose locks redb's close leaves held
+/// once the store asks for it (`CloseLocks::keep`). The store then reads the file redb closed,
+/// with no other process able to open it, records its checksum (K15), and releases the locks
+/// itself (`CloseLocks::release`).
+#[derive(Debug)]
+pub(super) struct WriteBackend {
+    backend: Arc<FaultyBackend>,
+    keep: Arc<AtomicBool>,
+}
+
+/// The store's hold on its file beside redb's handle: the file read after redb has closed it,
+/// and its locks, kept past that close and released here.
+#[derive(Debug)]
+pub(super) struct CloseLocks {
+    backend: Arc<FaultyBackend>,
+    keep: Arc<AtomicBool>,
+}
+
+impl WriteBackend {
+    pub(super) fn new(backend: FaultyBackend) -> (WriteBackend, CloseLocks) {
+        let backend = Arc::new(backend);
+        let keep = Arc::new(AtomicBool::new(false));
+        let locks = CloseLocks {
+            backend: backend.clone(),
+            keep: keep.clone(),
+        };
+        (WriteBackend { backend, keep }, locks)
+    }
+}
+
+impl CloseLocks {
+    /// From now on redb's close and unlocks leave the file's locks held.
+    pub(super) fn keep(&self) {
+        self.keep.store(true, Ordering::SeqCst);
+    }
+
+    /// Reads the file (`StorageBackend::read`), also after redb has closed it.
+    pub(super) fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        self.backend.read(offset, out)
+    }
+
+    pub(super) fn len(&self) -> std::io::Result<u64> {
+        self.backend.len()
+    }
+
+    /// Lets redb's close release the locks after all (it was deferred: redb closes later).
+    pub(super) fn leave_to_redb(self) {
+        self.keep.store(false, Ordering::SeqCst);
+    }
+
+    /// Releases every lock on the file, as redb's close would have.
+    pub(super) fn release(self) -> std::io::Result<()> {
+        self.keep.store(false, Ordering::SeqCst);
+        self.backend.close()
+    }
+}
+
+impl StorageBackend for WriteBackend {
+    fn len(&self) -> std::result::Result<u64, std::io::Error> {
+        self.backend.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::result::Result<(), std::io::Error> {
+        self.backend.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> std::result::Result<(), std::io::Error> {
+        self.backend.set_len(len)
+    }
+    fn sync_data(&self) -> std::result::Result<(), std::io::Error> {
+        self.backend.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> std::result::Result<(), std::io::Error> {
+        self.backend.write(offset, data)
+    }
+    fn close(&self) -> std::result::Result<(), std::io::Error> {
+        if self.keep.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.backend.close()
+    }
+    fn unlock_range(&self, s: Bound<u64>, e: Bound<u64>) -> std::result::Result<(), BackendError> {
+        if self.keep.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.backend.unlock_range(s, e)
+    }
+    delegate_locks!(backend);
 }

@@ -49,6 +49,7 @@ macro_rules! delegate_locks {
 
 mod codec;
 mod faults;
+mod file_sum;
 mod files;
 mod history;
 mod in_place;
@@ -62,7 +63,7 @@ pub use faults::StorageFaults;
 pub(crate) use faults::SyncCounter;
 use faults::{injected, FaultyBackend, LOG};
 pub use files::temp_beside;
-use files::{new_private, open_read_only_held, sibling_temp};
+use files::{new_private, open_read_only_held, sibling_temp, CloseLocks};
 pub(crate) use history::Progress;
 use history::{Recorder, HISTORY_ROWS};
 pub(crate) use in_place::{copy_in_place, range_at_in_place, read_in_place};
@@ -99,6 +100,10 @@ pub(crate) struct Store {
     faults: StorageFaults,
     /// The history's seeding and physical compaction.
     history: Progress,
+    /// The file beside `db`: read by the close once redb has closed it, under its locks (K15).
+    locks: CloseLocks,
+    /// The log id of this session, with the log in use (where a clean close is recorded).
+    log_id: Option<u64>,
 }
 
 fn storage(e: impl fmt::Display) -> Error {
@@ -558,13 +563,65 @@ impl Store {
     }
 
     /// Closes the file (redb writes on close); a panic there is reported as in `commit`.
-    pub(crate) fn close(self) -> Result<()> {
-        let path = self.path.clone();
-        guarded(&path, move || {
-            drop(self);
-            Ok(())
-        })
+    ///
+    /// `clean`: the engine's close lost nothing (every writer of the file has ended, its last
+    /// checkpoint succeeded). Then, with the log in use, the file redb closed is checksummed
+    /// whole, still under its locks, and the checksum recorded in the log's header (K15), so
+    /// that the next open can skip redb's check of every page if the file is still byte for
+    /// byte what this close left. A failure to record costs only that: the next open checks
+    /// every page, as without a record.
+    pub(crate) fn close(self, clean: bool) -> Result<()> {
+        let Store {
+            db,
+            path,
+            faults,
+            locks,
+            log_id,
+            ..
+        } = self;
+        locks.keep();
+        let closed = guarded(&path, || match db.close() {
+            Ok(()) => Ok(true),
+            // A write transaction outlives the close (none should): redb closes the file, and
+            // lets go of its locks, when it ends.
+            Err(redb::DatabaseError::TransactionInProgress) => Ok(false),
+            Err(e) => Err(storage(e)),
+        });
+        if let (Ok(true), true, Some(id)) = (&closed, clean, log_id) {
+            if let Err(e) = record_clean_close(&locks, &path, id, &faults) {
+                log::warn!(
+                    "{}: the clean close was not recorded, the next open checks every page: {e}",
+                    path.display()
+                );
+            }
+        }
+        match closed {
+            Ok(false) => {
+                locks.leave_to_redb();
+                Ok(())
+            }
+            closed => {
+                let released = locks
+                    .release()
+                    .map_err(|e| Error::io("cannot unlock", &path, &e));
+                closed.and(released).map(drop)
+            }
+        }
     }
+}
+
+/// Checksums the file redb has just closed (`locks`: its locks still held) and records it as
+/// this session's clean close in its log (K15).
+fn record_clean_close(
+    locks: &CloseLocks,
+    path: &Path,
+    id: u64,
+    faults: &StorageFaults,
+) -> Result<()> {
+    let cannot = |e: std::io::Error| Error::io("cannot read", path, &e);
+    let len = locks.len().map_err(cannot)?;
+    let crc = file_sum::crc_of(&|at, out| locks.read(at, out), len).map_err(cannot)?;
+    wal::record_clean_close(path, wal::CleanClose { id, len, crc }, faults).map(drop)
 }
 
 #[cfg(test)]

@@ -26,6 +26,11 @@ const VERSION: u32 = 1;
 const HEADER: u64 = 4096;
 /// Bytes of the header that are checked (magic, version, pad, region size, id, crc).
 const HEADER_USED: usize = 36;
+/// Where the clean-close record sits in the header (SPEC K15; see [`CleanClose`]).
+const CLOSE_AT: u64 = 64;
+const CLOSE_MAGIC: [u8; 8] = *b"tclosed1";
+/// Bytes of the clean-close record: magic, log id, file length, file CRC, record CRC.
+const CLOSE_USED: usize = 32;
 /// Size of one region of a new log: a checkpoint every 1 MiB of records, and at most two
 /// regions (2 MiB) to replay on open.
 pub(crate) const REGION: u64 = 1 << 20;
@@ -89,6 +94,113 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+// ---- clean-close record (K15) ----------------------------------------------------------------
+
+/// What a clean close left (SPEC K15): the database file, closed by redb, was `len` bytes whose
+/// CRC-32 is `crc`, under the log id `id`. Kept in the log's header after the checked part:
+/// outside the file it vouches for, durable (fsynced), and gone once an open takes the file (its
+/// new header, with a new id, clears the rest of the header block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CleanClose {
+    pub(crate) id: u64,
+    pub(crate) len: u64,
+    pub(crate) crc: u32,
+}
+
+impl CleanClose {
+    fn encode(&self) -> [u8; CLOSE_USED] {
+        let mut b = [0u8; CLOSE_USED];
+        b[..8].copy_from_slice(&CLOSE_MAGIC);
+        b[8..16].copy_from_slice(&self.id.to_le_bytes());
+        b[16..24].copy_from_slice(&self.len.to_le_bytes());
+        b[24..28].copy_from_slice(&self.crc.to_le_bytes());
+        let crc = crc32fast::hash(&b[..28]);
+        b[28..32].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> Option<CleanClose> {
+        (b[..8] == CLOSE_MAGIC && crc32fast::hash(&b[..28]) == u32_at(b, 28)).then(|| CleanClose {
+            id: u64_at(b, 8),
+            len: u64_at(b, 16),
+            crc: u32_at(b, 24),
+        })
+    }
+}
+
+/// The log's header, if it is whole: its bytes up to the end of the clean-close record.
+fn read_header(file: &File) -> Option<[u8; CLOSE_AT as usize + CLOSE_USED]> {
+    let mut b = [0u8; CLOSE_AT as usize + CLOSE_USED];
+    file.read_exact_at(&mut b, 0).ok()?;
+    (b[..8] == MAGIC && crc32fast::hash(&b[..32]) == u32_at(&b, 32) && u32_at(&b, 8) == VERSION)
+        .then_some(b)
+}
+
+/// The clean-close record in the log of the database `db`, if there is one, whole, under the id
+/// of the log's header. Anything else (no log, a damaged header or record, another id) is
+/// `None`: the open then checks the file page by page, as without a record. Only reads.
+pub(crate) fn clean_close(db: &Path) -> Option<CleanClose> {
+    let file = File::open(path_of(db)).ok()?;
+    let b = read_header(&file)?;
+    let rec = CleanClose::decode(&b[CLOSE_AT as usize..])?;
+    (rec.id == u64_at(&b, 24)).then_some(rec)
+}
+
+/// Writes `rec` into the header of the log of the database `db` and fsyncs it: the last step of
+/// a clean close, while the database's locks (which cover its log) are still held. A log whose
+/// header is not whole or carries another id is left alone (`Ok(false)`).
+pub(crate) fn record_clean_close(
+    db: &Path,
+    rec: CleanClose,
+    faults: &StorageFaults,
+) -> Result<bool> {
+    let log = path_of(db);
+    let path = log.as_path();
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io("cannot open", path, &e))?;
+    if read_header(&file).is_none_or(|b| u64_at(&b, 24) != rec.id) {
+        return Ok(false);
+    }
+    if faults.fails_write(super::LOG) || faults.fails_sync(super::LOG) {
+        return Err(Error::io("cannot write", path, &super::injected()));
+    }
+    file.write_all_at(&rec.encode(), CLOSE_AT)
+        .and_then(|()| file.sync_data())
+        .map_err(|e| Error::io("cannot write", path, &e))?;
+    Ok(true)
+}
+
+/// Test support: writes `rec` (`None`: zeros) where the clean-close record goes in the log of
+/// `db`, as is; with `header_id`, the header gets that id too; `damaged`: a bit of the written
+/// record flipped after its checksum was taken.
+#[cfg(test)]
+pub(crate) fn forge_clean_close(
+    db: &Path,
+    rec: Option<CleanClose>,
+    header_id: Option<u64>,
+    damaged: bool,
+) {
+    let file = OpenOptions::new()
+        .write(true)
+        .read(true)
+        .open(path_of(db))
+        .unwrap();
+    let mut b = rec.map_or([0u8; CLOSE_USED], |r| r.encode());
+    if damaged {
+        b[20] ^= 1;
+    }
+    file.write_all_at(&b, CLOSE_AT).unwrap();
+    if let Some(id) = header_id {
+        let mut head = [0u8; HEADER_USED];
+        file.read_exact_at(&mut head, 0).unwrap();
+        file.write_all_at(&encode_header(u64_at(&head, 16), id), 0)
+            .unwrap();
+    }
 }
 
 // ---- record payload ---------------------------------------------------------------------------
@@ -529,7 +641,11 @@ impl Writer {
             if faults.fails_write(super::LOG) || faults.fails_sync(super::LOG) {
                 return Err(Error::io("cannot write", path, &super::injected()));
             }
-            file.write_all_at(&encode_header(region, id), 0)
+            // The whole header block: the rest of it (a clean-close record, K15) was the last
+            // session's, and this open has written the database file.
+            let mut block = vec![0u8; HEADER as usize];
+            block[..HEADER_USED].copy_from_slice(&encode_header(region, id));
+            file.write_all_at(&block, 0)
                 .and_then(|()| file.sync_data())
                 .map_err(|e| Error::io("cannot write", path, &e))?;
         }
