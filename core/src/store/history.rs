@@ -19,9 +19,9 @@ use std::ops::Bound;
 
 use redb::{ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle, WriteTransaction};
 
-use super::codec::{decode, encode};
+use super::codec::{decode, encode_into, encoded_len};
 use super::events::{self, Packer, Position, CHANGES, LEGACY, LEGACY_NAME};
-use super::seal::{seal, unseal, write_meta};
+use super::seal::{seal_in_place, unseal, write_meta, SEAL_LEN};
 use super::snapshot::View;
 use super::{guarded, storage, Store, KV, KV_NAME, META, PER_WRITE_EVENTS};
 use crate::error::{Error, Result};
@@ -38,10 +38,15 @@ type HistoryTable = redb::ReadOnlyTable<(&'static [u8], i64), &'static [u8]>;
 /// The meta rows about the history (a copy of the file, which has none, leaves them out).
 pub(crate) const HISTORY_ROWS: [&str; 2] = ["history", "compacted"];
 
-/// The row of `key` at `rev` as stored: the codec's encoding, sealed (`seal`) under the pair.
-/// (The history tables are not digested: the open never reads them whole.)
-fn sealed_row(key: &[u8], rev: i64, e: &Entry) -> Vec<u8> {
-    seal(HISTORY_NAME, &pair(key, rev), &encode(e))
+/// The row of `key` at `rev` as stored, into `row` (cleared first; the writer reuses one
+/// buffer for all its rows): the codec's encoding, sealed (`seal`) under the pair, key then
+/// revision big-endian. (The history tables are not digested: the open never reads them
+/// whole.)
+fn sealed_row_into(row: &mut Vec<u8>, key: &[u8], rev: i64, e: &Entry) {
+    row.clear();
+    row.reserve(encoded_len(e) + SEAL_LEN);
+    encode_into(e, row);
+    seal_in_place(row, HISTORY_NAME, &[key, &rev.to_be_bytes()]);
 }
 
 fn pair(key: &[u8], rev: i64) -> Vec<u8> {
@@ -86,6 +91,8 @@ pub(super) struct Recorder<'t> {
     changes: redb::Table<'t, (i64, u32), &'static [u8]>,
     /// The writes of this transaction not yet stored as rows.
     packer: Packer,
+    /// The history row being written (one buffer for all of them).
+    row: Vec<u8>,
     rev: i64,
     n: u32,
 }
@@ -96,6 +103,7 @@ impl<'t> Recorder<'t> {
             history: tx.open_table(HISTORY).map_err(storage)?,
             changes: tx.open_table(CHANGES).map_err(storage)?,
             packer: Packer::default(),
+            row: Vec::new(),
             rev: 0,
             n: 0,
         })
@@ -116,21 +124,25 @@ impl<'t> Recorder<'t> {
         self.packer.flush(&mut self.changes)
     }
 
+    /// The history row of `key` at `rev`: `e`.
+    fn row(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
+        sealed_row_into(&mut self.row, key, rev, e);
+        self.history
+            .insert((key, rev), self.row.as_slice())
+            .map_err(storage)?;
+        Ok(())
+    }
+
     /// `key` written at `rev` as `e`.
     pub(super) fn put(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
-        self.history
-            .insert((key, rev), sealed_row(key, rev, e).as_slice())
-            .map_err(storage)?;
+        self.row(key, rev, e)?;
         self.event(key, rev)
     }
 
     /// `key`, last written at `rev`, attached or detached (no revision moves): its row at
     /// `rev` takes the new lease, no event is added.
     pub(super) fn relabel(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
-        self.history
-            .insert((key, rev), sealed_row(key, rev, e).as_slice())
-            .map_err(storage)?;
-        Ok(())
+        self.row(key, rev, e)
     }
 
     /// `key` deleted at `rev`.
@@ -139,9 +151,7 @@ impl<'t> Recorder<'t> {
             data: None,
             lease: 0,
         };
-        self.history
-            .insert((key, rev), sealed_row(key, rev, &none).as_slice())
-            .map_err(storage)?;
+        self.row(key, rev, &none)?;
         self.event(key, rev)
     }
 }
@@ -201,12 +211,7 @@ pub(super) fn seed(tx: &WriteTransaction, progress: &Progress) -> Result<bool> {
             let key = k.value();
             if let Some(e) = unseal(KV_NAME, key, v.value()).and_then(decode) {
                 if let Some(d) = &e.data {
-                    rec.history
-                        .insert(
-                            (key, d.mod_revision),
-                            sealed_row(key, d.mod_revision, &e).as_slice(),
-                        )
-                        .map_err(storage)?;
+                    rec.row(key, d.mod_revision, &e)?;
                     writes.push((d.mod_revision, key.to_vec()));
                 }
             }

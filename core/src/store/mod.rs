@@ -58,7 +58,7 @@ mod scratch;
 mod seal;
 mod snapshot;
 pub(crate) mod wal;
-use codec::{decode, decode_lease, encode, encode_lease};
+use codec::{decode, decode_lease, encode_lease};
 pub use faults::StorageFaults;
 pub(crate) use faults::SyncCounter;
 use faults::{injected, FaultyBackend, LOG};
@@ -434,6 +434,14 @@ fn reserve<T>(v: &mut Vec<T>, rows: u64) {
     let _ = v.try_reserve(rows.min(1 << 20) as usize);
 }
 
+/// The `tenure_kv` row of `key`: `e` encoded and sealed, in one allocation.
+fn sealed_key_row(key: &[u8], e: &crate::rows::Entry) -> Vec<u8> {
+    let mut row = Vec::with_capacity(codec::encoded_len(e) + seal::SEAL_LEN);
+    codec::encode_into(e, &mut row);
+    seal::seal_in_place(&mut row, KV_NAME, &[key]);
+    row
+}
+
 /// Writes `ops` sealed; the change to each table's digest, for `write_meta`.
 fn apply_ops(
     leases: &mut redb::Table<i64, &[u8]>,
@@ -467,7 +475,7 @@ fn apply_ops(
                 }
             }
             StoreOp::PutKey(k, rec) => {
-                let row = seal(KV_NAME, k, &encode(rec));
+                let row = sealed_key_row(k, rec);
                 if let Some(old) = kv.insert(k.as_slice(), row.as_slice()).map_err(storage)? {
                     kv_digest.remove(old.value());
                 }
@@ -488,7 +496,7 @@ fn apply_ops(
                 history.tombstone(k, *rev)?;
             }
             StoreOp::LeaseKey(k, rec) => {
-                let row = seal(KV_NAME, k, &encode(rec));
+                let row = sealed_key_row(k, rec);
                 if let Some(old) = kv.insert(k.as_slice(), row.as_slice()).map_err(storage)? {
                     kv_digest.remove(old.value());
                 }
