@@ -7,7 +7,9 @@ use crate::rows::{Data, Entry, LeaseRow};
 
 const HEADER: usize = 33;
 
-/// Record layout: flags (bit 0: has value) | create | mod | version | lease (i64 LE) | value.
+/// `encode_into` a new vector (the store writes with `encode_into`, into rows it seals in
+/// place).
+#[cfg(test)]
 pub(crate) fn encode(e: &Entry) -> Vec<u8> {
     let mut out = Vec::with_capacity(encoded_len(e));
     encode_into(e, &mut out);
@@ -19,7 +21,8 @@ pub(crate) fn encoded_len(e: &Entry) -> usize {
     HEADER + e.data.as_ref().map_or(0, |d| d.value.len())
 }
 
-/// Appends `encode(e)` to `out` (the log writes records in place).
+/// Appends the record of `e` to `out` (the log writes records in place). Record layout: flags
+/// (bit 0: has value) | create | mod | version | lease (i64 LE) | value.
 pub(crate) fn encode_into(e: &Entry, out: &mut Vec<u8>) {
     let (flags, create, modr, version, value): (u8, i64, i64, i64, &[u8]) = match &e.data {
         Some(d) => (1, d.create, d.mod_revision, d.version, &d.value),

@@ -1,11 +1,12 @@
-//! The revision history on disk (SPEC K9, K10, K11): every revision of every key until it is
-//! compacted, so that reads at a past revision and watches from one are answered from the
-//! file, and memory holds only the present.
+//! The revision history on disk (SPEC K9, K10, K11, K16, K17): every revision of every key
+//! until it is compacted, so that reads at a past revision and watches from one are answered
+//! from the file, and memory holds only the present.
 //!
 //! - `tenure_history`: (key, revision) → the key's row as written at that revision (`codec`;
 //!   no value: a tombstone, the key deleted then).
-//! - `tenure_events`: (revision, n) → key: the n-th write of that revision, in apply order
-//!   (what a watch replays).
+//! - the events (`events`): which key each write of each revision touched, in apply order
+//!   (what a watch replays, what the compaction walks): one `tenure_changes` row per commit,
+//!   and in files written before those rows, `tenure_events`, one row per write.
 //! - `tenure_meta["compacted"]`: the last compaction; `["history"]`: the file keeps history
 //!   (absent in files written before it: their present is seeded into it by the first commit).
 //!
@@ -16,21 +17,20 @@
 use std::cell::Cell;
 use std::ops::Bound;
 
-use redb::{ReadableTable, TableDefinition, WriteTransaction};
+use redb::{ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle, WriteTransaction};
 
-use super::codec::{decode, encode};
-use super::seal::{seal, unseal};
+use super::codec::{decode, encode_into, encoded_len};
+use super::events::{self, Packer, Position, CHANGES, LEGACY, LEGACY_NAME};
+use super::seal::{seal_in_place, unseal, write_meta, SEAL_LEN};
 use super::snapshot::View;
-use super::{guarded, storage, Store, KV, KV_NAME, META};
+use super::{guarded, storage, Store, KV, KV_NAME, META, PER_WRITE_EVENTS};
 use crate::error::{Error, Result};
 use crate::kv::range::KeyRange;
 use crate::rows::Entry;
 use crate::types::{Event, EventKind, KeyValue, LeaseId};
 
 const HISTORY_NAME: &str = "tenure_history";
-const EVENTS_NAME: &str = "tenure_events";
 pub(super) const HISTORY: TableDefinition<(&[u8], i64), &[u8]> = TableDefinition::new(HISTORY_NAME);
-pub(super) const EVENTS: TableDefinition<(i64, u32), &[u8]> = TableDefinition::new(EVENTS_NAME);
 
 /// `tenure_history` in a read transaction.
 type HistoryTable = redb::ReadOnlyTable<(&'static [u8], i64), &'static [u8]>;
@@ -38,10 +38,15 @@ type HistoryTable = redb::ReadOnlyTable<(&'static [u8], i64), &'static [u8]>;
 /// The meta rows about the history (a copy of the file, which has none, leaves them out).
 pub(crate) const HISTORY_ROWS: [&str; 2] = ["history", "compacted"];
 
-/// The row of `key` at `rev` as stored: the codec's encoding, sealed (`seal`) under the pair.
-/// (The history tables are not digested: the open never reads them whole.)
-fn sealed_row(key: &[u8], rev: i64, e: &Entry) -> Vec<u8> {
-    seal(HISTORY_NAME, &pair(key, rev), &encode(e))
+/// The row of `key` at `rev` as stored, into `row` (cleared first; the writer reuses one
+/// buffer for all its rows): the codec's encoding, sealed (`seal`) under the pair, key then
+/// revision big-endian. (The history tables are not digested: the open never reads them
+/// whole.)
+fn sealed_row_into(row: &mut Vec<u8>, key: &[u8], rev: i64, e: &Entry) {
+    row.clear();
+    row.reserve(encoded_len(e) + SEAL_LEN);
+    encode_into(e, row);
+    seal_in_place(row, HISTORY_NAME, &[key, &rev.to_be_bytes()]);
 }
 
 fn pair(key: &[u8], rev: i64) -> Vec<u8> {
@@ -58,43 +63,36 @@ fn open_row(key: &[u8], rev: i64, stored: &[u8]) -> Result<Entry> {
         .ok_or_else(|| undecodable(key, rev))
 }
 
-fn event_id(rev: i64, n: u32) -> [u8; 12] {
-    let mut id = [0u8; 12];
-    id[..8].copy_from_slice(&rev.to_be_bytes());
-    id[8..].copy_from_slice(&n.to_be_bytes());
-    id
-}
-
-/// The key an event row names; an error if it does not unseal.
-fn event_key(rev: i64, n: u32, stored: &[u8]) -> Result<&[u8]> {
-    unseal(EVENTS_NAME, &event_id(rev, n), stored).ok_or_else(|| {
-        Error::storage(format!(
-            "damaged event row {n} of revision {rev} in the history (checksum)"
-        ))
-    })
-}
-
-/// Event rows a compaction step looks at in one write transaction: bounds how long it holds
-/// the store (a writer without the log waits for at most one step).
+/// Writes a compaction step looks at in one write transaction (plus the rest of the last
+/// `tenure_changes` row, at most `events::ROW_WRITES`): bounds how long it holds the store (a
+/// writer without the log waits for at most one step).
 const STEP: usize = 4096;
 
 /// The store's progress on history: whether this file keeps it, and how far the physical
 /// compaction got. Touched only by the holder of `Shared::store`.
 #[derive(Debug, Default)]
 pub(crate) struct Progress {
-    /// The file has the `history` mark (checked by the first commit).
+    /// The file has the `history` mark and its format says `tenure_changes` (checked by the
+    /// first write).
     ready: Cell<bool>,
+    /// The file has no `tenure_events` (written before `tenure_changes`) any more: `Some(false)`
+    /// once a step found it absent or dropped it.
+    legacy: Cell<Option<bool>>,
     /// The compaction the steps have finished (physically).
     done: Cell<i64>,
-    /// Where the running pass resumes in `tenure_events`.
-    cursor: Cell<(i64, u32)>,
+    /// The last `tenure_changes` row the running pass went through.
+    cursor: Cell<Option<Position>>,
 }
 
 /// The history tables of one write transaction, and the position in the revision being
 /// written (events of one revision are numbered in apply order).
 pub(super) struct Recorder<'t> {
     history: redb::Table<'t, (&'static [u8], i64), &'static [u8]>,
-    events: redb::Table<'t, (i64, u32), &'static [u8]>,
+    changes: redb::Table<'t, (i64, u32), &'static [u8]>,
+    /// The writes of this transaction not yet stored as rows.
+    packer: Packer,
+    /// The history row being written (one buffer for all of them).
+    row: Vec<u8>,
     rev: i64,
     n: u32,
 }
@@ -103,7 +101,9 @@ impl<'t> Recorder<'t> {
     pub(super) fn open(tx: &'t WriteTransaction) -> Result<Recorder<'t>> {
         Ok(Recorder {
             history: tx.open_table(HISTORY).map_err(storage)?,
-            events: tx.open_table(EVENTS).map_err(storage)?,
+            changes: tx.open_table(CHANGES).map_err(storage)?,
+            packer: Packer::default(),
+            row: Vec::new(),
             rev: 0,
             n: 0,
         })
@@ -113,29 +113,36 @@ impl<'t> Recorder<'t> {
         if rev != self.rev {
             (self.rev, self.n) = (rev, 0);
         }
-        let row = seal(EVENTS_NAME, &event_id(rev, self.n), key);
-        self.events
-            .insert((rev, self.n), row.as_slice())
-            .map_err(storage)?;
+        self.packer.push(&mut self.changes, (rev, self.n), key)?;
         self.n += 1;
+        Ok(())
+    }
+
+    /// Stores the events recorded so far: one row for the ops of one commit (or one record of
+    /// the log replayed). Positions go on from where they were.
+    pub(super) fn flush(&mut self) -> Result<()> {
+        self.packer.flush(&mut self.changes)
+    }
+
+    /// The history row of `key` at `rev`: `e`.
+    fn row(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
+        sealed_row_into(&mut self.row, key, rev, e);
+        self.history
+            .insert((key, rev), self.row.as_slice())
+            .map_err(storage)?;
         Ok(())
     }
 
     /// `key` written at `rev` as `e`.
     pub(super) fn put(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
-        self.history
-            .insert((key, rev), sealed_row(key, rev, e).as_slice())
-            .map_err(storage)?;
+        self.row(key, rev, e)?;
         self.event(key, rev)
     }
 
     /// `key`, last written at `rev`, attached or detached (no revision moves): its row at
     /// `rev` takes the new lease, no event is added.
     pub(super) fn relabel(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
-        self.history
-            .insert((key, rev), sealed_row(key, rev, e).as_slice())
-            .map_err(storage)?;
-        Ok(())
+        self.row(key, rev, e)
     }
 
     /// `key` deleted at `rev`.
@@ -144,9 +151,7 @@ impl<'t> Recorder<'t> {
             data: None,
             lease: 0,
         };
-        self.history
-            .insert((key, rev), sealed_row(key, rev, &none).as_slice())
-            .map_err(storage)?;
+        self.row(key, rev, &none)?;
         self.event(key, rev)
     }
 }
@@ -154,7 +159,7 @@ impl<'t> Recorder<'t> {
 /// Marks a new file as keeping history from revision 0.
 pub(super) fn init(tx: &WriteTransaction) -> Result<()> {
     tx.open_table(HISTORY).map_err(storage)?;
-    tx.open_table(EVENTS).map_err(storage)?;
+    tx.open_table(CHANGES).map_err(storage)?;
     let mut meta = tx.open_table(META).map_err(storage)?;
     meta.insert("history", 1).map_err(storage)?;
     meta.insert("compacted", 0).map_err(storage)?;
@@ -173,13 +178,24 @@ pub(super) fn compacted_of(
     Ok(meta.get("compacted")?.map_or(0, |v| v.value()))
 }
 
-/// Before the first commit of a file written before history was kept: its present becomes
-/// the history's first rows, compacted at its revision.
-pub(super) fn seed(tx: &WriteTransaction, progress: &Progress) -> Result<()> {
+/// Before the first write of this store (a commit or a compaction step), once: a file written
+/// before history was kept gets its present as the history's first rows, compacted at its
+/// revision; a file written before `tenure_changes` gets the format that says it has them
+/// (SPEC K16). `true` if it changed a meta row (the caller rewrites the meta checksum).
+pub(super) fn seed(tx: &WriteTransaction, progress: &Progress) -> Result<bool> {
     if progress.ready.get() {
-        return Ok(());
+        return Ok(false);
     }
+    let mut changed = false;
     let mut meta = tx.open_table(META).map_err(storage)?;
+    let format = meta.get("format").map_err(storage)?.map(|v| v.value());
+    if let Some(&(_, now)) = PER_WRITE_EVENTS
+        .iter()
+        .find(|(old, _)| Some(*old) == format)
+    {
+        meta.insert("format", now).map_err(storage)?;
+        changed = true;
+    }
     if meta.get("history").map_err(storage)?.is_none() {
         let revision = meta
             .get("revision")
@@ -187,20 +203,30 @@ pub(super) fn seed(tx: &WriteTransaction, progress: &Progress) -> Result<()> {
             .map_or(0, |v| v.value());
         let kv = tx.open_table(KV).map_err(storage)?;
         let mut rec = Recorder::open(tx)?;
+        // The events in revision order (the rows of `tenure_changes` are), keys in key order
+        // within one revision.
+        let mut writes = Vec::new();
         for row in kv.iter().map_err(storage)? {
             let (k, v) = row.map_err(storage)?;
             let key = k.value();
             if let Some(e) = unseal(KV_NAME, key, v.value()).and_then(decode) {
                 if let Some(d) = &e.data {
-                    rec.put(key, d.mod_revision, &e)?;
+                    rec.row(key, d.mod_revision, &e)?;
+                    writes.push((d.mod_revision, key.to_vec()));
                 }
             }
         }
+        writes.sort_unstable();
+        for (rev, key) in &writes {
+            rec.event(key, *rev)?;
+        }
+        rec.flush()?;
         meta.insert("history", 1).map_err(storage)?;
         meta.insert("compacted", revision).map_err(storage)?;
+        changed = true;
     }
     progress.ready.set(true);
-    Ok(())
+    Ok(changed)
 }
 
 fn kv_of(key: &[u8], e: Entry) -> Option<KeyValue> {
@@ -295,8 +321,20 @@ impl View {
         Ok(out)
     }
 
+    /// An events table of this read transaction, `None` if the file has none.
+    fn events_table(
+        &self,
+        def: TableDefinition<(i64, u32), &[u8]>,
+    ) -> Result<Option<redb::ReadOnlyTable<(i64, u32), &'static [u8]>>> {
+        match self.tx.open_table(def) {
+            Ok(t) => Ok(Some(t)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(storage(e)),
+        }
+    }
+
     /// The events of revisions `from..=to` on keys of `range`, in revision order and, within
-    /// one, in apply order (SPEC K11); with the previous key-value of each if `prev_kv`.
+    /// one, in apply order (SPEC K11, K16); with the previous key-value of each if `prev_kv`.
     pub(crate) fn events(
         &self,
         range: &KeyRange,
@@ -308,21 +346,16 @@ impl View {
         let Some(history) = self.history()? else {
             return Ok(out);
         };
-        let events = match self.tx.open_table(EVENTS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(out),
-            Err(e) => return Err(storage(e)),
-        };
-        for row in events.range((from, 0)..=(to, u32::MAX)).map_err(storage)? {
-            let (k, v) = row.map_err(storage)?;
-            let (rev, n) = k.value();
-            let key = event_key(rev, n, v.value())?;
+        let changes = self.events_table(CHANGES)?;
+        let legacy = self.events_table(LEGACY)?;
+        events::for_each(changes.as_ref(), legacy.as_ref(), from, to, |rev, key| {
             if !range.contains(key) {
-                continue;
+                return Ok(());
             }
-            // A tombstone compacted at the compaction revision itself leaves its event behind.
+            // An event whose history row a compaction removed (none is left by this build's
+            // compaction; kept for files it did not write).
             let Some(row) = history.get((key, rev)).map_err(storage)? else {
-                continue;
+                return Ok(());
             };
             let e = open_row(key, rev, row.value())?;
             let prev = if prev_kv {
@@ -356,18 +389,40 @@ impl View {
                     prev_kv: prev,
                 },
             });
-        }
+            Ok(())
+        })?;
         Ok(out)
     }
 }
 
+/// Whether the compaction at `target` keeps the write of `key` at `rev` (below `target`): the
+/// key's last put at or below `target` is its value there; a superseded row or a tombstone
+/// goes.
+fn kept(
+    history: &redb::Table<'_, (&'static [u8], i64), &'static [u8]>,
+    key: &[u8],
+    rev: i64,
+    target: i64,
+) -> Result<bool> {
+    let superseded = history
+        .range((key, rev + 1)..=(key, target))
+        .map_err(storage)?
+        .next()
+        .is_some();
+    Ok(!superseded
+        && match history.get((key, rev)).map_err(storage)? {
+            Some(v) => open_row(key, rev, v.value())?.data.is_some(),
+            None => false,
+        })
+}
+
 impl Store {
-    /// One bounded step of the physical compaction (SPEC K10); `true` while there is more to
-    /// do. Reads the compaction point from the file, so only a compaction the file holds is
-    /// carried out.
+    /// One bounded step of the physical compaction (SPEC K10, K17); `true` while there is more
+    /// to do. Reads the compaction point from the file, so only a compaction the file holds
+    /// is carried out.
     pub(crate) fn compact_step(&self) -> Result<bool> {
         let p = &self.history;
-        guarded(&self.path, || {
+        let stepped = guarded(&self.path, || {
             let tx = self.db.begin_write().map_err(storage)?;
             let target = {
                 let meta = tx.open_table(META).map_err(storage)?;
@@ -379,53 +434,195 @@ impl Store {
             };
             if target <= p.done.get() {
                 tx.abort().map_err(storage)?;
-                return Ok(false);
+                return Ok(Stepped::Idle);
             }
-            let mut finished = false;
-            {
-                let mut history = tx.open_table(HISTORY).map_err(storage)?;
-                let mut events = tx.open_table(EVENTS).map_err(storage)?;
-                let batch: Vec<((i64, u32), Vec<u8>)> = events
-                    .range(p.cursor.get()..(target, 0))
-                    .map_err(storage)?
-                    .take(STEP)
-                    .map(|r| {
-                        let (k, v) = r.map_err(storage)?;
-                        let (rev, n) = k.value();
-                        Ok(((rev, n), event_key(rev, n, v.value())?.to_vec()))
-                    })
-                    .collect::<Result<_>>()?;
-                if batch.len() < STEP {
-                    finished = true;
-                }
-                for ((rev, n), key) in &batch {
-                    let superseded = history
-                        .range((key.as_slice(), rev + 1)..=(key.as_slice(), target))
-                        .map_err(storage)?
-                        .next()
-                        .is_some();
-                    let keep = !superseded
-                        && match history.get((key.as_slice(), *rev)).map_err(storage)? {
-                            Some(v) => open_row(key, *rev, v.value())?.data.is_some(),
-                            None => false,
-                        };
-                    if !keep {
-                        history.remove((key.as_slice(), *rev)).map_err(storage)?;
-                        events.remove((*rev, *n)).map_err(storage)?;
-                    }
-                }
-                if let Some(((rev, n), _)) = batch.last() {
-                    p.cursor.set((*rev, n.saturating_add(1)));
-                }
+            // This step may write `tenure_changes`: the format must say so first.
+            if seed(&tx, p)? {
+                let mut meta = tx.open_table(META).map_err(storage)?;
+                write_meta(&mut meta, &[]).map_err(storage)?;
             }
+            let stepped = self.compact_writes(&tx, target)?;
             tx.commit().map_err(storage)?;
-            if finished {
+            Ok(stepped)
+        });
+        match stepped {
+            Ok(Stepped::Idle) => Ok(false),
+            Ok(Stepped::More {
+                cursor,
+                legacy_gone,
+            }) => {
+                if legacy_gone {
+                    p.legacy.set(Some(false));
+                }
+                p.cursor.set(cursor);
+                Ok(true)
+            }
+            Ok(Stepped::Finished {
+                target,
+                legacy_gone,
+            }) => {
+                if legacy_gone {
+                    p.legacy.set(Some(false));
+                }
                 // The next compaction starts over: rows kept by this one may be superseded
                 // by then.
                 p.done.set(target);
-                p.cursor.set((i64::MIN, 0));
+                p.cursor.set(None);
+                Ok(false)
             }
-            Ok(!finished)
+            Err(e) => {
+                // Nothing of the step was committed: its first write is still to come.
+                p.ready.set(false);
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether the file still has `tenure_events` (written before `tenure_changes`); looked
+    /// up once per store (nothing creates it again).
+    fn has_legacy(&self, tx: &WriteTransaction) -> Result<bool> {
+        let p = &self.history;
+        if let Some(known) = p.legacy.get() {
+            return Ok(known);
+        }
+        let exists = tx
+            .list_tables()
+            .map_err(storage)?
+            .any(|t| t.name() == LEGACY_NAME);
+        p.legacy.set(Some(exists));
+        Ok(exists)
+    }
+
+    /// The writes of one step, in (revision, n) order from the cursor: about `STEP` of them
+    /// below `target`. Each the compaction does not keep is removed with its history row: from
+    /// its `tenure_changes` row, rewritten without it (removed once empty), or from
+    /// `tenure_events`, whose rows the step removes in any case, moving those it keeps into
+    /// `tenure_changes` under their own positions (below every row written since, above those
+    /// moved before: rows stay ordered). The order matters: a key's tombstone goes only after
+    /// the rows it supersedes were looked at. `tenure_events` is dropped once empty.
+    fn compact_writes(&self, tx: &WriteTransaction, target: i64) -> Result<Stepped> {
+        let p = &self.history;
+        let has_legacy = self.has_legacy(tx)?;
+        let mut history = tx.open_table(HISTORY).map_err(storage)?;
+        let mut changes = tx.open_table(CHANGES).map_err(storage)?;
+        let mut legacy = match has_legacy {
+            true => Some(tx.open_table(LEGACY).map_err(storage)?),
+            false => None,
+        };
+        let below = (target, 0);
+        let mut cursor = p.cursor.get();
+        let mut looked = 0;
+        let finished = loop {
+            if looked >= STEP {
+                break false;
+            }
+            // The next row of `tenure_changes` after the cursor; the first of `tenure_events`
+            // (those the pass went through are gone from it).
+            let row = changes
+                .range::<Position>((
+                    cursor.map_or(Bound::Unbounded, Bound::Excluded),
+                    Bound::Excluded(below),
+                ))
+                .map_err(storage)?
+                .next()
+                .transpose()
+                .map_err(storage)?
+                .map(|(k, v)| (k.value(), v.value().to_vec()));
+            let old = match &legacy {
+                Some(t) => t
+                    .range(..below)
+                    .map_err(storage)?
+                    .next()
+                    .transpose()
+                    .map_err(storage)?
+                    .map(|(k, _)| k.value()),
+                None => None,
+            };
+            match (row, old) {
+                (None, None) => break true,
+                (Some((id, stored)), old) if old.is_none_or(|o| id <= o) => {
+                    let writes = events::decode_row(id, &stored)?;
+                    let mut keep = Vec::with_capacity(writes.len());
+                    for &(rev, key) in &writes {
+                        if rev >= target || kept(&history, key, rev, target)? {
+                            keep.push((rev, key));
+                        } else {
+                            history.remove((key, rev)).map_err(storage)?;
+                        }
+                    }
+                    if keep.is_empty() {
+                        changes.remove(id).map_err(storage)?;
+                    } else if keep.len() < writes.len() {
+                        let row = events::encode_row(id, keep);
+                        changes.insert(id, row.as_slice()).map_err(storage)?;
+                    }
+                    looked += writes.len();
+                    cursor = Some(id);
+                }
+                (row, _) => {
+                    let t = legacy.as_mut().expect("a row of it was found");
+                    // Its rows below the next row of `tenure_changes`.
+                    let until = row.map_or(below, |(id, _)| id);
+                    let batch: Vec<(Position, Vec<u8>)> = t
+                        .range(..until)
+                        .map_err(storage)?
+                        .take(STEP - looked)
+                        .map(|r| {
+                            let (k, v) = r.map_err(storage)?;
+                            Ok((
+                                k.value(),
+                                events::legacy_key(k.value(), v.value())?.to_vec(),
+                            ))
+                        })
+                        .collect::<Result<_>>()?;
+                    let mut moved = Packer::default();
+                    for (at, key) in &batch {
+                        if kept(&history, key, at.0, target)? {
+                            moved.push(&mut changes, *at, key)?;
+                        } else {
+                            history.remove((key.as_slice(), at.0)).map_err(storage)?;
+                        }
+                        t.remove(*at).map_err(storage)?;
+                    }
+                    moved.flush(&mut changes)?;
+                    looked += batch.len();
+                    // Past what was moved: the pass does not look at it again.
+                    cursor = batch.last().map(|(at, _)| *at).max(cursor);
+                }
+            }
+        };
+        let legacy_gone = match legacy {
+            Some(t) if t.is_empty().map_err(storage)? => {
+                drop(t);
+                tx.delete_table(LEGACY).map_err(storage)?;
+                true
+            }
+            _ => false,
+        };
+        Ok(if finished {
+            Stepped::Finished {
+                target,
+                legacy_gone,
+            }
+        } else {
+            Stepped::More {
+                cursor,
+                legacy_gone,
+            }
         })
     }
+}
+
+/// What a compaction step did.
+enum Stepped {
+    /// Nothing to do: the file's compaction is done.
+    Idle,
+    /// A step committed, more follow: the pass resumes after `cursor`; `legacy_gone`: the
+    /// step dropped `tenure_events`.
+    More {
+        cursor: Option<Position>,
+        legacy_gone: bool,
+    },
+    /// The compaction at `target` is done.
+    Finished { target: i64, legacy_gone: bool },
 }

@@ -6,8 +6,8 @@
 //! - `tenure_leases`: lease ID → sealed (ttl ns, remaining ns or `NO_TIME`, wall ms when
 //!   persisted) (`codec`, `seal`).
 //! - `tenure_kv`: key → sealed encoded entry (`codec`, `seal`): value, revisions, lease.
-//! - `tenure_history`, `tenure_events`: every revision until compacted, sealed rows
-//!   (`history`).
+//! - `tenure_history`, `tenure_changes` (and `tenure_events` in files of formats 3 and 4):
+//!   every revision until compacted, sealed rows (`history`, `events`).
 //!
 //! Deadlines are never stored: only durations and the wall time they were measured at.
 
@@ -48,6 +48,7 @@ macro_rules! delegate_locks {
 }
 
 mod codec;
+mod events;
 mod faults;
 mod file_sum;
 mod files;
@@ -58,7 +59,7 @@ mod scratch;
 mod seal;
 mod snapshot;
 pub(crate) mod wal;
-use codec::{decode, decode_lease, encode, encode_lease};
+use codec::{decode, decode_lease, encode_lease};
 pub use faults::StorageFaults;
 pub(crate) use faults::SyncCounter;
 use faults::{injected, FaultyBackend, LOG};
@@ -78,17 +79,23 @@ const KV_NAME: &str = "tenure_kv";
 const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new(KV_NAME);
 
 /// On-disk format version of a file complete on its own, stored in `tenure_meta["format"]`.
-/// 3: rows sealed with checksums and tables digested (`seal`); 1 and 2 were the same tables
-/// unsealed, refused with [`LEGACY_FORMAT`].
-pub(crate) const FORMAT_VERSION: i64 = 3;
+/// 5: the history's events one row per commit (`tenure_changes`, SPEC K16); 3 was the same
+/// with one event row per write (`tenure_events`), still read ([`PER_WRITE_EVENTS`]); 1 and 2
+/// were the tables of 3 unsealed, refused with [`LEGACY_FORMAT`].
+pub(crate) const FORMAT_VERSION: i64 = 5;
 /// The `format` of a file while an engine with the write-ahead log has it (from its open to its
 /// clean close) or after that engine died: the log beside it may hold acknowledged records the
 /// file lacks. A build that predates the mark refuses it as an unsupported version (`Corrupt`,
 /// nothing written) instead of ignoring the log and losing those writes.
-pub(crate) const FORMAT_LOGGED: i64 = 4;
+/// 6 (4 with one event row per write).
+pub(crate) const FORMAT_LOGGED: i64 = 6;
+/// The formats of files written with one event row per write (`tenure_events`), each with the
+/// one it becomes at the first write of this build (`history::seed`), which builds that read
+/// `tenure_events` only refuse (SPEC K16). Read as they are until then.
+pub(crate) const PER_WRITE_EVENTS: [(i64, i64); 2] = [(3, FORMAT_VERSION), (4, FORMAT_LOGGED)];
 /// Why a file of format 1 or 2 (written before rows had checksums) is refused.
 pub(crate) const LEGACY_FORMAT: &str = "format version {v} predates per-record checksums \
-     (tenure before issue 29): this build reads format 3 and 4 only; export its keys and leases \
+     (tenure before issue 29): this build reads formats 3 to 6 only; export its keys and leases \
      with the build that wrote it and load them into a new file";
 /// redb's page cache for an open database file.
 const CACHE: usize = 64 << 20;
@@ -243,6 +250,7 @@ fn check_format(meta: &impl ReadableTable<&'static str, i64>, path: &Path) -> Re
         .map(|v| v.value());
     match format {
         Some(FORMAT_VERSION | FORMAT_LOGGED) => Ok(()),
+        Some(v) if PER_WRITE_EVENTS.iter().any(|&(old, _)| old == v) => Ok(()),
         Some(v @ (1 | 2)) => Err(corrupt_at(
             path,
             LEGACY_FORMAT.replace("{v}", &v.to_string()),
@@ -431,6 +439,14 @@ fn reserve<T>(v: &mut Vec<T>, rows: u64) {
     let _ = v.try_reserve(rows.min(1 << 20) as usize);
 }
 
+/// The `tenure_kv` row of `key`: `e` encoded and sealed, in one allocation.
+fn sealed_key_row(key: &[u8], e: &crate::rows::Entry) -> Vec<u8> {
+    let mut row = Vec::with_capacity(codec::encoded_len(e) + seal::SEAL_LEN);
+    codec::encode_into(e, &mut row);
+    seal::seal_in_place(&mut row, KV_NAME, &[key]);
+    row
+}
+
 /// Writes `ops` sealed; the change to each table's digest, for `write_meta`.
 fn apply_ops(
     leases: &mut redb::Table<i64, &[u8]>,
@@ -464,7 +480,7 @@ fn apply_ops(
                 }
             }
             StoreOp::PutKey(k, rec) => {
-                let row = seal(KV_NAME, k, &encode(rec));
+                let row = sealed_key_row(k, rec);
                 if let Some(old) = kv.insert(k.as_slice(), row.as_slice()).map_err(storage)? {
                     kv_digest.remove(old.value());
                 }
@@ -485,7 +501,7 @@ fn apply_ops(
                 history.tombstone(k, *rev)?;
             }
             StoreOp::LeaseKey(k, rec) => {
-                let row = seal(KV_NAME, k, &encode(rec));
+                let row = sealed_key_row(k, rec);
                 if let Some(old) = kv.insert(k.as_slice(), row.as_slice()).map_err(storage)? {
                     kv_digest.remove(old.value());
                 }
@@ -507,6 +523,8 @@ fn apply_ops(
             }
         }
     }
+    // The events of these ops: one row (SPEC K16).
+    history.flush()?;
     Ok([(LEASES_NAME, lease_digest), (KV_NAME, kv_digest)])
 }
 

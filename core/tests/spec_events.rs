@@ -1,0 +1,569 @@
+//! K16, K17: the history's events stored one row per commit (`tenure_changes`), files written
+//! with one event row per write (`tenure_events`, formats 3 and 4) read, replayed across the
+//! switch and drained by compaction, and a damaged events row refused.
+//!
+//! The files of the old layout are made from files of this build with redb itself: their
+//! `tenure_changes` rows are decoded (the layout of DESIGN "Revision history") and written back
+//! as one sealed row per write, the format set to 3 (or 4) and the meta checksum rewritten, as
+//! the build before K16 wrote them.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use redb::{ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
+use support::*;
+use tenure::{Event, EventKind, KeyValue, Op, Tenure, Txn, WatchOptions};
+
+const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
+const CHANGES: TableDefinition<(i64, u32), &[u8]> = TableDefinition::new("tenure_changes");
+const PER_WRITE: TableDefinition<(i64, u32), &[u8]> = TableDefinition::new("tenure_events");
+
+/// The seal of a stored row (`store/seal.rs`): payload, then CRC-32 of the table name, key and
+/// payload, lengths as u64 LE.
+fn seal(table: &str, key: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&(table.len() as u64).to_le_bytes());
+    h.update(table.as_bytes());
+    h.update(&(key.len() as u64).to_le_bytes());
+    h.update(key);
+    h.update(payload);
+    let mut out = payload.to_vec();
+    out.extend_from_slice(&h.finalize().to_le_bytes());
+    out
+}
+
+fn position_bytes(rev: i64, n: u32) -> Vec<u8> {
+    let mut id = rev.to_be_bytes().to_vec();
+    id.extend_from_slice(&n.to_be_bytes());
+    id
+}
+
+/// Rewrites the meta checksum row over every other meta row, as every tenure transaction does.
+fn reseal_meta(meta: &mut redb::Table<&str, i64>) {
+    let mut h = crc32fast::Hasher::new();
+    for row in meta.iter().unwrap() {
+        let (k, v) = row.unwrap();
+        if k.value() == "checksum" {
+            continue;
+        }
+        h.update(&(k.value().len() as u64).to_le_bytes());
+        h.update(k.value().as_bytes());
+        h.update(&v.value().to_le_bytes());
+    }
+    meta.insert("checksum", h.finalize() as i64).unwrap();
+}
+
+/// The writes a `tenure_changes` row lists: revision (i64 LE), key length (u32 LE), key.
+fn row_writes(mut payload: &[u8]) -> Vec<(i64, Vec<u8>)> {
+    let mut out = Vec::new();
+    while !payload.is_empty() {
+        let rev = i64::from_le_bytes(payload[..8].try_into().unwrap());
+        let len = u32::from_le_bytes(payload[8..12].try_into().unwrap()) as usize;
+        out.push((rev, payload[12..12 + len].to_vec()));
+        payload = &payload[12 + len..];
+    }
+    out
+}
+
+/// Every `tenure_changes` row of a closed file: its key and its writes.
+fn changes_rows(path: &Path) -> Vec<((i64, u32), Vec<(i64, Vec<u8>)>)> {
+    let db = redb::Database::open(path).unwrap();
+    let tx = db.begin_read().unwrap();
+    let t = tx.open_table(CHANGES).unwrap();
+    t.iter()
+        .unwrap()
+        .map(|r| {
+            let (k, v) = r.unwrap();
+            let v = v.value();
+            (k.value(), row_writes(&v[..v.len() - 4]))
+        })
+        .collect()
+}
+
+fn has_table(path: &Path, name: &str) -> bool {
+    let db = redb::Database::open(path).unwrap();
+    let tx = db.begin_read().unwrap();
+    let found = tx.list_tables().unwrap().any(|t| t.name() == name);
+    found
+}
+
+fn format_of(path: &Path) -> i64 {
+    let db = redb::Database::open(path).unwrap();
+    let tx = db.begin_read().unwrap();
+    let v = tx
+        .open_table(META)
+        .unwrap()
+        .get("format")
+        .unwrap()
+        .unwrap()
+        .value();
+    v
+}
+
+/// Turns a closed file of this build into the file the build before K16 wrote: one sealed
+/// `tenure_events` row per write, (revision, n) → key, no `tenure_changes`, `format`.
+fn to_per_write_layout(path: &Path, format: i64) {
+    let rows = changes_rows(path);
+    let db = redb::Database::open(path).unwrap();
+    let tx = db.begin_write().unwrap();
+    {
+        let mut events = tx.open_table(PER_WRITE).unwrap();
+        let (mut rev, mut n) = (0, 0u32);
+        for (_, writes) in rows {
+            for (r, key) in writes {
+                if r != rev {
+                    (rev, n) = (r, 0);
+                }
+                let row = seal("tenure_events", &position_bytes(r, n), &key);
+                events.insert((r, n), row.as_slice()).unwrap();
+                n += 1;
+            }
+        }
+        let mut meta = tx.open_table(META).unwrap();
+        meta.insert("format", format).unwrap();
+        reseal_meta(&mut meta);
+    }
+    tx.delete_table(CHANGES).unwrap();
+    tx.commit().unwrap();
+}
+
+/// A watch of every key from `from`, drained: the events it replays (no write runs meanwhile;
+/// the replayed events are queued when `watch` returns, the last ones at the current revision).
+fn replay(db: &Tenure, from: i64) -> Vec<Event> {
+    let mut w = db
+        .watch(
+            "",
+            WatchOptions {
+                prefix: true,
+                start_revision: Some(from),
+                prev_kv: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let current = db.revision().unwrap();
+    let mut out: Vec<Event> = Vec::new();
+    while out.last().is_none_or(|e| e.kv.mod_revision < current) {
+        out.push(w.recv_timeout(Duration::from_secs(10)).unwrap());
+    }
+    // The rest of the current revision's writes, then nothing.
+    while let Some(e) = w.try_recv().unwrap() {
+        assert_eq!(
+            e.kv.mod_revision, current,
+            "nothing beyond the current revision"
+        );
+        out.push(e);
+    }
+    out
+}
+
+/// What a compared event says: kind, key, value, revisions, version, lease, previous value.
+type Said = (EventKind, Vec<u8>, Vec<u8>, i64, i64, i64, Option<Vec<u8>>);
+
+/// Asserts two event lists say the same, naming the first difference (not the whole lists).
+fn assert_same(got: &[Event], want: &[Event], ctx: &str) {
+    let (g, w) = (said(got), said(want));
+    if let Some(i) = (0..g.len().max(w.len())).find(|&i| g.get(i) != w.get(i)) {
+        panic!(
+            "{ctx}: {} events against {}; first difference at {i}: {:?} against {:?}",
+            g.len(),
+            w.len(),
+            g.get(i),
+            w.get(i)
+        );
+    }
+}
+
+/// Asserts two reads give the same key-values, naming the first difference.
+fn assert_same_kvs(got: &[KeyValue], want: &[KeyValue], ctx: &str) {
+    if let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
+        panic!(
+            "{ctx}: {} keys against {}; first difference at {i}: {:?} against {:?}",
+            got.len(),
+            want.len(),
+            got.get(i),
+            want.get(i)
+        );
+    }
+}
+
+/// The events of `all` from `from`, as a replay from the compaction point `compacted` gives
+/// them: the rows before `compacted` are gone, so its own events have no previous value.
+fn expected(all: &[Event], from: i64, compacted: i64) -> Vec<Event> {
+    all.iter()
+        .filter(|e| e.kv.mod_revision >= from)
+        .cloned()
+        .map(|mut e| {
+            if e.kv.mod_revision <= compacted {
+                e.prev_kv = None;
+            }
+            e
+        })
+        .collect()
+}
+
+fn said(events: &[Event]) -> Vec<Said> {
+    events
+        .iter()
+        .map(|e| {
+            let KeyValue {
+                key,
+                value,
+                create_revision,
+                mod_revision,
+                version,
+                ..
+            } = e.kv.clone();
+            (
+                e.kind,
+                key,
+                value,
+                create_revision,
+                mod_revision,
+                version,
+                e.prev_kv.as_ref().map(|p| p.value.clone()),
+            )
+        })
+        .collect()
+}
+
+/// Writes of every kind: puts, a txn of several writes in one revision, a delete, a delete by
+/// prefix, a lease's revoke deleting its key. Returns the revision reached.
+fn mixed_writes(db: &Tenure, round: usize) -> i64 {
+    db.put(format!("a{round}"), "1", None).unwrap();
+    db.put("b", format!("b{round}"), None).unwrap();
+    db.txn(Txn::new().then([
+        Op::put("a", format!("t{round}"), None),
+        Op::put(format!("c{round}"), "1", None),
+        Op::delete("b"),
+    ]))
+    .unwrap();
+    let lease = db.grant(Duration::from_secs(600)).unwrap();
+    db.put(format!("leased{round}"), "v", Some(lease)).unwrap();
+    db.revoke(lease).unwrap();
+    for i in 0..3 {
+        db.put(format!("p/{round}/{i}"), "x", None).unwrap();
+    }
+    db.delete_prefix(format!("p/{round}/")).unwrap();
+    db.revision().unwrap()
+}
+
+#[test]
+fn k16_a_file_with_one_event_row_per_write_reads_replays_across_the_switch_and_is_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k16.tenure");
+    let db = open_file(&path);
+    let old_end = mixed_writes(&db, 0);
+    let old_events = replay(&db, 1);
+    let at_3 = db.range_at("", None, 3).unwrap();
+    db.close().unwrap();
+    to_per_write_layout(&path, 3);
+    assert!(!has_table(&path, "tenure_changes"));
+
+    // Read in place, as it is: nothing written, the format kept.
+    let bytes = std::fs::read(&path).unwrap();
+    let in_place = Tenure::read_file_range_at(&path, "", "\0", 3).unwrap();
+    assert_eq!(in_place, at_3);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "a read in place writes nothing"
+    );
+
+    let db = open_file(&path);
+    assert_same(
+        &replay(&db, 1),
+        &old_events,
+        "the old rows replay as written",
+    );
+    assert_eq!(db.range_at("", None, 3).unwrap(), at_3);
+    let end = mixed_writes(&db, 1);
+    let all = replay(&db, 1);
+    assert_same(&all[..old_events.len()], &old_events, "the old rows first");
+    assert!(all[old_events.len()..]
+        .iter()
+        .all(|e| e.kv.mod_revision > old_end));
+    assert_eq!(all.last().unwrap().kv.mod_revision, end);
+    // A start inside the old rows, one at the switch.
+    for from in [4, old_end, old_end + 1] {
+        let want: Vec<Event> = all
+            .iter()
+            .filter(|e| e.kv.mod_revision >= from)
+            .cloned()
+            .collect();
+        assert_same(&replay(&db, from), &want, &format!("from {from}"));
+    }
+    db.close().unwrap();
+    assert_eq!(
+        format_of(&path),
+        5,
+        "marked: builds reading only tenure_events refuse it"
+    );
+    assert!(
+        has_table(&path, "tenure_events"),
+        "the old rows are still read"
+    );
+
+    let db = open_file(&path);
+    assert_same(&replay(&db, 1), &all, "across reopen");
+    db.close().unwrap();
+}
+
+#[test]
+fn k16_a_file_of_format_4_opens_replays_and_is_marked_complete_on_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k16-4.tenure");
+    let db = open_file(&path);
+    mixed_writes(&db, 0);
+    let before = replay(&db, 1);
+    db.close().unwrap();
+    to_per_write_layout(&path, 4);
+    let db = open_file(&path);
+    assert_same(&replay(&db, 1), &before, "as written");
+    db.put("after", "1", None).unwrap();
+    let events = replay(&db, 1);
+    assert_same(&events[..before.len()], &before, "the old rows first");
+    assert_eq!(events.len(), before.len() + 1);
+    db.close().unwrap();
+    assert_eq!(format_of(&path), 5);
+}
+
+#[test]
+fn k17_compaction_drains_the_per_write_table_and_keeps_every_later_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k17-old.tenure");
+    let db = open_file(&path);
+    // 60 revisions of 100 writes (6 000 event rows in the old layout: more than one step),
+    // over 150 keys, with deletes.
+    for r in 0..60 {
+        let ops: Vec<Op> = (0..100)
+            .map(|i| {
+                let key = format!("k{:03}", (r * 100 + i) % 150);
+                if (r + i) % 7 == 0 {
+                    Op::delete(key)
+                } else {
+                    Op::put(key, format!("{r}.{i}"), None)
+                }
+            })
+            .collect();
+        db.txn(Txn::new().then(ops)).unwrap();
+    }
+    let old_end = db.revision().unwrap();
+    db.close().unwrap();
+    to_per_write_layout(&path, 3);
+
+    let db = open_file(&path);
+    for i in 0..20 {
+        db.put(format!("k{:03}", i), format!("new{i}"), None)
+            .unwrap();
+    }
+    let end = db.revision().unwrap();
+    let all = replay(&db, 1);
+    let reads: Vec<(i64, Vec<KeyValue>)> = (1..=end)
+        .map(|r| (r, db.range_at("", None, r).unwrap()))
+        .collect();
+    let check = |db: &Tenure, compacted: i64| {
+        for (r, kvs) in reads.iter().filter(|(r, _)| *r >= compacted) {
+            assert_same_kvs(&db.range_at("", None, *r).unwrap(), kvs, &format!("at {r}"));
+        }
+        for from in [compacted, compacted + 1, old_end, end]
+            .into_iter()
+            .filter(|&f| f >= compacted)
+        {
+            let want = expected(&all, from, compacted);
+            assert_same(&replay(db, from), &want, &format!("from {from}"));
+        }
+    };
+
+    // Inside the old rows: the table keeps what is above the compaction.
+    assert_eq!(db.compact_physical(30).unwrap(), Ok(end));
+    check(&db, 30);
+    db.close().unwrap();
+    assert!(has_table(&path, "tenure_events"));
+    let moved: Vec<i64> = changes_rows(&path)
+        .iter()
+        .flat_map(|(_, w)| w.iter().map(|(r, _)| *r))
+        .filter(|r| *r < 30)
+        .collect();
+    assert!(
+        !moved.is_empty(),
+        "the writes kept below 30 moved into rows per commit"
+    );
+    assert!(
+        moved.len() <= 150,
+        "at most one kept write per key: {}",
+        moved.len()
+    );
+
+    // Beyond the switch: the old table is drained and dropped.
+    let db = open_file(&path);
+    check(&db, 30);
+    assert_eq!(db.compact_physical(old_end + 5).unwrap(), Ok(end));
+    check(&db, old_end + 5);
+    db.close().unwrap();
+    assert!(!has_table(&path, "tenure_events"), "drained and dropped");
+    let db = open_file(&path);
+    check(&db, old_end + 5);
+    db.close().unwrap();
+}
+
+#[test]
+fn k17_compaction_rewrites_and_removes_the_rows_of_each_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k17.tenure");
+    // Without the log every call is its own commit into the file: one row each.
+    let open = || {
+        Tenure::builder()
+            .path(&path)
+            .write_ahead_log(false)
+            .open()
+            .unwrap()
+    };
+    let db = open();
+    for t in 0..9 {
+        let ops: Vec<Op> = (t * 128..(t * 128 + 128).min(1100))
+            .map(|i| Op::put(format!("big/{i:04}"), "v", None))
+            .collect();
+        db.txn(Txn::new().then(ops)).unwrap();
+    }
+    // One revision of 1 100 deletes: more writes than one row holds.
+    assert_eq!(db.delete_prefix("big/").unwrap(), 1100);
+    let big = db.revision().unwrap();
+    for r in 0..40 {
+        db.put(format!("k{}", r % 5), format!("{r}"), None).unwrap();
+        db.txn(Txn::new().then([
+            Op::put("t", format!("{r}"), None),
+            Op::put(format!("u{}", r % 3), "x", None),
+        ]))
+        .unwrap();
+    }
+    let end = db.revision().unwrap();
+    let all = replay(&db, 1);
+    let reads: Vec<(i64, Vec<KeyValue>)> = (big..=end)
+        .map(|r| (r, db.range_at("", None, r).unwrap()))
+        .collect();
+    db.close().unwrap();
+    let rows = changes_rows(&path);
+    assert_eq!(
+        rows.len(),
+        9 + 2 + 80,
+        "one row per commit, two for the big one"
+    );
+    let big_rows: Vec<_> = rows.iter().filter(|(id, _)| id.0 == big).collect();
+    assert_eq!(
+        big_rows.len(),
+        2,
+        "1 100 writes of one commit take two rows"
+    );
+    assert_eq!(big_rows[0].0, (big, 0));
+    assert_eq!(big_rows[0].1.len(), 1024);
+    assert_eq!(
+        big_rows[1].0,
+        (big, 1024),
+        "keyed by the position of its first write"
+    );
+    assert_eq!(big_rows[1].1.len(), 1100 - 1024);
+
+    let compact_at = big + 40;
+    let db = open();
+    assert_eq!(db.compact_physical(compact_at).unwrap(), Ok(end));
+    for (r, kvs) in reads.iter().filter(|(r, _)| *r >= compact_at) {
+        assert_same_kvs(&db.range_at("", None, *r).unwrap(), kvs, &format!("at {r}"));
+    }
+    assert_same(
+        &replay(&db, compact_at),
+        &expected(&all, compact_at, compact_at),
+        "from the compaction",
+    );
+    let live_at: Vec<KeyValue> = db.range_at("", None, compact_at).unwrap();
+    db.close().unwrap();
+
+    // Below the compaction only each key's last put at or below it is left, in its row; the
+    // rows left with nothing are gone, the others rewritten.
+    let rows = changes_rows(&path);
+    let below: Vec<(i64, Vec<u8>)> = rows
+        .iter()
+        .flat_map(|(_, w)| w.iter().cloned())
+        .filter(|(r, _)| *r < compact_at)
+        .collect();
+    let mut want: Vec<(i64, Vec<u8>)> = live_at
+        .iter()
+        .filter(|kv| kv.mod_revision < compact_at)
+        .map(|kv| (kv.mod_revision, kv.key.clone()))
+        .collect();
+    want.sort();
+    let mut below_sorted = below.clone();
+    below_sorted.sort();
+    assert_eq!(below_sorted, want);
+    assert!(
+        rows.iter().all(|(_, w)| !w.is_empty()),
+        "no empty row is kept"
+    );
+    assert!(rows.len() < 91, "{} rows", rows.len());
+    for ((id, w), next) in rows.iter().zip(rows.iter().skip(1)) {
+        assert!(
+            w.iter().all(|(r, _)| *r >= id.0 && *r <= next.0 .0),
+            "rows do not overlap"
+        );
+    }
+}
+
+#[test]
+fn k16_a_damaged_events_row_fails_the_replay_and_the_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k16-damaged.tenure");
+    // Without the log every put is its own commit: revision 5 is the row (5, 0).
+    let open = || {
+        Tenure::builder()
+            .path(&path)
+            .write_ahead_log(false)
+            .open()
+            .unwrap()
+    };
+    let db = open();
+    for i in 0..10 {
+        db.put(format!("k{i}"), "v", None).unwrap();
+    }
+    db.close().unwrap();
+    {
+        let raw = redb::Database::open(&path).unwrap();
+        let tx = raw.begin_write().unwrap();
+        {
+            let mut t = tx.open_table(CHANGES).unwrap();
+            let mut row = t.get((5, 0)).unwrap().unwrap().value().to_vec();
+            row[9] ^= 0x40; // a bit of the key "k4"
+            t.insert((5, 0), row.as_slice()).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let db = open();
+    // From before it: refused, naming the row; from after it: unaffected.
+    for from in [1, 5] {
+        let e = db
+            .watch(
+                "",
+                WatchOptions {
+                    prefix: true,
+                    start_revision: Some(from),
+                    ..Default::default()
+                },
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), tenure::ErrorCode::Storage, "{e}");
+        assert!(
+            e.to_string().contains("damaged events row at revision 5"),
+            "{e}"
+        );
+    }
+    assert_eq!(replay(&db, 6).len(), 5);
+    let e = db.compact_physical(8).unwrap_err();
+    assert!(
+        e.to_string().contains("damaged events row at revision 5"),
+        "{e}"
+    );
+    // Reads at a revision use the history rows, not the events.
+    assert_eq!(db.get_at("k4", 8).unwrap().unwrap().value, b"v");
+    db.close().unwrap();
+}
