@@ -1,5 +1,6 @@
-//! SPEC E22 and E23: bounded requests applied on an async worker await their commit without a
-//! thread, and a write waiting for a stalled disk holds no worker.
+//! SPEC E22, E23, E26 and E27: bounded requests applied on an async worker await their commit
+//! without a thread, a write waiting for a stalled disk holds no worker, a small range answers
+//! without the blocking pool, and a watch event reaches the response stream without a task.
 #![cfg(feature = "serve")]
 
 use std::future::Future;
@@ -9,13 +10,15 @@ use std::task::{Context, Poll, Waker};
 
 use etcd_client::proto::{
     PbClusterService, PbKvService, PbLeaseGrantRequest, PbLeaseService, PbLeaseTimeToLiveRequest,
-    PbMemberListRequest, PbPutRequest, PbRangeRequest,
+    PbMemberListRequest, PbPutRequest, PbRangeRequest, PbWatchRequest, PbWatchRequestUnion,
 };
 use tenure::etcd::serve::convert::Ids;
 use tenure::etcd::serve::service::{Cluster, Ctx, Kv, Lease};
+use tenure::etcd::serve::watch::responses;
 use tenure::etcd::{DeleteRangeRequest, Outcome, PutRequest, RangeRequest, RequestOp};
 use tenure::limits::{INLINE_RANGE_BYTES, INLINE_RANGE_KEYS};
 use tenure::{Durability, Error, StorageFaults, Tenure, WaitPool};
+use tokio_stream::StreamExt;
 use tonic::Request;
 
 fn put(key: &str, value: &str) -> RequestOp {
@@ -189,6 +192,54 @@ fn e26_a_small_range_answers_on_the_worker_and_a_large_one_on_the_blocking_pool(
         assert_eq!(many.kvs.len(), INLINE_RANGE_KEYS + 1);
         let big = big.await.unwrap().into_inner();
         assert_eq!(big.kvs.len(), 2);
+    });
+}
+
+#[test]
+fn e27_a_watch_event_is_given_by_the_response_streams_own_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), &StorageFaults::new());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_stop, ctx) = ctx(&db, dir.path());
+    rt.block_on(async {
+        let mut create = PbWatchRequest {
+            request_union: Some(PbWatchRequestUnion::CreateRequest(Default::default())),
+        };
+        if let Some(PbWatchRequestUnion::CreateRequest(c)) = &mut create.request_union {
+            c.key = b"w/".to_vec();
+            c.range_end = b"w0".to_vec();
+        }
+        let mut out = responses(ctx.clone(), tokio_stream::iter([Ok(create)]));
+        let created = out.next().await.unwrap().unwrap();
+        assert!(created.created && !created.canceled);
+        // From here on this single-threaded runtime runs no other task: the test never yields
+        // to it. The event must come from polling the response stream itself.
+        db.put("w/1", "v", None).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let resp = loop {
+            match out
+                .as_mut()
+                .poll_next(&mut Context::from_waker(Waker::noop()))
+            {
+                Poll::Ready(r) => break r.unwrap().unwrap(),
+                Poll::Pending => {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "the event needs another task to run"
+                    );
+                    std::thread::yield_now();
+                }
+            }
+        };
+        assert_eq!(resp.watch_id, created.watch_id);
+        let kv = resp.events[0].kv.as_ref().unwrap();
+        assert_eq!(
+            (kv.key.as_slice(), kv.value.as_slice()),
+            (&b"w/1"[..], &b"v"[..])
+        );
     });
 }
 
