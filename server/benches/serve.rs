@@ -9,7 +9,8 @@
 //! (one stream per client), and watch delivery latency (every client watches a prefix; one
 //! writer puts; latency from just before the put to each watcher's receipt).
 //!
-//! `BENCH_ONLY=put+lease,txn` runs only those workloads. `TENURE_BEFORE=PATH` adds another build of `tenure` (a before/after comparison in one run,
+//! `BENCH_ONLY=put+lease,txn` runs only those workloads, `BENCH_CLIENTS=1,16` only those
+//! client counts. `TENURE_BEFORE=PATH` adds another build of `tenure` (a before/after comparison in one run,
 //! each point measured on this build, that one, then etcd).
 //!
 //! Every point also records the CPU time (user + system, from `/proc/PID/stat`) the load
@@ -318,10 +319,14 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(2.0);
     let with_etcd = bench && std::env::var("ETCD").map_or(true, |v| v != "0");
-    let (secs, levels): (f64, &[usize]) = if bench {
-        (secs, &[1, 16, 64])
-    } else {
-        (0.2, &[1, 4])
+    // `BENCH_CLIENTS=1` (a comma-separated list): only those client counts.
+    let chosen: Option<Vec<usize>> = std::env::var("BENCH_CLIENTS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect());
+    let (secs, levels): (f64, &[usize]) = match (bench, &chosen) {
+        (true, Some(c)) if !c.is_empty() => (secs, c),
+        (true, _) => (secs, &[1, 16, 64]),
+        (false, _) => (0.2, &[1, 4]),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
