@@ -545,8 +545,12 @@ impl Tenure {
     /// [`execute`](Tenure::execute) without holding a thread for the commit: applies a request
     /// whose work is bounded ([`RequestOp::is_bounded`]) and returns at once; its answer is
     /// given by awaiting [`Applied::durable`](crate::Applied::durable), which the end of the
-    /// commit that covers it completes (SPEC E22). `Ok(None)` for a request that must run on a
-    /// thread (unbounded, or reading at a revision): use [`execute`](Tenure::execute) there.
+    /// commit that covers it completes (SPEC E22); a range without a small limit is taken too
+    /// when, under the engine's lock, it holds at most
+    /// [`INLINE_RANGE_KEYS`](crate::limits::INLINE_RANGE_KEYS) keys and
+    /// [`INLINE_RANGE_BYTES`](crate::limits::INLINE_RANGE_BYTES) bytes (E26). `Ok(None)` for a
+    /// request that must run on a thread (unbounded, a larger range, or reading at a
+    /// revision): use [`execute`](Tenure::execute) there.
     /// Engine-only. Feature `serve`.
     #[cfg(feature = "serve")]
     pub fn execute_applied(

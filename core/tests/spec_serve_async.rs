@@ -1,5 +1,6 @@
-//! SPEC E22 and E23: bounded requests applied on an async worker await their commit without a
-//! thread, and a write waiting for a stalled disk holds no worker.
+//! SPEC E22, E23, E26 and E27: bounded requests applied on an async worker await their commit
+//! without a thread, a write waiting for a stalled disk holds no worker, a small range answers
+//! without the blocking pool, and a watch event reaches the response stream without a task.
 #![cfg(feature = "serve")]
 
 use std::future::Future;
@@ -9,12 +10,15 @@ use std::task::{Context, Poll, Waker};
 
 use etcd_client::proto::{
     PbClusterService, PbKvService, PbLeaseGrantRequest, PbLeaseService, PbLeaseTimeToLiveRequest,
-    PbMemberListRequest, PbPutRequest, PbRangeRequest,
+    PbMemberListRequest, PbPutRequest, PbRangeRequest, PbWatchRequest, PbWatchRequestUnion,
 };
 use tenure::etcd::serve::convert::Ids;
 use tenure::etcd::serve::service::{Cluster, Ctx, Kv, Lease};
+use tenure::etcd::serve::watch::responses;
 use tenure::etcd::{DeleteRangeRequest, Outcome, PutRequest, RangeRequest, RequestOp};
+use tenure::limits::{INLINE_RANGE_BYTES, INLINE_RANGE_KEYS};
 use tenure::{Durability, Error, StorageFaults, Tenure, WaitPool};
+use tokio_stream::StreamExt;
 use tonic::Request;
 
 fn put(key: &str, value: &str) -> RequestOp {
@@ -44,7 +48,7 @@ impl Drop for Unstall {
 }
 
 /// Polls `fut` once, with a waker that does nothing.
-fn poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+fn poll_once<F: Future + ?Sized>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
     fut.poll(&mut Context::from_waker(Waker::noop()))
 }
 
@@ -87,6 +91,10 @@ fn e22_a_bounded_write_answers_once_its_commit_ends() {
 fn e22_a_request_of_unbounded_work_is_left_to_a_thread() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path(), &StorageFaults::new());
+    // More keys than a range answered inline may hold (E26).
+    for i in 0..=INLINE_RANGE_KEYS {
+        db.put(format!("a{i:03}"), "v", None).unwrap();
+    }
     let prefix_delete = RequestOp::DeleteRange(DeleteRangeRequest {
         key: "a".into(),
         range_end: "b".into(),
@@ -105,6 +113,134 @@ fn e22_a_request_of_unbounded_work_is_left_to_a_thread() {
         ..DeleteRangeRequest::default()
     });
     assert!(db.execute_applied(&one_key).unwrap().is_some());
+}
+
+/// The services' context over `db`, and the sender that would shut them down.
+fn ctx(db: &Tenure, dir: &std::path::Path) -> (tokio::sync::watch::Sender<bool>, Arc<Ctx>) {
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let ctx = Arc::new(Ctx {
+        db: db.clone(),
+        ids: Ids::for_path(&dir.join("db")),
+        urls: Vec::new(),
+        max_request_bytes: 1 << 20,
+        max_watches: 100,
+        shutdown,
+        pool: WaitPool::new("test-wait").unwrap(),
+    });
+    (stop, ctx)
+}
+
+fn prefix_range(prefix: &str) -> Request<PbRangeRequest> {
+    let mut end = prefix.as_bytes().to_vec();
+    *end.last_mut().unwrap() += 1;
+    Request::new(PbRangeRequest {
+        key: prefix.as_bytes().to_vec(),
+        range_end: end,
+        ..PbRangeRequest::default()
+    })
+}
+
+#[test]
+fn e26_a_small_range_answers_on_the_worker_and_a_large_one_on_the_blocking_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), &StorageFaults::new());
+    for i in 0..10 {
+        db.put(format!("small/{i}"), "v", None).unwrap();
+    }
+    for i in 0..=INLINE_RANGE_KEYS {
+        db.put(format!("many/{i:03}"), "v", None).unwrap();
+    }
+    // Few keys, but more bytes than an inline answer copies.
+    for i in 0..2 {
+        db.put(format!("big/{i}"), vec![b'x'; INLINE_RANGE_BYTES / 2], None)
+            .unwrap();
+    }
+    // A blocking pool of one thread, held until the test lets it go: a request that needs the
+    // pool cannot answer meanwhile; one that answers on the worker does, at its first poll.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(1)
+        .build()
+        .unwrap();
+    let (_stop, ctx) = ctx(&db, dir.path());
+    rt.block_on(async {
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let holder = tokio::task::spawn_blocking(move || held.recv());
+        let kv = Kv(ctx.clone());
+        let mut small = kv.range(prefix_range("small/"));
+        match poll_once(small.as_mut()) {
+            Poll::Ready(Ok(r)) => {
+                let r = r.into_inner();
+                assert_eq!((r.kvs.len(), r.count), (10, 10));
+            }
+            Poll::Ready(Err(e)) => panic!("{e}"),
+            Poll::Pending => panic!("a 10-key range waited for the (held) blocking pool"),
+        }
+        let mut many = kv.range(prefix_range("many/"));
+        let mut big = kv.range(prefix_range("big/"));
+        assert!(
+            poll_once(many.as_mut()).is_pending(),
+            "a range over INLINE_RANGE_KEYS keys answered without the blocking pool"
+        );
+        assert!(
+            poll_once(big.as_mut()).is_pending(),
+            "a range over INLINE_RANGE_BYTES answered without the blocking pool"
+        );
+        release.send(()).unwrap();
+        holder.await.unwrap().unwrap();
+        let many = many.await.unwrap().into_inner();
+        assert_eq!(many.kvs.len(), INLINE_RANGE_KEYS + 1);
+        let big = big.await.unwrap().into_inner();
+        assert_eq!(big.kvs.len(), 2);
+    });
+}
+
+#[test]
+fn e27_a_watch_event_is_given_by_the_response_streams_own_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), &StorageFaults::new());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_stop, ctx) = ctx(&db, dir.path());
+    rt.block_on(async {
+        let mut create = PbWatchRequest {
+            request_union: Some(PbWatchRequestUnion::CreateRequest(Default::default())),
+        };
+        if let Some(PbWatchRequestUnion::CreateRequest(c)) = &mut create.request_union {
+            c.key = b"w/".to_vec();
+            c.range_end = b"w0".to_vec();
+        }
+        let mut out = responses(ctx.clone(), tokio_stream::iter([Ok(create)]));
+        let created = out.next().await.unwrap().unwrap();
+        assert!(created.created && !created.canceled);
+        // From here on this single-threaded runtime runs no other task: the test never yields
+        // to it. The event must come from polling the response stream itself.
+        db.put("w/1", "v", None).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let resp = loop {
+            match out
+                .as_mut()
+                .poll_next(&mut Context::from_waker(Waker::noop()))
+            {
+                Poll::Ready(r) => break r.unwrap().unwrap(),
+                Poll::Pending => {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "the event needs another task to run"
+                    );
+                    std::thread::yield_now();
+                }
+            }
+        };
+        assert_eq!(resp.watch_id, created.watch_id);
+        let kv = resp.events[0].kv.as_ref().unwrap();
+        assert_eq!(
+            (kv.key.as_slice(), kv.value.as_slice()),
+            (&b"w/1"[..], &b"v"[..])
+        );
+    });
 }
 
 #[test]

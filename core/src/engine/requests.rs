@@ -56,8 +56,11 @@ impl Engine {
     /// [`Tenure::execute_applied`](crate::Tenure::execute_applied), for this engine.
     #[cfg(feature = "serve")]
     pub(crate) fn execute_applied(&self, op: &RequestOp) -> Result<Option<Applied<Outcome>>> {
-        if !op.is_bounded() || reads_at_revision(op) {
+        if reads_at_revision(op) {
             return Ok(None);
+        }
+        if !op.is_bounded() {
+            return self.range_if_small(op);
         }
         if !op.writes() {
             let (out, seq) = self.read_unsettled(|lease_kv| lease_kv.execute_read(op))?;
@@ -79,6 +82,26 @@ impl Engine {
             (_, seq) => seq,
         };
         Ok(Some(self.applied(out, seq)))
+    }
+
+    /// A range of the present without a small limit (E2b), answered here when the range holds
+    /// few keys and bytes (SPEC E26: `INLINE_RANGE_KEYS`, `INLINE_RANGE_BYTES`), decided under
+    /// the same state lock as the answer, so no write can grow it in between; `Ok(None)` for
+    /// any other request, and for a range that holds more (the blocking pool reads it).
+    #[cfg(feature = "serve")]
+    fn range_if_small(&self, op: &RequestOp) -> Result<Option<Applied<Outcome>>> {
+        use crate::limits::{INLINE_RANGE_BYTES, INLINE_RANGE_KEYS};
+        let RequestOp::Range(r) = op else {
+            return Ok(None);
+        };
+        let bounds = KeyRange::new(&r.key, &r.range_end).bounds();
+        let (out, seq) = self.read_unsettled(|lease_kv| {
+            lease_kv
+                .kv
+                .holds_at_most(bounds, INLINE_RANGE_KEYS, INLINE_RANGE_BYTES)
+                .then(|| lease_kv.execute_read(op))
+        })?;
+        Ok(out.map(|out| self.applied(out, seq)))
     }
 
     /// One etcd range at its revision: the present from memory, a past revision from the store.

@@ -107,6 +107,26 @@ impl KvIndex {
         out
     }
 
+    /// Whether the entries in `bounds` are at most `keys` key-values whose keys and values
+    /// take at most `bytes` (SPEC E26). Walks at most `keys + 1` entries, attached names
+    /// without a value counted as entries too, so the answer costs no more than the bound.
+    pub(crate) fn holds_at_most(&self, bounds: Option<Bounds>, keys: usize, bytes: usize) -> bool {
+        let Some(bounds) = bounds else {
+            return true;
+        };
+        let mut size = 0usize;
+        for (n, (k, e)) in self.map.range::<Vec<u8>, _>(bounds).enumerate() {
+            if n >= keys {
+                return false;
+            }
+            size += k.len() + e.data.as_ref().map_or(0, |d| d.value.len());
+            if size > bytes {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Keys with a value under `prefix`, in key order.
     pub(crate) fn keys_with_prefix(&self, prefix: &[u8]) -> Vec<Vec<u8>> {
         self.prefix_iter(prefix)

@@ -45,6 +45,16 @@ pub fn instant_after(d: Duration) -> Instant {
 /// answered from memory under the state lock (SPEC E2b); larger ones are read from the store.
 pub const SMALL_RANGE_LIMIT: usize = 256;
 
+/// The most key-values a range of the present without a small limit may hold and still be
+/// answered by `tenure serve` on the async worker that decoded it (SPEC E26): decided under the
+/// engine's state lock by a walk of at most this many entries plus one; a larger range is read
+/// from the store on the blocking pool (E2b).
+pub const INLINE_RANGE_KEYS: usize = 64;
+
+/// The most bytes of keys and values such a range may hold and still be answered on the async
+/// worker (SPEC E26): the answer is copied under the engine's lock, so the copy stays short.
+pub const INLINE_RANGE_BYTES: usize = 16 * 1024;
+
 /// The most operations a txn may hold (etcd's default `--max-txn-ops`), counted as etcd counts
 /// one level (the largest of its compares, success ops and failure ops) and shared down the
 /// nesting: a nested txn's operations come out of the same budget (SPEC E2a).

@@ -110,10 +110,11 @@ impl Kv {
             Err(e) => Err(errors::status(e)),
         };
         // A request whose work under the engine's lock is bounded (a put, a one-key delete, a
-        // small read, a txn of these; at most INLINE_REQUEST_BYTES) is applied here, on the async worker, and awaits its
-        // commit without holding a thread: the end of the commit completes it (SPEC E22). One
-        // that may copy or delete many keys, or reads the file's history, goes to the blocking
-        // pool, so it never holds an async worker the other clients' requests need (E2b).
+        // small read, a txn of these; at most INLINE_REQUEST_BYTES) is applied here, on the
+        // async worker, and awaits its commit without holding a thread: the end of the commit
+        // completes it (SPEC E22); so is a range found small under the engine's lock (E26).
+        // One that may copy or delete many keys, or reads the file's history, goes to the
+        // blocking pool, so it never holds an async worker the other clients' requests need.
         if bytes <= INLINE_REQUEST_BYTES {
             match inline(|| self.0.db.execute_applied(&op))? {
                 Ok(Some(applied)) => return done(applied.durable().await),
