@@ -693,6 +693,26 @@ mod tests {
         }
     }
 
+    #[test]
+    fn k15_a_fifo_in_place_of_the_log_is_refused_without_hanging() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = closed_file(dir.path(), b"old", 1);
+        let log = wal::path_of(&path);
+        std::fs::remove_file(&log).unwrap();
+        let made = Command::new("mkfifo").arg(&log).status().unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || tx.send(page_check_of(&p)).unwrap());
+        // A generous bound: the refusal is immediate; opening the FIFO would block forever.
+        match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+            Ok(Err(e @ Error::Corrupt { .. })) => {
+                assert!(e.to_string().contains("regular file"), "{e}")
+            }
+            other => panic!("expected Corrupt, got {other:?}"),
+        }
+    }
+
     const CHILD_ENV: &str = "TENURE_K15_CHILD_PATH";
 
     /// The writer `k15_a_killed_writer...` starts and kills: opens the file, puts, says so,
