@@ -540,6 +540,25 @@ mod tests {
     }
 
     #[test]
+    fn k15_a_session_without_the_log_records_nothing_and_what_it_wrote_voids_the_earlier_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, first) = closed_file(dir.path(), b"old", 1);
+        let before = wal::clean_close(&path).expect("recorded");
+        let db = Tenure::builder()
+            .path(&path)
+            .write_ahead_log(false)
+            .open()
+            .unwrap();
+        db.put("without-log", "v", None).unwrap();
+        db.close().unwrap();
+        // The log is left as the last session with it left it: its record no longer
+        // matches the file.
+        assert_eq!(wal::clean_close(&path), Some(before));
+        assert_eq!(page_check_of(&path).unwrap(), PageCheck::Full);
+        assert_contents(&path, first, b"old");
+    }
+
+    #[test]
     fn k15_a_byte_flipped_in_a_live_page_after_a_clean_close_is_refused_by_the_full_check_untouched(
     ) {
         // The old value lives only in a history page, which the open does not read (only

@@ -163,6 +163,9 @@ pub(crate) fn record_clean_close(
 ) -> Result<bool> {
     let log = path_of(db);
     let path = log.as_path();
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Ok(false);
+    }
     let file = OpenOptions::new()
         .read(true)
         .write(true)
