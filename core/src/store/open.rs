@@ -540,6 +540,25 @@ mod tests {
     }
 
     #[test]
+    fn k15_a_session_without_the_log_records_nothing_and_what_it_wrote_voids_the_earlier_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, first) = closed_file(dir.path(), b"old", 1);
+        let before = wal::clean_close(&path).expect("recorded");
+        let db = Tenure::builder()
+            .path(&path)
+            .write_ahead_log(false)
+            .open()
+            .unwrap();
+        db.put("without-log", "v", None).unwrap();
+        db.close().unwrap();
+        // The log is left as the last session with it left it: its record no longer
+        // matches the file.
+        assert_eq!(wal::clean_close(&path), Some(before));
+        assert_eq!(page_check_of(&path).unwrap(), PageCheck::Full);
+        assert_contents(&path, first, b"old");
+    }
+
+    #[test]
     fn k15_a_byte_flipped_in_a_live_page_after_a_clean_close_is_refused_by_the_full_check_untouched(
     ) {
         // The old value lives only in a history page, which the open does not read (only
@@ -690,6 +709,26 @@ mod tests {
             wal::forge_clean_close(&path, forged, header_id, what.starts_with("damaged"));
             assert_eq!(page_check_of(&path).unwrap(), expected, "{what}");
             assert_contents(&path, first, b"old");
+        }
+    }
+
+    #[test]
+    fn k15_a_fifo_in_place_of_the_log_is_refused_without_hanging() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = closed_file(dir.path(), b"old", 1);
+        let log = wal::path_of(&path);
+        std::fs::remove_file(&log).unwrap();
+        let made = Command::new("mkfifo").arg(&log).status().unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || tx.send(page_check_of(&p)).unwrap());
+        // A generous bound: the refusal is immediate; opening the FIFO would block forever.
+        match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+            Ok(Err(e @ Error::Corrupt { .. })) => {
+                assert!(e.to_string().contains("regular file"), "{e}")
+            }
+            other => panic!("expected Corrupt, got {other:?}"),
         }
     }
 

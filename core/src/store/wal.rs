@@ -142,7 +142,12 @@ fn read_header(file: &File) -> Option<[u8; CLOSE_AT as usize + CLOSE_USED]> {
 /// of the log's header. Anything else (no log, a damaged header or record, another id) is
 /// `None`: the open then checks the file page by page, as without a record. Only reads.
 pub(crate) fn clean_close(db: &Path) -> Option<CleanClose> {
-    let file = File::open(path_of(db)).ok()?;
+    let log = path_of(db);
+    // Not a FIFO, whose open would block (`read` refuses what is not a regular file).
+    if !std::fs::metadata(&log).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let file = File::open(log).ok()?;
     let b = read_header(&file)?;
     let rec = CleanClose::decode(&b[CLOSE_AT as usize..])?;
     (rec.id == u64_at(&b, 24)).then_some(rec)
@@ -158,6 +163,9 @@ pub(crate) fn record_clean_close(
 ) -> Result<bool> {
     let log = path_of(db);
     let path = log.as_path();
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Ok(false);
+    }
     let file = OpenOptions::new()
         .read(true)
         .write(true)
