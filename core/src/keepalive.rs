@@ -153,7 +153,7 @@ impl KeepAlive {
                 let _ = t.join();
             }
         }
-        drop(self.binding.take());
+        self.binding = None;
     }
 }
 

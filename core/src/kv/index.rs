@@ -110,6 +110,7 @@ impl KvIndex {
     /// Whether the entries in `bounds` are at most `keys` key-values whose keys and values
     /// take at most `bytes` (SPEC E26). Walks at most `keys + 1` entries, attached names
     /// without a value counted as entries too, so the answer costs no more than the bound.
+    #[cfg(feature = "serve")]
     pub(crate) fn holds_at_most(&self, bounds: Option<Bounds>, keys: usize, bytes: usize) -> bool {
         let Some(bounds) = bounds else {
             return true;
