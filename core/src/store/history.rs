@@ -34,6 +34,8 @@ pub(super) const HISTORY: TableDefinition<(&[u8], i64), &[u8]> = TableDefinition
 
 /// `tenure_history` in a read transaction.
 type HistoryTable = redb::ReadOnlyTable<(&'static [u8], i64), &'static [u8]>;
+/// An events table (`tenure_changes`, `tenure_events`) in a read transaction.
+type EventsTable = redb::ReadOnlyTable<(i64, u32), &'static [u8]>;
 
 /// The meta rows about the history (a copy of the file, which has none, leaves them out).
 pub(crate) const HISTORY_ROWS: [&str; 2] = ["history", "compacted"];
@@ -325,7 +327,7 @@ impl View {
     fn events_table(
         &self,
         def: TableDefinition<(i64, u32), &[u8]>,
-    ) -> Result<Option<redb::ReadOnlyTable<(i64, u32), &'static [u8]>>> {
+    ) -> Result<Option<EventsTable>> {
         match self.tx.open_table(def) {
             Ok(t) => Ok(Some(t)),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
