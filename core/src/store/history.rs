@@ -324,10 +324,7 @@ impl View {
     }
 
     /// An events table of this read transaction, `None` if the file has none.
-    fn events_table(
-        &self,
-        def: TableDefinition<(i64, u32), &[u8]>,
-    ) -> Result<Option<EventsTable>> {
+    fn events_table(&self, def: TableDefinition<(i64, u32), &[u8]>) -> Result<Option<EventsTable>> {
         match self.tx.open_table(def) {
             Ok(t) => Ok(Some(t)),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
