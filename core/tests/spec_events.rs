@@ -67,8 +67,11 @@ fn row_writes(mut payload: &[u8]) -> Vec<(i64, Vec<u8>)> {
     out
 }
 
-/// Every `tenure_changes` row of a closed file: its key and its writes.
-fn changes_rows(path: &Path) -> Vec<((i64, u32), Vec<(i64, Vec<u8>)>)> {
+/// A `tenure_changes` row: its key (the position of its first write) and its writes.
+type ChangesRow = ((i64, u32), Vec<(i64, Vec<u8>)>);
+
+/// Every `tenure_changes` row of a closed file.
+fn changes_rows(path: &Path) -> Vec<ChangesRow> {
     let db = redb::Database::open(path).unwrap();
     let tx = db.begin_read().unwrap();
     let t = tx.open_table(CHANGES).unwrap();
@@ -139,7 +142,6 @@ fn replay(db: &Tenure, from: i64) -> Vec<Event> {
                 prefix: true,
                 start_revision: Some(from),
                 prev_kv: true,
-                ..Default::default()
             },
         )
         .unwrap();

@@ -34,6 +34,8 @@ pub(super) const HISTORY: TableDefinition<(&[u8], i64), &[u8]> = TableDefinition
 
 /// `tenure_history` in a read transaction.
 type HistoryTable = redb::ReadOnlyTable<(&'static [u8], i64), &'static [u8]>;
+/// An events table (`tenure_changes`, `tenure_events`) in a read transaction.
+type EventsTable = redb::ReadOnlyTable<(i64, u32), &'static [u8]>;
 
 /// The meta rows about the history (a copy of the file, which has none, leaves them out).
 pub(crate) const HISTORY_ROWS: [&str; 2] = ["history", "compacted"];
@@ -322,10 +324,7 @@ impl View {
     }
 
     /// An events table of this read transaction, `None` if the file has none.
-    fn events_table(
-        &self,
-        def: TableDefinition<(i64, u32), &[u8]>,
-    ) -> Result<Option<redb::ReadOnlyTable<(i64, u32), &'static [u8]>>> {
+    fn events_table(&self, def: TableDefinition<(i64, u32), &[u8]>) -> Result<Option<EventsTable>> {
         match self.tx.open_table(def) {
             Ok(t) => Ok(Some(t)),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
@@ -625,4 +624,140 @@ enum Stepped {
     },
     /// The compaction at `target` is done.
     Finished { target: i64, legacy_gone: bool },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rows::Data;
+    use crate::store::seal::seal;
+    use crate::store::FORMAT_VERSION;
+    use redb::ReadableDatabase;
+
+    const KEYS: usize = 150;
+
+    fn key(rev: i64, i: usize) -> Vec<u8> {
+        format!("k{:03}", (rev as usize * 100 + i) % KEYS).into_bytes()
+    }
+
+    /// Writes in both event tables: `tenure_events` and `tenure_changes`, at every revision.
+    fn writes(tx: &WriteTransaction) -> usize {
+        let legacy = tx.open_table(LEGACY).unwrap();
+        let changes = tx.open_table(CHANGES).unwrap();
+        let mut n = legacy.len().unwrap() as usize;
+        for row in changes.iter().unwrap() {
+            let (k, v) = row.unwrap();
+            n += events::decode_row(k.value(), v.value()).unwrap().len();
+        }
+        n
+    }
+
+    #[test]
+    fn k17_each_compaction_step_is_bounded_and_the_pass_keeps_one_write_per_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("steps.redb");
+        let db = redb::Database::create(&path).unwrap();
+        // Revisions 1..=100 of 100 puts each over 150 keys: 1..=50 with one event row per
+        // write (a file written before tenure_changes), 51..=100 one row per revision.
+        let tx = db.begin_write().unwrap();
+        {
+            let mut history = tx.open_table(HISTORY).unwrap();
+            let mut legacy = tx.open_table(LEGACY).unwrap();
+            let mut changes = tx.open_table(CHANGES).unwrap();
+            let mut row = Vec::new();
+            for rev in 1..=100i64 {
+                let mut packer = Packer::default();
+                for i in 0..100 {
+                    let k = key(rev, i);
+                    let e = Entry {
+                        data: Some(Data {
+                            value: b"v".to_vec(),
+                            create: 1,
+                            mod_revision: rev,
+                            version: 1,
+                        }),
+                        lease: 0,
+                    };
+                    sealed_row_into(&mut row, &k, rev, &e);
+                    history.insert((k.as_slice(), rev), row.as_slice()).unwrap();
+                    let at = (rev, i as u32);
+                    if rev <= 50 {
+                        let mut id = rev.to_be_bytes().to_vec();
+                        id.extend_from_slice(&(i as u32).to_be_bytes());
+                        let sealed = seal(LEGACY_NAME, &id, &k);
+                        legacy.insert(at, sealed.as_slice()).unwrap();
+                    } else {
+                        packer.push(&mut changes, at, &k).unwrap();
+                    }
+                }
+                packer.flush(&mut changes).unwrap();
+            }
+            let mut meta = tx.open_table(META).unwrap();
+            for (row, v) in [
+                ("format", 3),
+                ("history", 1),
+                ("compacted", 100),
+                ("revision", 100),
+            ] {
+                meta.insert(row, v).unwrap();
+            }
+            write_meta(&mut meta, &[]).unwrap();
+        }
+        assert_eq!(writes(&tx), 10_000);
+        tx.commit().unwrap();
+        let store = Store {
+            db,
+            path: path.clone(),
+            faults: Default::default(),
+            history: Progress::default(),
+        };
+        let mut steps = 0;
+        let mut left = 10_000;
+        loop {
+            let more = store.compact_step().unwrap();
+            steps += 1;
+            if !more {
+                break;
+            }
+            // (Aborted: a `tenure_events` it opens once dropped is not made again.)
+            let tx = store.db.begin_write().unwrap();
+            let now = writes(&tx);
+            tx.abort().unwrap();
+            assert!(left - now <= STEP + events::ROW_WRITES, "{left} → {now}");
+            left = now;
+        }
+        assert!(steps >= 3, "{steps} steps");
+        assert_eq!(
+            store.history.legacy.get(),
+            Some(false),
+            "tenure_events dropped"
+        );
+        let tx = store.db.begin_read().unwrap();
+        assert!(matches!(
+            tx.open_table(LEGACY),
+            Err(redb::TableError::TableDoesNotExist(_))
+        ));
+        let changes = tx.open_table(CHANGES).unwrap();
+        let mut kept = Vec::new();
+        for row in changes.iter().unwrap() {
+            let (k, v) = row.unwrap();
+            for (rev, key) in events::decode_row(k.value(), v.value()).unwrap() {
+                kept.push((key.to_vec(), rev));
+            }
+        }
+        // Revision 100's writes (the compaction keeps its own revision) and the last put of
+        // each of the 50 keys it does not write.
+        assert_eq!(kept.len(), KEYS);
+        kept.sort();
+        kept.dedup_by(|a, b| a.0 == b.0);
+        assert_eq!(kept.len(), KEYS, "one write per key");
+        let history = tx.open_table(HISTORY).unwrap();
+        assert_eq!(
+            history.len().unwrap() as usize,
+            KEYS,
+            "their history rows only"
+        );
+        let meta = tx.open_table(META).unwrap();
+        assert_eq!(meta.get("format").unwrap().unwrap().value(), FORMAT_VERSION);
+    }
 }
