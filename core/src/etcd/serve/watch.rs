@@ -253,7 +253,7 @@ impl Stream {
                 }
                 if let Poll::Ready(next) = self.requests.poll_recv(cx) {
                     return Poll::Ready(match next {
-                        // The read-ahead permit goes once the request is handled, here.
+                        // The read-ahead permit is given back here: the request is handled next.
                         Some(Ok((req, _read_ahead))) => Next::Request(req),
                         None => Next::RequestsEnded,
                         Some(Err(_)) => Next::Failed,
