@@ -199,16 +199,16 @@ impl tokio_stream::Stream for Stream {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
+        // Once per poll, not per step: every stream's shutdown waits on one shared channel.
+        if !this.ended && this.shutdown.as_mut().poll(cx).is_ready() {
+            this.ended = true;
+        }
         for _ in 0..STEPS_PER_POLL {
             if let Some(resp) = this.out.pop_front() {
                 return Poll::Ready(Some(Ok(resp)));
             }
             if this.ended {
                 return Poll::Ready(None);
-            }
-            if this.shutdown.as_mut().poll(cx).is_ready() {
-                this.ended = true;
-                continue;
             }
             if let Some(rev) = this.progress {
                 // Everything up to `rev` was handed to the watchers, and each of them queued
@@ -253,7 +253,7 @@ impl Stream {
                 }
                 if let Poll::Ready(next) = self.requests.poll_recv(cx) {
                     return Poll::Ready(match next {
-                        // The read-ahead permit goes once the request is handled, here.
+                        // The read-ahead permit is given back here: the request is handled next.
                         Some(Ok((req, _read_ahead))) => Next::Request(req),
                         None => Next::RequestsEnded,
                         Some(Err(_)) => Next::Failed,
