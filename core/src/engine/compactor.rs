@@ -13,6 +13,8 @@ use crate::types::AutoCompaction;
 
 /// How often the `Revisions` policy is checked.
 const REVISION_TICK: Duration = Duration::from_secs(1);
+/// The most a step waits for the threads blocked on the store to take it first.
+const LET_IN: Duration = Duration::from_millis(100);
 
 /// Woken by `Shared::compact_tx` (a compaction reached the file, the engine opened, or it is
 /// closing) or by the policy's tick; steps until the file's compaction is done.
@@ -82,6 +84,9 @@ pub(super) fn run(s: &Shared) {
             if !matches!(more, Ok(true)) {
                 break;
             }
+            // std's mutex is not fair: without this the next step would re-take the store
+            // ahead of a checkpoint (or a past read) that waits for it, for the whole pass.
+            s.store.let_waiters_in(LET_IN);
         }
     }
 }

@@ -284,6 +284,8 @@ impl Engine {
             if !more {
                 return Ok(());
             }
+            s.store
+                .let_waiters_in(std::time::Duration::from_millis(100));
         }
     }
 
