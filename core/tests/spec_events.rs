@@ -411,18 +411,21 @@ fn k17_compaction_drains_the_per_write_table_and_keeps_every_later_answer() {
     db.close().unwrap();
 }
 
+/// The file at `path` without the write-ahead log: every call commits into the file itself.
+fn open_without_log(path: &std::path::Path) -> Tenure {
+    Tenure::builder()
+        .path(path)
+        .write_ahead_log(false)
+        .open()
+        .unwrap()
+}
+
 #[test]
 fn k17_compaction_rewrites_and_removes_the_rows_of_each_commit() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k17.tenure");
     // Without the log every call is its own commit into the file: one row each.
-    let open = || {
-        Tenure::builder()
-            .path(&path)
-            .write_ahead_log(false)
-            .open()
-            .unwrap()
-    };
+    let open = || open_without_log(&path);
     let db = open();
     for t in 0..9 {
         let ops: Vec<Op> = (t * 128..(t * 128 + 128).min(1100))
@@ -517,13 +520,7 @@ fn k16_a_damaged_events_row_fails_the_replay_and_the_compaction() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k16-damaged.tenure");
     // Without the log every put is its own commit: revision 5 is the row (5, 0).
-    let open = || {
-        Tenure::builder()
-            .path(&path)
-            .write_ahead_log(false)
-            .open()
-            .unwrap()
-    };
+    let open = || open_without_log(&path);
     let db = open();
     for i in 0..10 {
         db.put(format!("k{i}"), "v", None).unwrap();

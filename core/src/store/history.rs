@@ -666,7 +666,20 @@ mod tests {
     fn k17_each_compaction_step_is_bounded_and_the_pass_keeps_one_write_per_key() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("steps.redb");
-        let db = redb::Database::create(&path).unwrap();
+        // Through the store's own backend, which keeps the file's locks for its close.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        let (backend, locks) =
+            super::super::files::WriteBackend::new(super::super::FaultyBackend {
+                file: redb::backends::FileBackend::new(file).unwrap(),
+                faults: Default::default(),
+            });
+        let db = redb::Builder::new().create_with_backend(backend).unwrap();
         // Revisions 1..=100 of 100 puts each over 150 keys: 1..=50 with one event row per
         // write (a file written before tenure_changes), 51..=100 one row per revision.
         let tx = db.begin_write().unwrap();
@@ -720,6 +733,8 @@ mod tests {
             path: path.clone(),
             faults: Default::default(),
             history: Progress::default(),
+            locks,
+            log_id: None,
         };
         let mut steps = 0;
         let mut left = 10_000;
