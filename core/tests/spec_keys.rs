@@ -1296,6 +1296,35 @@ mod history {
         }
 
         #[test]
+        fn k10_a_compaction_pass_fsyncs_its_last_step_only() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("k10-fsyncs.db");
+            let db = open_file(&path);
+            // 1 000 keys × 80 versions: 79 000 rows to remove, about 20 steps of 4 096.
+            for t in 0..800 {
+                let ops: Vec<Op> = (0..100)
+                    .map(|i| Op::put(format!("k{}", (t * 100 + i) % 1000), "v", None))
+                    .collect();
+                db.txn(Txn::new().then(ops)).unwrap();
+            }
+            let current = db.revision().unwrap();
+            let before = db.stats().fsyncs;
+            assert_eq!(db.compact_physical(current).unwrap(), Ok(current));
+            let syncs = db.stats().fsyncs - before;
+            // The compaction's own record, the checkpoint before the pass and its last step:
+            // a few fsyncs, not one (or two) per step.
+            assert!(syncs <= 8, "{syncs} fsyncs for a pass of about 20 steps");
+            assert_eq!(db.range("", None).unwrap().len(), 1000);
+            assert_eq!(db.get_at("k7", current).unwrap().unwrap().value, b"v");
+            db.close().unwrap();
+            // What the pass removed stays removed after a reopen.
+            let db = open_file(&path);
+            assert_eq!(db.compacted_revision().unwrap(), current);
+            assert_eq!(db.range("", None).unwrap().len(), 1000);
+            db.close().unwrap();
+        }
+
+        #[test]
         fn k12_revisions_retention_compacts_on_its_own_and_zero_is_refused() {
             let dir = tempfile::tempdir().unwrap();
             let db = Tenure::builder()
