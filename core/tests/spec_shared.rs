@@ -190,6 +190,8 @@ struct Proc {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
+    /// The copy of the test binary a child of another user runs (removed with it).
+    _exe_dir: Option<tempfile::TempDir>,
 }
 
 impl Proc {
@@ -198,7 +200,19 @@ impl Proc {
     }
 
     fn start_as(path: &Path, mode: &str, uid: Option<u32>) -> Proc {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        let mut exe = std::env::current_exe().unwrap();
+        // Another user must reach the test binary: a checkout can sit under a directory
+        // only its owner may enter (`mktemp -d`), so that child runs a copy in a 0755 one.
+        let exe_dir = uid.map(|_| {
+            use std::os::unix::fs::PermissionsExt;
+            let d = tempfile::tempdir().unwrap();
+            std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+            let copy = d.path().join("child");
+            std::fs::copy(&exe, &copy).unwrap();
+            exe = copy;
+            d
+        });
+        let mut cmd = Command::new(&exe);
         cmd.args([
             "--ignored",
             "--exact",
@@ -235,6 +249,7 @@ impl Proc {
             child,
             stdin,
             lines,
+            _exe_dir: exe_dir,
         }
     }
 
