@@ -9,6 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{session, temp_db, Etcd, Server, WAIT};
+use etcd_client::proto::*;
 use tenure::sync::{Election, Mutex, Queue};
 use tenure::{Compare, CompareOp, Error, EventKind, Op, Tenure, Txn, WatchOptions};
 
@@ -338,4 +339,124 @@ fn p14_with_no_server_coming_back_calls_and_watches_end_unavailable_after_the_ti
     );
     let e = w.recv_timeout(WAIT).unwrap_err();
     assert!(matches!(e, Error::Unavailable(_)), "{e:?}");
+}
+
+type Request<T> = tonic::Request<T>;
+type Reply<T> = Result<tonic::Response<T>, tonic::Status>;
+type Responses<T> =
+    std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<T, tonic::Status>> + Send>>;
+
+/// A Watch service whose first stream ends before it answers anything (a server shutting down
+/// as the watch opens: a shared file's owner exiting) and whose later streams create the watch.
+struct EndsTheFirstStream {
+    opened: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[tonic::async_trait]
+impl PbWatchService for EndsTheFirstStream {
+    type WatchStream = Responses<PbWatchResponse>;
+
+    async fn watch(
+        &self,
+        _: Request<tonic::Streaming<PbWatchRequest>>,
+    ) -> Reply<Self::WatchStream> {
+        use std::sync::atomic::Ordering;
+        if self.opened.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Ok(tonic::Response::new(Box::pin(tokio_stream::empty())));
+        }
+        let created = PbWatchResponse {
+            header: Some(PbResponseHeader {
+                revision: 7,
+                ..Default::default()
+            }),
+            watch_id: 1,
+            created: true,
+            ..Default::default()
+        };
+        let open = tokio_stream::StreamExt::chain(
+            tokio_stream::once(Ok(created)),
+            tokio_stream::pending(),
+        );
+        Ok(tonic::Response::new(Box::pin(open)))
+    }
+}
+
+/// Status only (what `connect` asks first); the test needs nothing else of Maintenance.
+struct StatusOnly;
+
+fn not_here() -> tonic::Status {
+    tonic::Status::unimplemented("not served by this test's server")
+}
+
+#[tonic::async_trait]
+impl PbMaintenanceService for StatusOnly {
+    async fn alarm(&self, _: Request<PbAlarmRequest>) -> Reply<PbAlarmResponse> {
+        Err(not_here())
+    }
+
+    async fn status(&self, _: Request<PbStatusRequest>) -> Reply<PbStatusResponse> {
+        Ok(tonic::Response::new(PbStatusResponse {
+            header: Some(PbResponseHeader {
+                revision: 7,
+                ..Default::default()
+            }),
+            version: "3.5.0".into(),
+            ..Default::default()
+        }))
+    }
+
+    async fn defragment(&self, _: Request<PbDefragmentRequest>) -> Reply<PbDefragmentResponse> {
+        Err(not_here())
+    }
+
+    async fn hash(&self, _: Request<PbHashRequest>) -> Reply<PbHashResponse> {
+        Err(not_here())
+    }
+
+    async fn hash_kv(&self, _: Request<PbHashKvRequest>) -> Reply<PbHashKvResponse> {
+        Err(not_here())
+    }
+
+    type SnapshotStream = Responses<PbSnapshotResponse>;
+
+    async fn snapshot(&self, _: Request<PbSnapshotRequest>) -> Reply<Self::SnapshotStream> {
+        Err(not_here())
+    }
+
+    async fn move_leader(&self, _: Request<PbMoveLeaderRequest>) -> Reply<PbMoveLeaderResponse> {
+        Err(not_here())
+    }
+
+    async fn downgrade(&self, _: Request<PbDowngradeRequest>) -> Reply<PbDowngradeResponse> {
+        Err(not_here())
+    }
+}
+
+/// SPEC P15: a watch whose stream ends before the server created it is opened again within
+/// the request timeout (as a broken stream is resumed), not failed at once.
+#[test]
+fn p15_a_watch_whose_stream_ends_before_it_is_created_is_opened_again() {
+    let opened = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = EndsTheFirstStream {
+        opened: opened.clone(),
+    };
+    rt.spawn(
+        tonic::transport::Server::builder()
+            .add_service(PbWatchServer::new(service))
+            .add_service(PbMaintenanceServer::new(StatusOnly))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let db = Tenure::builder()
+        .endpoints([format!("http://{addr}")])
+        .request_timeout(Duration::from_secs(10))
+        .connect()
+        .unwrap();
+    let w = db.watch("k", WatchOptions::default());
+    assert!(w.is_ok(), "{:?}", w.err());
+    assert_eq!(opened.load(std::sync::atomic::Ordering::SeqCst), 2);
 }

@@ -40,15 +40,21 @@ impl Remote {
         let o = etcd_options(opts, start);
         // The server's first answer says the watch exists (or why not): only then does a write
         // made after `watch` returns reach it, as with the embedded engine.
+        // A stream that ends before its first answer (the server shut down as the watch
+        // opened: a shared file's change of owner) is retried like a refused connection, as
+        // the pump's reopen does; creating a watch changes nothing on the server.
         let (stream, created) = self.call(true, None, None, |mut c| {
             let o = o.clone();
             async move {
                 let mut stream = c.watch(key, Some(o)).await?;
-                let created = stream.message().await?;
-                Ok((stream, created))
+                match stream.message().await? {
+                    Some(created) => Ok((stream, created)),
+                    None => Err(etcd::Error::GRpcStatus(tonic::Status::unavailable(
+                        "the watch stream ended before the server created the watch",
+                    ))),
+                }
             }
         })?;
-        let created = created.ok_or_else(|| unavailable("the watch stream ended"))?;
         refused(&created, start)?;
         let early = created.events().to_vec();
         let current = created.header().map_or(0, etcd::ResponseHeader::revision);
