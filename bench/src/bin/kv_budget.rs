@@ -49,6 +49,9 @@ struct Args {
     /// Gets timed in the read run.
     #[arg(long, default_value_t = 1_000_000)]
     reads: usize,
+    /// Size of each of the write-ahead log's two regions, in bytes [default: the library's].
+    #[arg(long)]
+    log_region: Option<u64>,
     /// Where the files go [default: a temporary directory].
     #[arg(long)]
     dir: Option<std::path::PathBuf>,
@@ -91,13 +94,13 @@ fn key(thread: usize, i: usize) -> Vec<u8> {
 /// Durable `op`s per second over `secs` seconds with `threads` threads.
 fn durable(path: &std::path::Path, op: &str, threads: usize, args: &Args) -> f64 {
     let (keys, count) = (args.keys_per_thread, args.count.unwrap_or(u64::MAX));
-    let db = Arc::new(
-        Tenure::builder()
-            .path(path)
-            .durability(Durability::Immediate)
-            .open()
-            .expect("open"),
-    );
+    let mut builder = Tenure::builder()
+        .path(path)
+        .durability(Durability::Immediate);
+    if let Some(bytes) = args.log_region {
+        builder = builder.log_region_size(bytes);
+    }
+    let db = Arc::new(builder.open().expect("open"));
     // Every key exists, so the txn's compare (version > 0) holds and it puts.
     for t in 0..threads {
         let puts: Vec<Op> = (0..keys).map(|i| Op::put(key(t, i), b"v0", None)).collect();
