@@ -454,35 +454,35 @@ impl Store {
             tx.commit().map_err(storage)?;
             Ok(stepped)
         });
+        let stepped = match stepped {
+            Ok(stepped) => stepped,
+            Err(e) => {
+                // Nothing of the step was committed: its first write is still to come.
+                p.ready.set(false);
+                return Err(e);
+            }
+        };
+        if let Stepped::More {
+            legacy_gone: true, ..
+        }
+        | Stepped::Finished {
+            legacy_gone: true, ..
+        } = stepped
+        {
+            p.legacy.set(Some(false));
+        }
         match stepped {
-            Ok(Stepped::Idle) => Ok(false),
-            Ok(Stepped::More {
-                cursor,
-                legacy_gone,
-            }) => {
-                if legacy_gone {
-                    p.legacy.set(Some(false));
-                }
+            Stepped::Idle => Ok(false),
+            Stepped::More { cursor, .. } => {
                 p.cursor.set(cursor);
                 Ok(true)
             }
-            Ok(Stepped::Finished {
-                target,
-                legacy_gone,
-            }) => {
-                if legacy_gone {
-                    p.legacy.set(Some(false));
-                }
+            Stepped::Finished { target, .. } => {
                 // The next compaction starts over: rows kept by this one may be superseded
                 // by then.
                 p.done.set(target);
                 p.cursor.set(None);
                 Ok(false)
-            }
-            Err(e) => {
-                // Nothing of the step was committed: its first write is still to come.
-                p.ready.set(false);
-                Err(e)
             }
         }
     }
