@@ -52,6 +52,9 @@ struct Args {
     /// Size of each of the write-ahead log's two regions, in bytes [default: the library's].
     #[arg(long)]
     log_region: Option<u64>,
+    /// Revisions kept by auto-compaction [default: the library's].
+    #[arg(long)]
+    retention: Option<u64>,
     /// Where the files go [default: a temporary directory].
     #[arg(long)]
     dir: Option<std::path::PathBuf>,
@@ -99,6 +102,9 @@ fn durable(path: &std::path::Path, op: &str, threads: usize, args: &Args) -> f64
         .durability(Durability::Immediate);
     if let Some(bytes) = args.log_region {
         builder = builder.log_region_size(bytes);
+    }
+    if let Some(revisions) = args.retention {
+        builder = builder.auto_compaction(tenure::AutoCompaction::Revisions(revisions));
     }
     let db = Arc::new(builder.open().expect("open"));
     // Every key exists, so the txn's compare (version > 0) holds and it puts.
