@@ -459,4 +459,11 @@ fn p15_a_watch_whose_stream_ends_before_it_is_created_is_opened_again() {
     let w = db.watch("k", WatchOptions::default());
     assert!(w.is_ok(), "{:?}", w.err());
     assert_eq!(opened.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // This server has no KV service: a read is Unsupported at once, saying why.
+    let t = Instant::now();
+    match db.get("k") {
+        Err(Error::Unsupported(m)) => assert!(m.contains("does not implement"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }

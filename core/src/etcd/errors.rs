@@ -391,7 +391,21 @@ pub fn error(code: Code, message: &str, lease: Option<LeaseId>) -> Error {
         C::InvalidArgument | C::FailedPrecondition | C::OutOfRange => {
             Error::InvalidArgument(message)
         }
-        _ => Error::storage(format!("server: {message}")),
+        // A server without the service or method (an etcd of another version, a proxy, a gRPC
+        // server that is not etcd): the call is not there to be made.
+        C::Unimplemented => {
+            Error::Unsupported(said("the server does not implement this call", &message))
+        }
+        _ => Error::storage(said(&format!("server error ({code:?})"), &message)),
+    }
+}
+
+/// `what`, then the server's `message` if it gave one (tonic's own refusals give none).
+fn said(what: &str, message: &str) -> String {
+    if message.is_empty() {
+        what.to_owned()
+    } else {
+        format!("{what}: {message}")
     }
 }
 
@@ -495,6 +509,22 @@ mod tests {
             Error::Unauthenticated(_)
         ));
         assert!(matches!(e(Code::Internal), Error::Storage { .. }));
+        // A call the server does not have is Unsupported, saying so even without a message.
+        let missing = error(Code::Unimplemented, "", None);
+        assert!(
+            matches!(&missing, Error::Unsupported(m) if m == "the server does not implement this call"),
+            "{missing:?}"
+        );
+        let named = error(Code::Unimplemented, "unknown service etcdserverpb.KV", None);
+        assert!(
+            matches!(&named, Error::Unsupported(m) if m.ends_with(": unknown service etcdserverpb.KV")),
+            "{named:?}"
+        );
+        let internal = error(Code::Internal, "", None);
+        assert!(
+            internal.to_string().contains("server error (Internal)"),
+            "{internal}"
+        );
         // Only the whole text is a row.
         let part = error(
             Code::Unknown,
