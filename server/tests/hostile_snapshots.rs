@@ -26,6 +26,13 @@ const MAX_THREADS: usize = 48;
 /// Database bytes written first: well more than a stream's buffers (HTTP/2 window, channel),
 /// so a stream that is not read stops part-way.
 const DB_BYTES: usize = 512 * 1024;
+/// The read timeout of the bound test: its three snapshot requests must all come within it
+/// (a slow machine once took more than 1 s), and it is how long the test then waits.
+const READ_TIMEOUT: &str = "3s";
+
+/// The flood of 600 snapshots loads the machine; the bound test, which times its requests
+/// against the read timeout, runs apart from it.
+static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn threads(pid: u32) -> usize {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -75,6 +82,7 @@ async fn snapshot(ch: Channel) -> Result<Streaming<PbSnapshotResponse>, Status> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn e16_six_hundred_unread_snapshots_hold_no_thread_and_do_not_stall_writes() {
+    let _alone = HEAVY.lock().await;
     let (_dir, file) = temp_db();
     let n = UNREAD.to_string();
     let s = Server::start(&file, &["--max-snapshots", &n]);
@@ -123,10 +131,16 @@ async fn e16_six_hundred_unread_snapshots_hold_no_thread_and_do_not_stall_writes
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e16_snapshots_past_the_bound_are_refused_and_an_unread_one_ends_after_its_timeout() {
+    let _alone = HEAVY.lock().await;
     let (_dir, file) = temp_db();
     let s = Server::start(
         &file,
-        &["--max-snapshots", "2", "--snapshot-read-timeout", "1s"],
+        &[
+            "--max-snapshots",
+            "2",
+            "--snapshot-read-timeout",
+            READ_TIMEOUT,
+        ],
     );
     fill(&s).await;
     let ch = connect(&s).await;
@@ -138,7 +152,7 @@ async fn e16_snapshots_past_the_bound_are_refused_and_an_unread_one_ends_after_i
         refused.message(),
         "tenure serve: too many snapshots in progress"
     );
-    // Unread for a second, both end and give back their places: a new snapshot is served.
+    // Unread for the timeout, both end and give back their places: a new snapshot is served.
     let until = Instant::now() + WAIT;
     let mut whole = loop {
         match snapshot(connect(&s).await).await {
