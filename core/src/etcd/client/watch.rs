@@ -39,21 +39,11 @@ impl Remote {
         };
         let o = etcd_options(opts, start);
         // The server's first answer says the watch exists (or why not): only then does a write
-        // made after `watch` returns reach it, as with the embedded engine.
-        // A stream that ends before its first answer (the server shut down as the watch
-        // opened: a shared file's change of owner) is retried like a refused connection, as
-        // the pump's reopen does; creating a watch changes nothing on the server.
+        // made after `watch` returns reach it, as with the embedded engine. Creating a watch
+        // changes nothing on the server: it is retried through a change of server.
         let (stream, created) = self.call(true, None, None, |mut c| {
             let o = o.clone();
-            async move {
-                let mut stream = c.watch(key, Some(o)).await?;
-                match stream.message().await? {
-                    Some(created) => Ok((stream, created)),
-                    None => Err(etcd::Error::GRpcStatus(tonic::Status::unavailable(
-                        "the watch stream ended before the server created the watch",
-                    ))),
-                }
-            }
+            async move { open_stream(&mut c, key, o).await }
         })?;
         refused(&created, start)?;
         let early = created.events().to_vec();
@@ -102,6 +92,23 @@ impl Remote {
             Err(Error::Compacted { .. }) => Err(compacted(start, None)),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// A new watch stream of `key` and the server's first answer on it (created, or refused). A
+/// stream that ends before answering is gRPC `Unavailable`: the server went away as the watch
+/// opened (a shared file's change of owner), retried as a refused connection is.
+async fn open_stream(
+    client: &mut etcd::Client,
+    key: &[u8],
+    o: etcd::WatchOptions,
+) -> std::result::Result<(etcd::WatchStream, etcd::WatchResponse), etcd::Error> {
+    let mut stream = client.watch(key, Some(o)).await?;
+    match stream.message().await? {
+        Some(created) => Ok((stream, created)),
+        None => Err(etcd::Error::GRpcStatus(tonic::Status::unavailable(
+            "the watch stream ended before the server created the watch",
+        ))),
     }
 }
 
@@ -292,18 +299,13 @@ impl Reopen {
             let left = deadline.saturating_duration_since(Instant::now());
             let mut client = self.client.clone();
             let o = etcd_options(&self.opts, start);
-            let open = async {
-                let mut stream = client.watch(self.key.clone(), Some(o)).await?;
-                let created = stream.message().await?;
-                Ok::<_, etcd::Error>((stream, created))
-            };
+            let open = open_stream(&mut client, &self.key, o);
             last = match tokio::time::timeout(left, open).await {
-                Ok(Ok((stream, Some(created)))) => match deliver(&created, start, place, feed) {
+                Ok(Ok((stream, created))) => match deliver(&created, start, place, feed) {
                     Flow::Go => return Ok(Some((stream, start))),
                     Flow::Over => return Ok(None),
                     Flow::Broke(e) => e,
                 },
-                Ok(Ok((_, None))) => unavailable("the watch stream ended"),
                 Ok(Err(e)) if hopeless(&e) => return Err(map_err(e, None)),
                 Ok(Err(e)) => map_err(e, None),
                 Err(_) => last,
