@@ -509,7 +509,19 @@ mod tests {
             Error::Unauthenticated(_)
         ));
         assert!(matches!(e(Code::Internal), Error::Storage { .. }));
-        // A call the server does not have is Unsupported, saying so even without a message.
+        // Only the whole text is a row.
+        let part = error(
+            Code::Unknown,
+            "etcdserver: requested lease not found!",
+            None,
+        );
+        assert!(matches!(part, Error::Unavailable(_)), "{part:?}");
+    }
+
+    /// SPEC R1: a call the server does not have is Unsupported, saying so even without a
+    /// message; other unmapped codes name themselves.
+    #[test]
+    fn r1_a_call_the_server_does_not_implement_is_unsupported() {
         let missing = error(Code::Unimplemented, "", None);
         assert!(
             matches!(&missing, Error::Unsupported(m) if m == "the server does not implement this call"),
@@ -525,13 +537,6 @@ mod tests {
             internal.to_string().contains("server error (Internal)"),
             "{internal}"
         );
-        // Only the whole text is a row.
-        let part = error(
-            Code::Unknown,
-            "etcdserver: requested lease not found!",
-            None,
-        );
-        assert!(matches!(part, Error::Unavailable(_)), "{part:?}");
     }
 
     #[test]
