@@ -44,8 +44,13 @@ fn record_crc_of_parts(table: &str, parts: &[&[u8]], payload: &[u8]) -> u32 {
 /// after the other: the same bytes as [`seal`] of the joined key, without a copy of the key
 /// or of the payload (the history writes one such row per write).
 pub(crate) fn seal_in_place(row: &mut Vec<u8>, table: &str, parts: &[&[u8]]) {
-    let crc = record_crc_of_parts(table, parts, row);
-    row.extend_from_slice(&crc.to_le_bytes());
+    seal_in_place_at(row, 0, table, parts);
+}
+
+/// [`seal_in_place`] of the payload `buf[start..]` (rows gathered in one buffer).
+pub(crate) fn seal_in_place_at(buf: &mut Vec<u8>, start: usize, table: &str, parts: &[&[u8]]) {
+    let crc = record_crc_of_parts(table, parts, &buf[start..]);
+    buf.extend_from_slice(&crc.to_le_bytes());
 }
 
 /// `payload` sealed as the row `key` of `table`.
