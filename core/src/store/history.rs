@@ -452,6 +452,44 @@ fn kept(
         })
 }
 
+/// Of the `writes` below `target` (events rows, each with its writes), those the compaction at
+/// `target` keeps, sorted: a key's last row at or below `target`, if it is one of them and not
+/// a tombstone (what [`kept`] says of each, with one seek per key instead of two per write).
+fn decide<'w>(
+    history: &redb::Table<'_, (&'static [u8], i64), &'static [u8]>,
+    writes: &[(Position, Vec<(i64, &'w [u8])>)],
+    target: i64,
+) -> Result<Vec<(&'w [u8], i64)>> {
+    let mut asked: Vec<(&[u8], i64)> = writes
+        .iter()
+        .flat_map(|(_, w)| w.iter())
+        .filter(|(rev, _)| *rev < target)
+        .map(|&(rev, key)| (key, rev))
+        .collect();
+    asked.sort_unstable();
+    asked.dedup();
+    let mut keeps = Vec::new();
+    for group in asked.chunk_by(|a, b| a.0 == b.0) {
+        let (key, first, last) = (group[0].0, group[0].1, group[group.len() - 1].1);
+        let newest = history
+            .range((key, first)..=(key, target))
+            .map_err(storage)?
+            .next_back()
+            .transpose()
+            .map_err(storage)?;
+        if let Some((k, v)) = newest {
+            let rev = k.value().1;
+            if rev <= last
+                && group.binary_search(&(key, rev)).is_ok()
+                && open_row(key, rev, v.value())?.data.is_some()
+            {
+                keeps.push((key, rev));
+            }
+        }
+    }
+    Ok(keeps)
+}
+
 impl Store {
     /// One bounded step of the physical compaction (SPEC K10, K17); `true` while there is more
     /// to do. Reads the compaction point from the file, so only a compaction the file holds
@@ -570,8 +608,11 @@ impl Store {
         let below = (target, 0);
         let mut cursor = p.cursor.get();
         let mut looked = 0;
+        // The rows of `tenure_changes` the step goes through, decided at its end (`decide`).
+        let mut rows: Vec<(Position, Vec<u8>)> = Vec::new();
         // The history rows this step frees, removed in key order at its end (as `flush`
-        // inserts them): whether a row is kept depends only on the rows after it.
+        // inserts them). Every decision is made on the rows as they were before the step: a
+        // key's tombstone goes only with the rows it supersedes.
         let mut freed: Vec<(Vec<u8>, i64)> = Vec::new();
         let finished = loop {
             if looked >= budget {
@@ -602,22 +643,8 @@ impl Store {
             match (row, old) {
                 (None, None) => break true,
                 (Some((id, stored)), old) if old.is_none_or(|o| id <= o) => {
-                    let writes = events::decode_row(id, &stored)?;
-                    let mut keep = Vec::with_capacity(writes.len());
-                    for &(rev, key) in &writes {
-                        if rev >= target || kept(&history, key, rev, target)? {
-                            keep.push((rev, key));
-                        } else {
-                            freed.push((key.to_vec(), rev));
-                        }
-                    }
-                    if keep.is_empty() {
-                        changes.remove(id).map_err(storage)?;
-                    } else if keep.len() < writes.len() {
-                        let row = events::encode_row(id, keep);
-                        changes.insert(id, row.as_slice()).map_err(storage)?;
-                    }
-                    looked += writes.len();
+                    looked += events::decode_row(id, &stored)?.len();
+                    rows.push((id, stored));
                     cursor = Some(id);
                 }
                 (row, _) => {
@@ -641,7 +668,7 @@ impl Store {
                         if kept(&history, key, at.0, target)? {
                             moved.push(&mut changes, *at, key)?;
                         } else {
-                            history.remove((key.as_slice(), at.0)).map_err(storage)?;
+                            freed.push((key.clone(), at.0));
                         }
                         t.remove(*at).map_err(storage)?;
                     }
@@ -652,6 +679,27 @@ impl Store {
                 }
             }
         };
+        let decoded = rows
+            .iter()
+            .map(|(id, stored)| Ok((*id, events::decode_row(*id, stored)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let keeps = decide(&history, &decoded, target)?;
+        for (id, writes) in &decoded {
+            let mut keep = Vec::with_capacity(writes.len());
+            for &(rev, key) in writes {
+                if rev >= target || keeps.binary_search(&(key, rev)).is_ok() {
+                    keep.push((rev, key));
+                } else {
+                    freed.push((key.to_vec(), rev));
+                }
+            }
+            if keep.is_empty() {
+                changes.remove(*id).map_err(storage)?;
+            } else if keep.len() < writes.len() {
+                let row = events::encode_row(*id, keep);
+                changes.insert(*id, row.as_slice()).map_err(storage)?;
+            }
+        }
         freed.sort_unstable();
         for (key, rev) in &freed {
             history.remove((key.as_slice(), *rev)).map_err(storage)?;
