@@ -452,12 +452,15 @@ fn kept(
         })
 }
 
+/// An events row's position and its writes (revision, key), decoded.
+type DecodedRow<'w> = (Position, Vec<(i64, &'w [u8])>);
+
 /// Of the `writes` below `target` (events rows, each with its writes), those the compaction at
 /// `target` keeps, sorted: a key's last row at or below `target`, if it is one of them and not
 /// a tombstone (what [`kept`] says of each, with one seek per key instead of two per write).
 fn decide<'w>(
     history: &redb::Table<'_, (&'static [u8], i64), &'static [u8]>,
-    writes: &[(Position, Vec<(i64, &'w [u8])>)],
+    writes: &[DecodedRow<'w>],
     target: i64,
 ) -> Result<Vec<(&'w [u8], i64)>> {
     let mut asked: Vec<(&[u8], i64)> = writes
