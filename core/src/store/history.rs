@@ -500,7 +500,7 @@ impl Store {
     pub(crate) fn compact_step(&self) -> Result<bool> {
         let stepped = guarded(&self.path, || {
             let mut tx = self.db.begin_write().map_err(storage)?;
-            let stepped = self.compact_within(&tx, STEP)?;
+            let stepped = self.compact_within(&tx, STEP, Within::Own)?;
             if matches!(stepped, Stepped::Idle) {
                 tx.abort().map_err(storage)?;
                 return Ok(stepped);
@@ -521,7 +521,12 @@ impl Store {
     /// The compaction's work in `tx`, about `budget` writes (none if the file's compaction is
     /// done); `tx` commits it, then `compacted` records it. The caller has no table of the
     /// history open in `tx`.
-    pub(super) fn compact_within(&self, tx: &WriteTransaction, budget: usize) -> Result<Stepped> {
+    pub(super) fn compact_within(
+        &self,
+        tx: &WriteTransaction,
+        budget: usize,
+        within: Within,
+    ) -> Result<Stepped> {
         let p = &self.history;
         let target = tx
             .open_table(META)
@@ -537,7 +542,7 @@ impl Store {
             let mut meta = tx.open_table(META).map_err(storage)?;
             write_meta(&mut meta, &[]).map_err(storage)?;
         }
-        self.compact_writes(tx, target, budget)
+        self.compact_writes(tx, target, budget, within)
     }
 
     /// Records the compaction work of a transaction once it committed (`stepped`) or failed;
@@ -599,9 +604,18 @@ impl Store {
     /// `tenure_changes` under their own positions (below every row written since, above those
     /// moved before: rows stay ordered). The order matters: a key's tombstone goes only after
     /// the rows it supersedes were looked at. `tenure_events` is dropped once empty.
-    fn compact_writes(&self, tx: &WriteTransaction, target: i64, budget: usize) -> Result<Stepped> {
+    fn compact_writes(
+        &self,
+        tx: &WriteTransaction,
+        target: i64,
+        budget: usize,
+        within: Within,
+    ) -> Result<Stepped> {
         let p = &self.history;
         let has_legacy = self.has_legacy(tx)?;
+        if has_legacy && within == Within::Checkpoint {
+            return Ok(Stepped::Idle);
+        }
         let mut history = tx.open_table(HISTORY).map_err(storage)?;
         let mut changes = tx.open_table(CHANGES).map_err(storage)?;
         let mut legacy = match has_legacy {
@@ -617,9 +631,10 @@ impl Store {
         // inserts them). Every decision is made on the rows as they were before the step: a
         // key's tombstone goes only with the rows it supersedes.
         let mut freed: Vec<(Vec<u8>, i64)> = Vec::new();
-        let finished = loop {
+        // Reads only, but for the rows of `tenure_events` (never in a checkpoint).
+        let gathered = (|| loop {
             if looked >= budget {
-                break false;
+                return Ok(false);
             }
             // The next row of `tenure_changes` after the cursor; the first of `tenure_events`
             // (those the pass went through are gone from it).
@@ -644,7 +659,7 @@ impl Store {
                 None => None,
             };
             match (row, old) {
-                (None, None) => break true,
+                (None, None) => return Ok(true),
                 (Some((id, stored)), old) if old.is_none_or(|o| id <= o) => {
                     looked += events::decode_row(id, &stored)?.len();
                     rows.push((id, stored));
@@ -681,12 +696,30 @@ impl Store {
                     cursor = batch.last().map(|(at, _)| *at).max(cursor);
                 }
             }
+        })();
+        // A row the step cannot read, before it changed anything: in a checkpoint, the
+        // compaction is left to the compactor's own steps, which report it, and the
+        // checkpoint's writes commit.
+        let refused = |e: Error| match within {
+            Within::Checkpoint => Ok(Stepped::Idle),
+            Within::Own => Err(e),
         };
-        let decoded = rows
+        let finished = match gathered {
+            Ok(finished) => finished,
+            Err(e) => return refused(e),
+        };
+        let decoded = match rows
             .iter()
             .map(|(id, stored)| Ok((*id, events::decode_row(*id, stored)?)))
-            .collect::<Result<Vec<_>>>()?;
-        let keeps = decide(&history, &decoded, target)?;
+            .collect::<Result<Vec<_>>>()
+        {
+            Ok(decoded) => decoded,
+            Err(e) => return refused(e),
+        };
+        let keeps = match decide(&history, &decoded, target) {
+            Ok(keeps) => keeps,
+            Err(e) => return refused(e),
+        };
         for (id, writes) in &decoded {
             let mut keep = Vec::with_capacity(writes.len());
             for &(rev, key) in writes {
@@ -729,6 +762,17 @@ impl Store {
     }
 }
 
+/// Whose transaction a compaction step is part of.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Within {
+    /// Its own (the compactor's, `wait_compacted`'s): any failure fails it.
+    Own,
+    /// A checkpoint's: never on a file that still has `tenure_events` (whose rows a step
+    /// changes as it reads them), and a row it cannot read leaves the compaction to the
+    /// compactor instead of failing the checkpoint's writes.
+    Checkpoint,
+}
+
 /// What a compaction step did.
 pub(super) enum Stepped {
     /// Nothing to do: the file's compaction is done.
@@ -757,11 +801,14 @@ mod tests {
         format!("k{:03}", (rev as usize * 100 + i) % KEYS).into_bytes()
     }
 
-    /// Writes in both event tables: `tenure_events` and `tenure_changes`, at every revision.
+    /// Writes in both event tables: `tenure_events` (if the file has it) and `tenure_changes`,
+    /// at every revision.
     fn writes(tx: &WriteTransaction) -> usize {
-        let legacy = tx.open_table(LEGACY).unwrap();
+        let mut n = 0;
+        if tx.list_tables().unwrap().any(|t| t.name() == LEGACY_NAME) {
+            n += tx.open_table(LEGACY).unwrap().len().unwrap() as usize;
+        }
         let changes = tx.open_table(CHANGES).unwrap();
-        let mut n = legacy.len().unwrap() as usize;
         for row in changes.iter().unwrap() {
             let (k, v) = row.unwrap();
             n += events::decode_row(k.value(), v.value()).unwrap().len();
@@ -769,10 +816,10 @@ mod tests {
         n
     }
 
-    /// A store over a file of revisions 1..=100, 100 puts each over 150 keys (1..=50 with one
-    /// event row per write, as written before tenure_changes), compacted at 100, none of it
-    /// physically.
-    fn compacted_fixture(dir: &tempfile::TempDir) -> Store {
+    /// A store over a file of revisions 1..=100, 100 puts each over 150 keys (`legacy`:
+    /// 1..=50 with one event row per write, as written before tenure_changes), compacted at
+    /// 100, none of it physically.
+    fn compacted_fixture(dir: &tempfile::TempDir, legacy: bool) -> Store {
         let path = dir.path().join("steps.redb");
         // Through the store's own backend, which keeps the file's locks for its close.
         let file = std::fs::OpenOptions::new()
@@ -793,7 +840,7 @@ mod tests {
         let tx = db.begin_write().unwrap();
         {
             let mut history = tx.open_table(HISTORY).unwrap();
-            let mut legacy = tx.open_table(LEGACY).unwrap();
+            let mut old_rows = legacy.then(|| tx.open_table(LEGACY).unwrap());
             let mut changes = tx.open_table(CHANGES).unwrap();
             let mut row = Vec::new();
             for rev in 1..=100i64 {
@@ -813,11 +860,11 @@ mod tests {
                     push_sealed_row(&mut row, &k, rev, &e);
                     history.insert((k.as_slice(), rev), row.as_slice()).unwrap();
                     let at = (rev, i as u32);
-                    if rev <= 50 {
+                    if let Some(old_rows) = old_rows.as_mut().filter(|_| rev <= 50) {
                         let mut id = rev.to_be_bytes().to_vec();
                         id.extend_from_slice(&(i as u32).to_be_bytes());
                         let sealed = seal(LEGACY_NAME, &id, &k);
-                        legacy.insert(at, sealed.as_slice()).unwrap();
+                        old_rows.insert(at, sealed.as_slice()).unwrap();
                     } else {
                         packer.push(&mut changes, at, &k).unwrap();
                     }
@@ -850,7 +897,7 @@ mod tests {
     #[test]
     fn k17_each_compaction_step_is_bounded_and_the_pass_keeps_one_write_per_key() {
         let dir = tempfile::tempdir().unwrap();
-        let store = compacted_fixture(&dir);
+        let store = compacted_fixture(&dir, true);
         let mut steps = 0;
         let mut left = 10_000;
         loop {
@@ -907,7 +954,7 @@ mod tests {
         // region's writes, history grew for as long as writes came. Each checkpoint does at
         // least its own share.
         let dir = tempfile::tempdir().unwrap();
-        let store = compacted_fixture(&dir);
+        let store = compacted_fixture(&dir, false);
         let count = |store: &Store| {
             let tx = store.db.begin_write().unwrap();
             let n = writes(&tx);
@@ -940,5 +987,11 @@ mod tests {
         let rev = 101 + STEP as i64;
         store.commit(&[put(rev)], rev, 1, None).unwrap();
         assert_eq!(count(&store), after + 1);
+        // Nor does a checkpoint compact a file that still has `tenure_events`: a step changes
+        // its rows as it reads them, and only the compactor's own steps may fail on a row.
+        let dir = tempfile::tempdir().unwrap();
+        let store = compacted_fixture(&dir, true);
+        store.commit(&ops, 100 + STEP as i64, 1, Some(1)).unwrap();
+        assert_eq!(count(&store), 10_000 + STEP);
     }
 }

@@ -564,7 +564,11 @@ impl Store {
             // many, and more, in the same transaction, or the compactor's steps between
             // checkpoints would fall behind for as long as writes come (SPEC K10).
             let stepped = match applied {
-                Some(_) => Some(self.compact_within(&tx, ops.len() + history::STEP)?),
+                Some(_) => Some(self.compact_within(
+                    &tx,
+                    ops.len() + history::STEP,
+                    history::Within::Checkpoint,
+                )?),
                 None => None,
             };
             tx.commit().map_err(storage)?;
