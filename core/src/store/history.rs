@@ -431,33 +431,12 @@ impl View {
     }
 }
 
-/// Whether the compaction at `target` keeps the write of `key` at `rev` (below `target`): the
-/// key's last put at or below `target` is its value there; a superseded row or a tombstone
-/// goes.
-fn kept(
-    history: &redb::Table<'_, (&'static [u8], i64), &'static [u8]>,
-    key: &[u8],
-    rev: i64,
-    target: i64,
-) -> Result<bool> {
-    let superseded = history
-        .range((key, rev + 1)..=(key, target))
-        .map_err(storage)?
-        .next()
-        .is_some();
-    Ok(!superseded
-        && match history.get((key, rev)).map_err(storage)? {
-            Some(v) => open_row(key, rev, v.value())?.data.is_some(),
-            None => false,
-        })
-}
-
 /// An events row's position and its writes (revision, key), decoded.
 type DecodedRow<'w> = (Position, Vec<(i64, &'w [u8])>);
 
 /// Of the `writes` below `target` (events rows, each with its writes), those the compaction at
-/// `target` keeps, sorted: a key's last row at or below `target`, if it is one of them and not
-/// a tombstone (what [`kept`] says of each, with one seek per key instead of two per write).
+/// `target` keeps, sorted: the key's last put at or below `target` is its value there; a
+/// superseded row or a tombstone goes. One seek per key: its newest row at or below `target`.
 fn decide<'w>(
     history: &redb::Table<'_, (&'static [u8], i64), &'static [u8]>,
     writes: &[DecodedRow<'w>],
@@ -681,9 +660,11 @@ impl Store {
                             ))
                         })
                         .collect::<Result<_>>()?;
+                    let writes = batch.iter().map(|(at, key)| (at.0, key.as_slice()));
+                    let keeps = decide(&history, &[(until, writes.collect())], target)?;
                     let mut moved = Packer::default();
                     for (at, key) in &batch {
-                        if kept(&history, key, at.0, target)? {
+                        if keeps.binary_search(&(key.as_slice(), at.0)).is_ok() {
                             moved.push(&mut changes, *at, key)?;
                         } else {
                             freed.push((key.clone(), at.0));
