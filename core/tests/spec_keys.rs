@@ -1136,6 +1136,47 @@ mod history {
             ));
         }
 
+        /// A read at the revision that was current when it was asked is answered while writes
+        /// go on: the present answered from memory or, once written over, the past from the
+        /// file, never "compacted" (a `tenure serve` double barrier's watch failed on it).
+        #[test]
+        fn k9_a_read_at_the_current_revision_is_answered_while_writes_go_on() {
+            use std::sync::atomic::{AtomicBool, Ordering};
+            let dir = tempfile::tempdir().unwrap();
+            let db = open_file(&dir.path().join("k9c.db"));
+            db.put("k", "v", None).unwrap();
+            let stop = std::sync::Arc::new(AtomicBool::new(false));
+            let writer = {
+                let (db, stop) = (db.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        db.put("other", n.to_string(), None).unwrap();
+                        n += 1;
+                    }
+                    n
+                })
+            };
+            // Until writes overtook a read 200 times (the race this checks), at most `WAIT`.
+            let (mut moved, deadline) = (0, std::time::Instant::now() + WAIT);
+            while moved < 200 && std::time::Instant::now() < deadline {
+                let at = db.revision().unwrap();
+                let got = db.get_at("k", at);
+                assert!(
+                    matches!(&got, Ok(Some(kv)) if kv.value == b"v"),
+                    "at {at}: {got:?}"
+                );
+                moved += usize::from(db.revision().unwrap() > at);
+            }
+            stop.store(true, Ordering::Relaxed);
+            let written = writer.join().unwrap();
+            assert!(
+                moved >= 200,
+                "writes overtook {moved} reads of {written} writes"
+            );
+            db.close().unwrap();
+        }
+
         #[test]
         fn k9_in_memory_only_the_present_is_kept() {
             let db = Tenure::in_memory().unwrap();

@@ -106,17 +106,23 @@ impl Engine {
 
     /// One etcd range at its revision: the present from memory, a past revision from the store.
     fn range_request(&self, r: &RangeRequest) -> Result<Outcome> {
-        let (current, compacted) =
-            self.read_durable(|lease_kv| (lease_kv.kv.revision, lease_kv.kv.compacted))?;
-        if r.revision > current {
-            return Ok(Outcome::Refused(Refusal::FutureRevision));
-        }
-        if r.revision != 0 && r.revision < compacted {
-            return Ok(Outcome::Refused(Refusal::Compacted));
-        }
-        if !r.is_past(current) {
-            return self
-                .read_durable(|lease_kv| lease_kv.execute_read(&RequestOp::Range(r.clone())))?;
+        // Decided, and the present answered, under one state lock: a write in between would
+        // turn the present into a past revision that memory no longer holds.
+        let (current, present) = self.read_durable(|lease_kv| {
+            let (current, compacted) = (lease_kv.kv.revision, lease_kv.kv.compacted);
+            let present = if r.revision > current {
+                Some(Ok(Outcome::Refused(Refusal::FutureRevision)))
+            } else if r.revision != 0 && r.revision < compacted {
+                Some(Ok(Outcome::Refused(Refusal::Compacted)))
+            } else if !r.is_past(current) {
+                Some(lease_kv.execute_read(&RequestOp::Range(r.clone())))
+            } else {
+                None
+            };
+            (current, present)
+        })?;
+        if let Some(out) = present {
+            return out;
         }
         let response = self.read_past(r)?;
         Ok(Outcome::Done {
