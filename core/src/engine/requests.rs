@@ -108,18 +108,13 @@ impl Engine {
     fn range_request(&self, r: &RangeRequest) -> Result<Outcome> {
         // Decided, and the present answered, under one state lock: a write in between would
         // turn the present into a past revision that memory no longer holds.
+        // A retained past revision is read from the store; anything else (the present, a
+        // future or compacted revision) is the state machine's answer (`check_range`).
         let (current, present) = self.read_durable(|lease_kv| {
-            let (current, compacted) = (lease_kv.kv.revision, lease_kv.kv.compacted);
-            let present = if r.revision > current {
-                Some(Ok(Outcome::Refused(Refusal::FutureRevision)))
-            } else if r.revision != 0 && r.revision < compacted {
-                Some(Ok(Outcome::Refused(Refusal::Compacted)))
-            } else if !r.is_past(current) {
-                Some(lease_kv.execute_read(&RequestOp::Range(r.clone())))
-            } else {
-                None
-            };
-            (current, present)
+            let kv = &lease_kv.kv;
+            let present = (!r.is_past(kv.revision) || r.revision < kv.compacted)
+                .then(|| lease_kv.execute_read(&RequestOp::Range(r.clone())));
+            (kv.revision, present)
         })?;
         if let Some(out) = present {
             return out;
