@@ -1,11 +1,12 @@
-//! K16, K17: the history's events stored one row per commit (`tenure_changes`), files written
-//! with one event row per write (`tenure_events`, formats 3 and 4) read, replayed across the
-//! switch and drained by compaction, and a damaged events row refused.
+//! K16, K17: the history's events stored one row per commit (`tenure_changes`), its versions
+//! keyed by revision (`tenure_versions`); files of the layout keyed by key (formats 3 to 6,
+//! `tenure_history`, and in 3 and 4 one event row per write, `tenure_events`) read in place,
+//! converted at open and replayed as before; compaction, and a damaged events row refused.
 //!
-//! The files of the old layout are made from files of this build with redb itself: their
-//! `tenure_changes` rows are decoded (the layout of DESIGN "Revision history") and written back
-//! as one sealed row per write, the format set to 3 (or 4) and the meta checksum rewritten, as
-//! the build before K16 wrote them.
+//! The files of the old layouts are made from files of this build with redb itself: their
+//! versions and `tenure_changes` rows are decoded (the layout of DESIGN "Revision history") and
+//! written back as the builds before K17 wrote them, the format set and the meta checksum
+//! rewritten.
 
 mod support;
 
@@ -19,6 +20,9 @@ use tenure::{AutoCompaction, Event, EventKind, KeyValue, Op, Tenure, Txn, WatchO
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
 const CHANGES: TableDefinition<(i64, u32), &[u8]> = TableDefinition::new("tenure_changes");
 const PER_WRITE: TableDefinition<(i64, u32), &[u8]> = TableDefinition::new("tenure_events");
+const VERSIONS: TableDefinition<(i64, &[u8]), &[u8]> = TableDefinition::new("tenure_versions");
+const DELETED: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tenure_deleted");
+const KEYED: TableDefinition<(&[u8], i64), &[u8]> = TableDefinition::new("tenure_history");
 
 /// The seal of a stored row (`store/seal.rs`): payload, then CRC-32 of the table name, key and
 /// payload, lengths as u64 LE.
@@ -105,30 +109,96 @@ fn format_of(path: &Path) -> i64 {
     v
 }
 
-/// Turns a closed file of this build into the file the build before K16 wrote: one sealed
-/// `tenure_events` row per write, (revision, n) → key, no `tenure_changes`, `format`.
-fn to_per_write_layout(path: &Path, format: i64) {
+fn take_varint(bytes: &mut &[u8]) -> u64 {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = bytes[0];
+        *bytes = &bytes[1..];
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            break;
+        }
+    }
+    v
+}
+
+/// A `tenure_versions` row's payload past its links (`store/chain.rs`: depth, level count,
+/// each level's length and revisions, LEB128): the key's row as `codec` encodes it.
+fn version_entry(stored: &[u8]) -> &[u8] {
+    let mut rest = &stored[..stored.len() - 4];
+    take_varint(&mut rest);
+    let levels = rest[0];
+    rest = &rest[1..];
+    for _ in 0..levels {
+        let n = rest[0];
+        rest = &rest[1..];
+        for _ in 0..n {
+            take_varint(&mut rest);
+        }
+    }
+    rest
+}
+
+/// A version: (revision, key), and the key's row as `codec` encodes it.
+type Version = ((i64, Vec<u8>), Vec<u8>);
+
+/// Every version of a closed file.
+fn versions(path: &Path) -> Vec<Version> {
+    let db = redb::Database::open(path).unwrap();
+    let tx = db.begin_read().unwrap();
+    let t = tx.open_table(VERSIONS).unwrap();
+    t.iter()
+        .unwrap()
+        .map(|r| {
+            let (k, v) = r.unwrap();
+            let (rev, key) = k.value();
+            ((rev, key.to_vec()), version_entry(v.value()).to_vec())
+        })
+        .collect()
+}
+
+/// Turns a closed file of this build into one the builds before K17 wrote: its history keyed
+/// by key (`tenure_history`, (key, revision) → the row sealed under key then revision), and
+/// with `per_write`, as before K16, one sealed `tenure_events` row per write, (revision, n) →
+/// key, instead of `tenure_changes`; `format` set.
+fn to_keyed_layout(path: &Path, format: i64, per_write: bool) {
     let rows = changes_rows(path);
+    let versions = versions(path);
     let db = redb::Database::open(path).unwrap();
     let tx = db.begin_write().unwrap();
     {
-        let mut events = tx.open_table(PER_WRITE).unwrap();
-        let (mut rev, mut n) = (0, 0u32);
-        for (_, writes) in rows {
-            for (r, key) in writes {
-                if r != rev {
-                    (rev, n) = (r, 0);
+        let mut keyed = tx.open_table(KEYED).unwrap();
+        for ((rev, key), entry) in &versions {
+            let mut at = key.clone();
+            at.extend_from_slice(&rev.to_be_bytes());
+            let row = seal("tenure_history", &at, entry);
+            keyed
+                .insert((key.as_slice(), *rev), row.as_slice())
+                .unwrap();
+        }
+        if per_write {
+            let mut events = tx.open_table(PER_WRITE).unwrap();
+            let (mut rev, mut n) = (0, 0u32);
+            for (_, writes) in rows {
+                for (r, key) in writes {
+                    if r != rev {
+                        (rev, n) = (r, 0);
+                    }
+                    let row = seal("tenure_events", &position_bytes(r, n), &key);
+                    events.insert((r, n), row.as_slice()).unwrap();
+                    n += 1;
                 }
-                let row = seal("tenure_events", &position_bytes(r, n), &key);
-                events.insert((r, n), row.as_slice()).unwrap();
-                n += 1;
             }
         }
         let mut meta = tx.open_table(META).unwrap();
         meta.insert("format", format).unwrap();
         reseal_meta(&mut meta);
     }
-    tx.delete_table(CHANGES).unwrap();
+    tx.delete_table(VERSIONS).unwrap();
+    tx.delete_table(DELETED).unwrap();
+    if per_write {
+        tx.delete_table(CHANGES).unwrap();
+    }
     tx.commit().unwrap();
 }
 
@@ -252,22 +322,30 @@ fn mixed_writes(db: &Tenure, round: usize) -> i64 {
     db.revision().unwrap()
 }
 
-#[test]
-fn k16_a_file_with_one_event_row_per_write_reads_replays_across_the_switch_and_is_marked() {
+/// The file of `format` the builds before K17 wrote (with one event row per write for 3 and
+/// 4) reads in place as written, replays and reads at every revision as written once opened,
+/// which converts it (`format` becomes `now`), and goes on.
+fn keyed_file_is_read_then_converted(format: i64, now: i64) {
+    let per_write = format <= 4;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k16.tenure");
     let db = open_file(&path);
     let old_end = mixed_writes(&db, 0);
     let old_events = replay(&db, 1);
-    let at_3 = db.range_at("", None, 3).unwrap();
+    let old_reads: Vec<Vec<KeyValue>> = (1..=old_end)
+        .map(|r| db.range_at("", None, r).unwrap())
+        .collect();
     db.close().unwrap();
-    to_per_write_layout(&path, 3);
-    assert!(!has_table(&path, "tenure_changes"));
+    to_keyed_layout(&path, format, per_write);
+    assert!(!has_table(&path, "tenure_versions"));
+    assert_eq!(has_table(&path, "tenure_changes"), !per_write);
 
     // Read in place, as it is: nothing written, the format kept.
     let bytes = std::fs::read(&path).unwrap();
-    let in_place = Tenure::read_file_range_at(&path, "", "\0", 3).unwrap();
-    assert_eq!(in_place, at_3);
+    for (r, kvs) in (1..).zip(&old_reads) {
+        let in_place = Tenure::read_file_range_at(&path, "", "\0", r).unwrap();
+        assert_same_kvs(&in_place, kvs, &format!("in place at {r}"));
+    }
     assert_eq!(
         std::fs::read(&path).unwrap(),
         bytes,
@@ -280,7 +358,9 @@ fn k16_a_file_with_one_event_row_per_write_reads_replays_across_the_switch_and_i
         &old_events,
         "the old rows replay as written",
     );
-    assert_eq!(db.range_at("", None, 3).unwrap(), at_3);
+    for (r, kvs) in (1..).zip(&old_reads) {
+        assert_same_kvs(&db.range_at("", None, r).unwrap(), kvs, &format!("at {r}"));
+    }
     let end = mixed_writes(&db, 1);
     let all = replay(&db, 1);
     assert_same(&all[..old_events.len()], &old_events, "the old rows first");
@@ -298,47 +378,43 @@ fn k16_a_file_with_one_event_row_per_write_reads_replays_across_the_switch_and_i
         assert_same(&replay(&db, from), &want, &format!("from {from}"));
     }
     db.close().unwrap();
-    assert_eq!(
-        format_of(&path),
-        5,
-        "marked: builds reading only tenure_events refuse it"
-    );
-    assert!(
-        has_table(&path, "tenure_events"),
-        "the old rows are still read"
-    );
+    assert_eq!(format_of(&path), now, "converted: older builds refuse it");
+    for old in ["tenure_history", "tenure_events"] {
+        assert!(!has_table(&path, old), "{old} converted and dropped");
+    }
 
     let db = open_file(&path);
     assert_same(&replay(&db, 1), &all, "across reopen");
+    for (r, kvs) in (1..).zip(&old_reads) {
+        assert_same_kvs(&db.range_at("", None, r).unwrap(), kvs, &format!("at {r}"));
+    }
     db.close().unwrap();
 }
 
 #[test]
-fn k16_a_file_of_format_4_opens_replays_and_is_marked_complete_on_close() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("k16-4.tenure");
-    let db = open_file(&path);
-    mixed_writes(&db, 0);
-    let before = replay(&db, 1);
-    db.close().unwrap();
-    to_per_write_layout(&path, 4);
-    let db = open_file(&path);
-    assert_same(&replay(&db, 1), &before, "as written");
-    db.put("after", "1", None).unwrap();
-    let events = replay(&db, 1);
-    assert_same(&events[..before.len()], &before, "the old rows first");
-    assert_eq!(events.len(), before.len() + 1);
-    db.close().unwrap();
-    assert_eq!(format_of(&path), 5);
+fn k16_a_file_with_one_event_row_per_write_reads_in_place_replays_and_is_converted() {
+    keyed_file_is_read_then_converted(3, 7);
 }
 
 #[test]
-fn k17_compaction_drains_the_per_write_table_and_keeps_every_later_answer() {
+fn k16_a_file_of_format_4_opens_replays_and_is_converted() {
+    // 4: written with the log; converted, then marked complete (7) by the clean close.
+    keyed_file_is_read_then_converted(4, 7);
+}
+
+#[test]
+fn k17_a_file_of_the_history_keyed_by_key_reads_in_place_replays_and_is_converted() {
+    keyed_file_is_read_then_converted(5, 7);
+    keyed_file_is_read_then_converted(6, 7);
+}
+
+#[test]
+fn k17_compaction_of_a_converted_file_keeps_every_later_answer() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k17-old.tenure");
     let db = open_file(&path);
-    // 60 revisions of 100 writes (6 000 event rows in the old layout: more than one step),
-    // over 150 keys, with deletes.
+    // 60 revisions of 100 writes (6 000 versions: more than one step), over 150 keys, with
+    // deletes.
     for r in 0..60 {
         let ops: Vec<Op> = (0..100)
             .map(|i| {
@@ -354,7 +430,7 @@ fn k17_compaction_drains_the_per_write_table_and_keeps_every_later_answer() {
     }
     let old_end = db.revision().unwrap();
     db.close().unwrap();
-    to_per_write_layout(&path, 3);
+    to_keyed_layout(&path, 3, true);
 
     let db = open_file(&path);
     for i in 0..20 {
@@ -378,34 +454,20 @@ fn k17_compaction_drains_the_per_write_table_and_keeps_every_later_answer() {
             assert_same(&replay(db, from), &want, &format!("from {from}"));
         }
     };
-
-    // Inside the old rows: the table keeps what is above the compaction.
     assert_eq!(db.compact_physical(30).unwrap(), Ok(end));
     check(&db, 30);
     db.close().unwrap();
-    assert!(has_table(&path, "tenure_events"));
-    let moved: Vec<i64> = changes_rows(&path)
-        .iter()
-        .flat_map(|(_, w)| w.iter().map(|(r, _)| *r))
-        .filter(|r| *r < 30)
-        .collect();
+    let below = versions(&path).iter().filter(|((r, _), _)| *r < 30).count();
     assert!(
-        !moved.is_empty(),
-        "the writes kept below 30 moved into rows per commit"
-    );
-    assert!(
-        moved.len() <= 150,
-        "at most one kept write per key: {}",
-        moved.len()
+        below <= 150,
+        "at most one version per key below 30: {below}"
     );
 
-    // Beyond the switch: the old table is drained and dropped.
     let db = open_file(&path);
     check(&db, 30);
     assert_eq!(db.compact_physical(old_end + 5).unwrap(), Ok(end));
     check(&db, old_end + 5);
     db.close().unwrap();
-    assert!(!has_table(&path, "tenure_events"), "drained and dropped");
     let db = open_file(&path);
     check(&db, old_end + 5);
     db.close().unwrap();
@@ -421,7 +483,7 @@ fn open_without_log(path: &std::path::Path) -> Tenure {
 }
 
 #[test]
-fn k17_compaction_rewrites_and_removes_the_rows_of_each_commit() {
+fn k17_compaction_keeps_one_version_per_key_below_its_point_and_no_events_there() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k17.tenure");
     // Without the log every call is its own commit into the file: one row each.
@@ -452,24 +514,20 @@ fn k17_compaction_rewrites_and_removes_the_rows_of_each_commit() {
     db.close().unwrap();
     let rows = changes_rows(&path);
     assert_eq!(
-        rows.len(),
-        9 + 2 + 80,
-        "one row per commit, two for the big one"
+        rows.iter().filter(|(id, _)| id.0 != big).count(),
+        9 + 80,
+        "one row per commit"
     );
+    // The big commit's rows: each keyed by the position of its first write, in order.
     let big_rows: Vec<_> = rows.iter().filter(|(id, _)| id.0 == big).collect();
-    assert_eq!(
-        big_rows.len(),
-        2,
-        "1 100 writes of one commit take two rows"
-    );
-    assert_eq!(big_rows[0].0, (big, 0));
-    assert_eq!(big_rows[0].1.len(), 1024);
-    assert_eq!(
-        big_rows[1].0,
-        (big, 1024),
-        "keyed by the position of its first write"
-    );
-    assert_eq!(big_rows[1].1.len(), 1100 - 1024);
+    assert!(big_rows.len() >= 2, "1 100 writes of one commit take rows");
+    let mut n = 0;
+    for (id, writes) in &big_rows {
+        assert_eq!(*id, (big, n), "keyed by the position of its first write");
+        assert!(writes.len() <= 1024);
+        n += writes.len() as u32;
+    }
+    assert_eq!(n, 1100);
 
     let compact_at = big + 40;
     let db = open();
@@ -485,12 +543,11 @@ fn k17_compaction_rewrites_and_removes_the_rows_of_each_commit() {
     let live_at: Vec<KeyValue> = db.range_at("", None, compact_at).unwrap();
     db.close().unwrap();
 
-    // Below the compaction only each key's last put at or below it is left, in its row; the
-    // rows left with nothing are gone, the others rewritten.
-    let rows = changes_rows(&path);
-    let below: Vec<(i64, Vec<u8>)> = rows
-        .iter()
-        .flat_map(|(_, w)| w.iter().cloned())
+    // Below the compaction only each key's last put at or below it is left; no events row
+    // wholly below it is.
+    let mut below: Vec<(i64, Vec<u8>)> = versions(&path)
+        .into_iter()
+        .map(|(at, _)| at)
         .filter(|(r, _)| *r < compact_at)
         .collect();
     let mut want: Vec<(i64, Vec<u8>)> = live_at
@@ -499,20 +556,14 @@ fn k17_compaction_rewrites_and_removes_the_rows_of_each_commit() {
         .map(|kv| (kv.mod_revision, kv.key.clone()))
         .collect();
     want.sort();
-    let mut below_sorted = below.clone();
-    below_sorted.sort();
-    assert_eq!(below_sorted, want);
+    below.sort();
+    assert_eq!(below, want);
+    let rows = changes_rows(&path);
     assert!(
-        rows.iter().all(|(_, w)| !w.is_empty()),
-        "no empty row is kept"
+        rows.iter()
+            .all(|(_, w)| w.iter().any(|(r, _)| *r >= compact_at)),
+        "no events row wholly below the compaction is kept"
     );
-    assert!(rows.len() < 91, "{} rows", rows.len());
-    for ((id, w), next) in rows.iter().zip(rows.iter().skip(1)) {
-        assert!(
-            w.iter().all(|(r, _)| *r >= id.0 && *r <= next.0 .0),
-            "rows do not overlap"
-        );
-    }
 }
 
 /// Puts k0..k9 at revisions 1..=10 without the log (every put its own commit: revision 5 is

@@ -54,6 +54,22 @@ pub(crate) fn decode(rec: &[u8]) -> Option<Entry> {
     Some(Entry { data, lease: n(3) })
 }
 
+/// The mod revision of the record `rec` without decoding its value: `Some(None)` for a
+/// record without a value, `None` for one `encode` could not have written.
+pub(crate) fn decode_mod_revision(rec: &[u8]) -> Option<Option<i64>> {
+    if rec.len() < HEADER || rec[0] > 1 {
+        return None;
+    }
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&rec[9..17]);
+    Some((rec[0] == 1).then_some(i64::from_le_bytes(b)))
+}
+
+/// Whether the record `rec` has a value (`None`: not a record `encode` could have written).
+pub(crate) fn has_value(rec: &[u8]) -> Option<bool> {
+    (rec.len() >= HEADER && rec[0] <= 1).then_some(rec[0] == 1)
+}
+
 /// A lease row's payload: ttl ns | remaining ns or `NO_TIME` | wall ms (LE).
 pub(crate) fn encode_lease(ttl: u64, remaining: u64, wall_ms: i64) -> [u8; 24] {
     let mut out = [0u8; 24];
@@ -94,12 +110,17 @@ mod tests {
             }),
             lease: 42,
         };
+        assert_eq!(decode_mod_revision(&encode(&e)), Some(Some(9)));
+        assert_eq!(has_value(&encode(&e)), Some(true));
         assert_eq!(decode(&encode(&e)), Some(e));
         let bare = Entry {
             data: None,
             lease: 7,
         };
+        assert_eq!(decode_mod_revision(&encode(&bare)), Some(None));
+        assert_eq!(has_value(&encode(&bare)), Some(false));
         assert_eq!(decode(&encode(&bare)), Some(bare));
+        assert_eq!(decode_mod_revision(b"short"), None);
         assert_eq!(decode(b"short"), None);
         let l = decode_lease(5, &encode_lease(10, 7, -3)).unwrap();
         assert_eq!((l.id, l.ttl, l.remaining, l.wall_ms), (5, 10, 7, -3));

@@ -1,25 +1,21 @@
 //! The events of the revision history on disk (SPEC K11, K16, K17): which key each write of
-//! each revision touched, in apply order. A watch from a past revision replays them; the
-//! compaction walks them to find the history rows below its point.
+//! each revision touched, in apply order. A watch from a past revision replays them.
 //!
-//! - `tenure_changes` (formats 5 and 6): one row per group commit (per log record on a replay),
-//!   keyed by the (revision, n) of its first write, n counting the writes of that revision from
-//!   0; its value lists the commit's writes in order, each `revision (i64 LE) | key length
-//!   (u32 LE) | key`, sealed (`seal`) under the row's key. A row holds at most [`ROW_WRITES`]
-//!   writes and about [`ROW_BYTES`] bytes (a bigger commit takes several rows), so that the
-//!   compaction, which rewrites a row when it drops some of its writes, rewrites a bounded one.
+//! - `tenure_changes`: one row per group commit (per log record on a replay), keyed by the
+//!   (revision, n) of its first write, n counting the writes of that revision from 0; its value
+//!   lists the commit's writes in order, each `revision (i64 LE) | key length (u32 LE) | key`,
+//!   sealed (`seal`) under the row's key. A row holds at most [`ROW_WRITES`] writes and about
+//!   [`ROW_BYTES`] bytes (a bigger commit takes several rows): rows fit a page, so none pins
+//!   the end of the file when redb's `compact` moves pages down (`defragment`, SPEC D10).
 //!   Rows never overlap: each holds writes from its key up to the next row's key.
-//! - `tenure_events` (formats 3 and 4): one row per write, (revision, n) → key, sealed. A file
-//!   written before the rows above keeps it: both are read, merged in (revision, n) order, and
-//!   the compaction drains it (it moves the writes it keeps into rows above, keyed by their
-//!   own (revision, n), and drops the table once empty).
+//! - `tenure_events` (formats 3 and 4): one row per write, (revision, n) → key, sealed;
+//!   `history::upgrade` turns each into a `tenure_changes` row.
 //!
 //! One row per commit instead of one per write: redb pays about 8 000 instructions per row
 //! inserted, and at 64 threads the checkpointer's CPU is the limit (BENCHMARKS 14, 18).
-//! Like `tenure_history`, neither table is digested: the open never reads them whole, so a
+//! Like the versions, neither table is digested: the open never reads them whole, so a
 //! digest would be compared by nothing; a damaged row is refused when it is read.
 
-use std::iter::Peekable;
 use std::ops::Bound;
 
 use redb::{ReadableTable, TableDefinition};
@@ -36,7 +32,7 @@ pub(super) const LEGACY: TableDefinition<(i64, u32), &[u8]> = TableDefinition::n
 /// Writes per row at most.
 pub(super) const ROW_WRITES: usize = 1024;
 /// A row is closed once its payload reaches this many bytes (one write may take it beyond).
-pub(super) const ROW_BYTES: usize = 64 << 10;
+pub(super) const ROW_BYTES: usize = 3 << 10;
 /// Bytes an encoded write adds before its key.
 const WRITE_HEADER: usize = 12;
 
@@ -155,14 +151,10 @@ impl Packer {
 pub(super) trait EventTable: ReadableTable<(i64, u32), &'static [u8]> {}
 impl<T: ReadableTable<(i64, u32), &'static [u8]>> EventTable for T {}
 
-/// Calls `each(revision, key)` for every write of revisions `from..=to`, in (revision, n)
-/// order: the rows of `changes` merged with those of `legacy` (a file's `tenure_events`, if it
-/// still has one). Within one revision, writes in `changes` come first: the only revision with
-/// writes in both is one whose first writes a compaction step moved (`Store::compact_step`
-/// moves them in order and stops anywhere), below the compaction point, where no watch starts.
+/// Calls `each(revision, key)` for every write of revisions `from..=to` in `changes`, in
+/// (revision, n) order.
 pub(super) fn for_each(
-    changes: Option<&impl EventTable>,
-    legacy: Option<&impl EventTable>,
+    changes: &impl EventTable,
     from: i64,
     to: i64,
     mut each: impl FnMut(i64, &[u8]) -> Result<()>,
@@ -170,60 +162,31 @@ pub(super) fn for_each(
     if from > to {
         return Ok(());
     }
-    let mut old: Option<Peekable<_>> = match legacy {
-        Some(t) => Some(
-            t.range((from, 0)..=(to, u32::MAX))
-                .map_err(storage)?
-                .peekable(),
-        ),
-        None => None,
-    };
-    // Emits the legacy writes before revision `before` (all of them for `None`).
-    let mut drain = |before: Option<i64>, each: &mut dyn FnMut(i64, &[u8]) -> Result<()>| {
-        let Some(it) = old.as_mut() else {
-            return Ok(());
-        };
-        loop {
-            let next_rev = match it.peek() {
-                Some(Ok((k, _))) => k.value().0,
-                Some(Err(_)) => i64::MIN, // surfaced below
-                None => return Ok(()),
-            };
-            if before.is_some_and(|b| next_rev >= b) {
-                return Ok(());
+    // The row holding `from`'s first write may begin before it: start at the last row keyed
+    // at or before (from, 0).
+    let start = changes
+        .range(..=(from, 0))
+        .map_err(storage)?
+        .next_back()
+        .transpose()
+        .map_err(storage)?
+        .map_or(Bound::Unbounded, |(k, _)| Bound::Included(k.value()));
+    for row in changes
+        .range::<Position>((start, Bound::Included((to, u32::MAX))))
+        .map_err(storage)?
+    {
+        let (k, v) = row.map_err(storage)?;
+        for (rev, key) in decode_row(k.value(), v.value())? {
+            if rev < from {
+                continue;
             }
-            let (k, v) = it.next().expect("peeked").map_err(storage)?;
-            each(k.value().0, legacy_key(k.value(), v.value())?)?;
-        }
-    };
-    if let Some(changes) = changes {
-        // The row holding `from`'s first write may begin before it: start at the last row
-        // keyed at or before (from, 0).
-        let start = changes
-            .range(..=(from, 0))
-            .map_err(storage)?
-            .next_back()
-            .transpose()
-            .map_err(storage)?
-            .map_or(Bound::Unbounded, |(k, _)| Bound::Included(k.value()));
-        for row in changes
-            .range::<Position>((start, Bound::Included((to, u32::MAX))))
-            .map_err(storage)?
-        {
-            let (k, v) = row.map_err(storage)?;
-            for (rev, key) in decode_row(k.value(), v.value())? {
-                if rev < from {
-                    continue;
-                }
-                if rev > to {
-                    break;
-                }
-                drain(Some(rev), &mut each)?;
-                each(rev, key)?;
+            if rev > to {
+                break;
             }
+            each(rev, key)?;
         }
     }
-    drain(None, &mut each)
+    Ok(())
 }
 
 #[cfg(test)]

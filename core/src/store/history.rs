@@ -2,126 +2,236 @@
 //! until it is compacted, so that reads at a past revision and watches from one are answered
 //! from the file, and memory holds only the present.
 //!
-//! - `tenure_history`: (key, revision) → the key's row as written at that revision (`codec`;
-//!   no value: a tombstone, the key deleted then).
+//! - `tenure_versions`: (revision, key) → the key's row as written at that revision, after
+//!   the links to its earlier versions (`chain`); no value: a tombstone, the key deleted then.
+//!   Keyed by revision, so a checkpoint appends its writes at the table's end instead of
+//!   touching every page of a table ordered by key (BENCHMARKS 24).
+//! - `tenure_deleted`: key → the revision of its last delete, for each key deleted now whose
+//!   tombstone is still held: where a read finds the newest version of a key with no current
+//!   row. A live key's newest version is its current row's `mod_revision`.
 //! - the events (`events`): which key each write of each revision touched, in apply order
-//!   (what a watch replays, what the compaction walks): one `tenure_changes` row per commit,
-//!   and in files written before those rows, `tenure_events`, one row per write.
+//!   (what a watch replays): one `tenure_changes` row per commit.
 //! - `tenure_meta["compacted"]`: the last compaction; `["history"]`: the file keeps history
 //!   (absent in files written before it: their present is seeded into it by the first commit).
 //!
-//! Compaction at `c` removes, in bounded steps, every history row below `c` that a later row
-//! at or below `c` supersedes, and the tombstones below `c` with their events: what remains
-//! answers every read at `c` or later exactly as before.
+//! Files of formats 3 to 6 kept the history ordered by key (`tenure_history`, and in 3 and 4
+//! one event row per write, `tenure_events`): [`upgrade`] converts them before anything else
+//! writes them.
+//!
+//! Compaction at `c` walks the versions up to `c` in revision order: each removes the version
+//! it replaced (superseded at `c`), a tombstone below `c` removes itself, and the events rows
+//! wholly below `c` go. What remains answers every read at `c` or later exactly as before; no
+//! state crosses steps, so a pass cut by a crash is redone as it is.
 
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell, RefCell};
 use std::ops::Bound;
 
-use redb::{
-    Durability, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle,
-    WriteTransaction,
-};
+use redb::{Durability, ReadableTable, TableDefinition, TableHandle, WriteTransaction};
+use rustc_hash::FxHashMap;
 
-use super::codec::{decode, encode_into, encoded_len};
-use super::events::{self, Packer, Position, CHANGES, LEGACY, LEGACY_NAME};
-use super::seal::{seal_in_place_at, unseal, write_meta, SEAL_LEN};
+use super::chain::{self, Hop, Links};
+use super::codec::{decode, decode_mod_revision, encode_into, has_value};
+use super::events::{self, Packer, CHANGES, LEGACY, LEGACY_NAME};
+use super::seal::{seal, seal_in_place_at, unseal, unseal_at, write_meta, SEAL_LEN};
 use super::snapshot::View;
-use super::{guarded, storage, Store, KV, KV_NAME, META, PER_WRITE_EVENTS};
+use super::{guarded, storage, Store, KV, KV_NAME, META};
 use crate::error::{Error, Result};
 use crate::kv::range::KeyRange;
 use crate::rows::Entry;
 use crate::types::{Event, EventKind, KeyValue, LeaseId};
 
-const HISTORY_NAME: &str = "tenure_history";
-pub(super) const HISTORY: TableDefinition<(&[u8], i64), &[u8]> = TableDefinition::new(HISTORY_NAME);
+const VERSIONS_NAME: &str = "tenure_versions";
+pub(super) const VERSIONS: TableDefinition<(i64, &[u8]), &[u8]> =
+    TableDefinition::new(VERSIONS_NAME);
+const DELETED_NAME: &str = "tenure_deleted";
+pub(super) const DELETED: TableDefinition<&[u8], &[u8]> = TableDefinition::new(DELETED_NAME);
+/// The history of formats 3 to 6, ordered by key: (key, revision) → the row (`upgrade`).
+const KEYED_NAME: &str = "tenure_history";
+const KEYED: TableDefinition<(&[u8], i64), &[u8]> = TableDefinition::new(KEYED_NAME);
 
-/// `tenure_history` in a read transaction.
-type HistoryTable = redb::ReadOnlyTable<(&'static [u8], i64), &'static [u8]>;
-/// An events table (`tenure_changes`, `tenure_events`) in a read transaction.
-type EventsTable = redb::ReadOnlyTable<(i64, u32), &'static [u8]>;
+type VersionsTable = redb::ReadOnlyTable<(i64, &'static [u8]), &'static [u8]>;
+type WriteVersions<'t> = redb::Table<'t, (i64, &'static [u8]), &'static [u8]>;
 
 /// The meta rows about the history (a copy of the file, which has none, leaves them out).
 pub(crate) const HISTORY_ROWS: [&str; 2] = ["history", "compacted"];
 
-/// Appends to `buf` the row of `key` at `rev` as stored: the codec's encoding, sealed
-/// (`seal`) under the pair, key then revision big-endian. (The history tables are not
-/// digested: the open never reads them whole.)
-fn push_sealed_row(buf: &mut Vec<u8>, key: &[u8], rev: i64, e: &Entry) {
+/// The formats whose history `upgrade` converts, each with the format it becomes.
+const KEYED_FORMATS: [(i64, i64); 4] = [
+    (3, super::FORMAT_VERSION),
+    (5, super::FORMAT_VERSION),
+    (4, super::FORMAT_LOGGED),
+    (6, super::FORMAT_LOGGED),
+];
+
+/// Whether a file of `format` keeps the history ordered by key (converted by `upgrade`).
+pub(crate) fn is_keyed(format: i64) -> bool {
+    KEYED_FORMATS.iter().any(|&(old, _)| old == format)
+}
+
+/// Appends to `buf` the version of `key` at `rev` as stored: its links, then the codec's
+/// encoding of `e`, sealed (`seal`) under the pair, revision big-endian then key.
+fn push_version(buf: &mut Vec<u8>, rev: i64, key: &[u8], links: &Links, e: &Entry) {
     let start = buf.len();
-    buf.reserve(encoded_len(e) + SEAL_LEN);
+    links.encode_into(rev, buf);
     encode_into(e, buf);
-    seal_in_place_at(buf, start, HISTORY_NAME, &[key, &rev.to_be_bytes()]);
+    seal_in_place_at(buf, start, VERSIONS_NAME, &[&rev.to_be_bytes(), key]);
 }
 
-fn pair(key: &[u8], rev: i64) -> Vec<u8> {
-    let mut p = Vec::with_capacity(key.len() + 8);
-    p.extend_from_slice(key);
-    p.extend_from_slice(&rev.to_be_bytes());
-    p
+/// The payload of the stored version of `key` at `rev` (its links, then its row), checked.
+fn unseal_version<'a>(rev: i64, key: &[u8], stored: &'a [u8]) -> Result<&'a [u8]> {
+    unseal_at(VERSIONS_NAME, &[&rev.to_be_bytes(), key], stored)
+        .ok_or_else(|| undecodable(key, rev))
 }
 
-/// The row of `key` at `rev`; `Corrupt`-worded storage error if it does not unseal.
-fn open_row(key: &[u8], rev: i64, stored: &[u8]) -> Result<Entry> {
-    unseal(HISTORY_NAME, &pair(key, rev), stored)
+/// The links and row of the version of `key` at `rev`; a storage error worded as damage if it
+/// does not unseal or parse.
+fn open_version(rev: i64, key: &[u8], stored: &[u8]) -> Result<(Links, Entry)> {
+    Links::decode(rev, unseal_version(rev, key, stored)?)
+        .and_then(|(links, rest)| Some((links, decode(rest)?)))
+        .ok_or_else(|| undecodable(key, rev))
+}
+
+/// Of the version of `key` at `rev`: the revision of the version it replaced, and whether it
+/// is a tombstone.
+fn version_outline(rev: i64, key: &[u8], stored: &[u8]) -> Result<(Option<i64>, bool)> {
+    let payload = unseal_version(rev, key, stored)?;
+    chain::prev_and_rest(rev, payload)
+        .and_then(|(prev, rest)| Some((prev, !has_value(rest)?)))
+        .ok_or_else(|| undecodable(key, rev))
+}
+
+/// The revision a `tenure_deleted` row holds.
+fn open_deleted(key: &[u8], stored: &[u8]) -> Result<i64> {
+    unseal(DELETED_NAME, key, stored)
+        .and_then(|p| p.try_into().ok())
+        .map(i64::from_le_bytes)
+        .ok_or_else(|| {
+            Error::storage(format!(
+                "undecodable deleted-key row for key {:?}",
+                String::from_utf8_lossy(key)
+            ))
+        })
+}
+
+/// The revision of the last write of a key whose current (`tenure_kv`) row is `stored`, if it
+/// has a value (a bare name has no history). Not checked against its seal: redb just read it
+/// for the write that replaces it, and a version it would misname is refused when read.
+fn present_revision(key: &[u8], stored: &[u8]) -> Result<Option<i64>> {
+    stored
+        .len()
+        .checked_sub(SEAL_LEN)
+        .and_then(|end| decode_mod_revision(&stored[..end]))
+        .ok_or_else(|| {
+            Error::storage(format!(
+                "undecodable row for key {:?}",
+                String::from_utf8_lossy(key)
+            ))
+        })
+}
+
+/// The row of `key` at `rev` in the keyed history of formats 3 to 6.
+fn open_keyed_row(key: &[u8], rev: i64, stored: &[u8]) -> Result<Entry> {
+    let mut at = Vec::with_capacity(key.len() + 8);
+    at.extend_from_slice(key);
+    at.extend_from_slice(&rev.to_be_bytes());
+    unseal(KEYED_NAME, &at, stored)
         .and_then(decode)
         .ok_or_else(|| undecodable(key, rev))
 }
 
-/// Writes a compaction step looks at in one write transaction (plus the rest of the last
-/// `tenure_changes` row, at most `events::ROW_WRITES`): bounds how long it holds the store (a
-/// writer without the log waits for at most one step).
+/// Versions a compaction step looks at in one write transaction: bounds how long it holds the
+/// store (a writer without the log waits for at most one step).
 pub(super) const STEP: usize = 4096;
 
 /// The store's progress on history: whether this file keeps it, and how far the physical
 /// compaction got. Touched only by the holder of `Shared::store`.
 #[derive(Debug, Default)]
 pub(crate) struct Progress {
-    /// The file has the `history` mark and its format says `tenure_changes` (checked by the
-    /// first write).
+    /// The file has the `history` mark (checked by the first write).
     ready: Cell<bool>,
-    /// The file has no `tenure_events` (written before `tenure_changes`) any more: `Some(false)`
-    /// once a step found it absent or dropped it.
-    legacy: Cell<Option<bool>>,
     /// The compaction the steps have finished (physically).
     done: Cell<i64>,
-    /// The last `tenure_changes` row the running pass went through.
-    cursor: Cell<Option<Position>>,
+    /// The last version the running pass went through.
+    cursor: RefCell<Option<(i64, Vec<u8>)>>,
+    /// The newest version (revision, encoded links) of keys recent commits wrote, at most
+    /// [`KNOWN_HEADS`]: a write's links follow from its key's newest version, read from here
+    /// instead of the file when the key was written lately (BENCHMARKS 25). Only what a
+    /// commit that succeeded wrote is added; a compaction never removes a put's version.
+    heads: RefCell<Heads>,
+}
+
+/// Key → the revision and encoded links of its newest version.
+type Heads = FxHashMap<Vec<u8>, (i64, Vec<u8>)>;
+
+/// How many keys' newest versions `Progress::heads` keeps (cleared when it would hold more:
+/// memory stays bounded whatever the number of keys).
+const KNOWN_HEADS: usize = 1 << 16;
+
+impl Progress {
+    /// Adds the newest versions a committed transaction wrote.
+    pub(super) fn remember(&self, written: Heads) {
+        let mut heads = self.heads.borrow_mut();
+        if heads.len() + written.len() > KNOWN_HEADS {
+            heads.clear();
+        }
+        if written.len() <= KNOWN_HEADS {
+            heads.extend(written);
+        }
+    }
 }
 
 /// The history tables of one write transaction, and the position in the revision being
 /// written (events of one revision are numbered in apply order).
 pub(super) struct Recorder<'t> {
-    history: redb::Table<'t, (&'static [u8], i64), &'static [u8]>,
+    versions: WriteVersions<'t>,
+    deleted: redb::Table<'t, &'static [u8], &'static [u8]>,
     changes: redb::Table<'t, (i64, u32), &'static [u8]>,
     /// The writes of this transaction not yet stored as rows.
     packer: Packer,
-    /// The history rows not yet inserted, keys and sealed rows one after another; inserted in
-    /// key order by `flush` (`Pending`).
-    arena: Vec<u8>,
-    pending: Vec<Pending>,
+    /// The newest version this transaction wrote of each key it wrote: its revision and
+    /// encoded links (the next version's links follow from them without a read).
+    heads: Heads,
+    /// Those of earlier commits, if the caller keeps them.
+    known: Option<&'t Progress>,
+    /// The encoded links of the version the row being built follows.
+    links: Vec<u8>,
+    /// The row being built.
+    row: Vec<u8>,
     rev: i64,
     n: u32,
-}
-
-/// A history row waiting in `Recorder::arena`: its key, then its sealed row.
-struct Pending {
-    at: usize,
-    key_len: usize,
-    row_len: usize,
-    rev: i64,
 }
 
 impl<'t> Recorder<'t> {
     pub(super) fn open(tx: &'t WriteTransaction) -> Result<Recorder<'t>> {
         Ok(Recorder {
-            history: tx.open_table(HISTORY).map_err(storage)?,
+            versions: tx.open_table(VERSIONS).map_err(storage)?,
+            deleted: tx.open_table(DELETED).map_err(storage)?,
             changes: tx.open_table(CHANGES).map_err(storage)?,
             packer: Packer::default(),
-            arena: Vec::new(),
-            pending: Vec::new(),
+            heads: Heads::default(),
+            known: None,
+            links: Vec::new(),
+            row: Vec::new(),
             rev: 0,
             n: 0,
         })
+    }
+
+    /// A recorder that reads the newest versions earlier commits of `progress`'s store wrote
+    /// from it; `take_heads` gives what this one wrote, for `Progress::remember` once the
+    /// transaction committed.
+    pub(super) fn open_with(
+        tx: &'t WriteTransaction,
+        progress: &'t Progress,
+    ) -> Result<Recorder<'t>> {
+        let mut rec = Recorder::open(tx)?;
+        rec.known = Some(progress);
+        Ok(rec)
+    }
+
+    /// The newest versions of the keys this transaction wrote.
+    pub(super) fn take_heads(&mut self) -> Heads {
+        std::mem::take(&mut self.heads)
     }
 
     fn event(&mut self, key: &[u8], rev: i64) -> Result<()> {
@@ -136,68 +246,146 @@ impl<'t> Recorder<'t> {
     /// Stores the events recorded so far: one row for the ops of one commit (or one record of
     /// the log replayed). Positions go on from where they were.
     pub(super) fn flush(&mut self) -> Result<()> {
-        self.insert_pending()?;
         self.packer.flush(&mut self.changes)
     }
 
-    /// Inserts the pending history rows in (key, revision) order: consecutive inserts then
-    /// descend to the same pages, where the order of writes scatters them over the whole
-    /// table (BENCHMARKS 23). The sort is stable: a relabel of a row written in the same batch
-    /// comes after it and wins.
-    fn insert_pending(&mut self) -> Result<()> {
-        let arena = &self.arena;
-        let key = |p: &Pending| &arena[p.at..p.at + p.key_len];
-        self.pending
-            .sort_by(|a, b| key(a).cmp(key(b)).then(a.rev.cmp(&b.rev)));
-        for p in &self.pending {
-            let row = &arena[p.at + p.key_len..p.at + p.key_len + p.row_len];
-            self.history.insert((key(p), p.rev), row).map_err(storage)?;
+    /// Loads into `links` the encoded links of the version of `key` at `rev`, which exists.
+    fn load_links(&mut self, key: &[u8], rev: i64) -> Result<()> {
+        self.links.clear();
+        if let Some((r, links)) = self.heads.get(key) {
+            if *r == rev {
+                self.links.extend_from_slice(links);
+                return Ok(());
+            }
         }
-        self.pending.clear();
-        self.arena.clear();
+        if let Some(known) = self.known {
+            if let Some((r, links)) = known.heads.borrow().get(key) {
+                if *r == rev {
+                    self.links.extend_from_slice(links);
+                    return Ok(());
+                }
+            }
+        }
+        let Some(row) = self.versions.get((rev, key)).map_err(storage)? else {
+            return Err(missing(key, rev));
+        };
+        let payload = unseal_version(rev, key, row.value())?;
+        let (_, rest) = chain::prev_and_rest(rev, payload).ok_or_else(|| undecodable(key, rev))?;
+        self.links
+            .extend_from_slice(&payload[..payload.len() - rest.len()]);
         Ok(())
     }
 
-    /// The history row of `key` at `rev`: `e` (inserted by `flush`).
-    fn row(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
-        let at = self.arena.len();
-        self.arena.extend_from_slice(key);
-        push_sealed_row(&mut self.arena, key, rev, e);
-        self.pending.push(Pending {
-            at,
-            key_len: key.len(),
-            row_len: self.arena.len() - at - key.len(),
-            rev,
-        });
+    /// Starts `row` with the links of a new version of `key` at `rev`, whose newest version
+    /// was at `prev`.
+    fn start_row(&mut self, key: &[u8], rev: i64, prev: Option<i64>) -> Result<()> {
+        self.row.clear();
+        match prev {
+            None => chain::write_first(&mut self.row),
+            // The same write again (a replayed record the file already holds): its links stay.
+            Some(p) if p == rev => {
+                self.load_links(key, rev)?;
+                self.row.extend_from_slice(&self.links);
+            }
+            Some(p) if p < rev => {
+                self.load_links(key, p)?;
+                chain::write_after(&self.links, p, rev, &mut self.row)
+                    .ok_or_else(|| undecodable(key, p))?;
+            }
+            Some(p) => {
+                return Err(Error::storage(format!(
+                    "history of key {:?}: revision {rev} written after {p}",
+                    String::from_utf8_lossy(key)
+                )))
+            }
+        }
         Ok(())
     }
 
-    /// `key` written at `rev` as `e`.
-    pub(super) fn put(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
-        self.row(key, rev, e)?;
+    /// Finishes `row` with `e`, stores it as the version of `key` at `rev`, and remembers it
+    /// as the key's newest.
+    fn insert(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
+        let links = self.row.len();
+        encode_into(e, &mut self.row);
+        seal_in_place_at(&mut self.row, 0, VERSIONS_NAME, &[&rev.to_be_bytes(), key]);
+        self.versions
+            .insert((rev, key), self.row.as_slice())
+            .map_err(storage)?;
+        match self.heads.get_mut(key) {
+            Some(head) => {
+                head.0 = rev;
+                head.1.clear();
+                head.1.extend_from_slice(&self.row[..links]);
+            }
+            None => {
+                self.heads
+                    .insert(key.to_vec(), (rev, self.row[..links].to_vec()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The newest version of `key` before a write that found `present` as its current row
+    /// (`tenure_kv`'s stored row, if any): its last write, or else its last delete.
+    fn newest(&mut self, key: &[u8], present: Option<&[u8]>) -> Result<Option<i64>> {
+        if let Some(rev) = match present {
+            Some(stored) => present_revision(key, stored)?,
+            None => None,
+        } {
+            return Ok(Some(rev));
+        }
+        match self.deleted.remove(key).map_err(storage)? {
+            Some(row) => Ok(Some(open_deleted(key, row.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// `key` written at `rev` as `e`; `present`: the current row it replaces, if any.
+    pub(super) fn put(
+        &mut self,
+        key: &[u8],
+        rev: i64,
+        e: &Entry,
+        present: Option<&[u8]>,
+    ) -> Result<()> {
+        let prev = self.newest(key, present)?;
+        self.start_row(key, rev, prev)?;
+        self.insert(key, rev, e)?;
         self.event(key, rev)
     }
 
-    /// `key`, last written at `rev`, attached or detached (no revision moves): its row at
+    /// `key`, last written at `rev`, attached or detached (no revision moves): its version at
     /// `rev` takes the new lease, no event is added.
     pub(super) fn relabel(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
-        self.row(key, rev, e)
+        self.start_row(key, rev, Some(rev))?;
+        self.insert(key, rev, e)
     }
 
-    /// `key` deleted at `rev`.
-    pub(super) fn tombstone(&mut self, key: &[u8], rev: i64) -> Result<()> {
+    /// `key` deleted at `rev`; `present`: the current row the delete removed, if any.
+    pub(super) fn tombstone(&mut self, key: &[u8], rev: i64, present: Option<&[u8]>) -> Result<()> {
+        let prev = self.newest(key, present)?;
+        self.start_row(key, rev, prev)?;
         let none = Entry {
             data: None,
             lease: 0,
         };
-        self.row(key, rev, &none)?;
+        self.insert(key, rev, &none)?;
+        let row = seal(DELETED_NAME, key, &rev.to_le_bytes());
+        self.deleted.insert(key, row.as_slice()).map_err(storage)?;
         self.event(key, rev)
+    }
+
+    /// The first version of `key`, at `rev`: a file's present seeded into the history.
+    fn seeded(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
+        self.start_row(key, rev, None)?;
+        self.insert(key, rev, e)
     }
 }
 
 /// Marks a new file as keeping history from revision 0.
 pub(super) fn init(tx: &WriteTransaction) -> Result<()> {
-    tx.open_table(HISTORY).map_err(storage)?;
+    tx.open_table(VERSIONS).map_err(storage)?;
+    tx.open_table(DELETED).map_err(storage)?;
     tx.open_table(CHANGES).map_err(storage)?;
     let mut meta = tx.open_table(META).map_err(storage)?;
     meta.insert("history", 1).map_err(storage)?;
@@ -217,24 +405,94 @@ pub(super) fn compacted_of(
     Ok(meta.get("compacted")?.map_or(0, |v| v.value()))
 }
 
+/// Converts the history of a file of formats 3 to 6 (ordered by key, events of 3 and 4 one
+/// row per write) to this build's, in `tx`, and gives the file the format that says so (SPEC
+/// K16). `true` if it did (the caller has no history table open and rewrites nothing else of
+/// the meta table: its checksum is rewritten here).
+pub(super) fn upgrade(tx: &WriteTransaction) -> Result<bool> {
+    let mut meta = tx.open_table(META).map_err(storage)?;
+    let format = meta.get("format").map_err(storage)?.map(|v| v.value());
+    let Some(&(_, now)) = KEYED_FORMATS.iter().find(|(old, _)| Some(*old) == format) else {
+        return Ok(false);
+    };
+    let tables: Vec<String> = tx
+        .list_tables()
+        .map_err(storage)?
+        .map(|t| t.name().to_string())
+        .collect();
+    if tables.iter().any(|t| t == KEYED_NAME) {
+        let keyed = tx.open_table(KEYED).map_err(storage)?;
+        let mut versions = tx.open_table(VERSIONS).map_err(storage)?;
+        let mut deleted = tx.open_table(DELETED).map_err(storage)?;
+        let mut row = Vec::new();
+        // Each key's rows in revision order: one chain per key. A key whose last row is a
+        // tombstone is deleted now.
+        let mut last: Option<(Vec<u8>, i64, Links, bool)> = None;
+        let mut ended = |last: Option<(Vec<u8>, i64, Links, bool)>| -> Result<()> {
+            if let Some((key, rev, _, true)) = last {
+                let stored = seal(DELETED_NAME, &key, &rev.to_le_bytes());
+                deleted
+                    .insert(key.as_slice(), stored.as_slice())
+                    .map_err(storage)?;
+            }
+            Ok(())
+        };
+        for item in keyed.iter().map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            let (key, rev) = k.value();
+            let e = open_keyed_row(key, rev, v.value())?;
+            let links = match last.take() {
+                Some((lk, lrev, llinks, _)) if lk == key => llinks.after(lrev),
+                other => {
+                    ended(other)?;
+                    Links::first()
+                }
+            };
+            row.clear();
+            push_version(&mut row, rev, key, &links, &e);
+            versions
+                .insert((rev, key), row.as_slice())
+                .map_err(storage)?;
+            last = Some((key.to_vec(), rev, links, e.data.is_none()));
+        }
+        ended(last)?;
+        drop(keyed);
+        tx.delete_table(KEYED).map_err(storage)?;
+    } else {
+        tx.open_table(VERSIONS).map_err(storage)?;
+        tx.open_table(DELETED).map_err(storage)?;
+    }
+    if tables.iter().any(|t| t == LEGACY_NAME) {
+        // One events row per write of `tenure_events`, each under its own position: rows never
+        // overlap those `tenure_changes` holds.
+        let legacy = tx.open_table(LEGACY).map_err(storage)?;
+        let mut changes = tx.open_table(CHANGES).map_err(storage)?;
+        for item in legacy.iter().map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            let at = k.value();
+            let key = events::legacy_key(at, v.value())?;
+            let row = events::encode_row(at, [(at.0, key)]);
+            changes.insert(at, row.as_slice()).map_err(storage)?;
+        }
+        drop(legacy);
+        tx.delete_table(LEGACY).map_err(storage)?;
+    } else {
+        tx.open_table(CHANGES).map_err(storage)?;
+    }
+    meta.insert("format", now).map_err(storage)?;
+    write_meta(&mut meta, &[]).map_err(storage)?;
+    Ok(true)
+}
+
 /// Before the first write of this store (a commit or a compaction step), once: a file written
-/// before history was kept gets its present as the history's first rows, compacted at its
-/// revision; a file written before `tenure_changes` gets the format that says it has them
-/// (SPEC K16). `true` if it changed a meta row (the caller rewrites the meta checksum).
+/// before history was kept gets its present as the history's first versions, compacted at its
+/// revision. `true` if it changed a meta row (the caller rewrites the meta checksum).
 pub(super) fn seed(tx: &WriteTransaction, progress: &Progress) -> Result<bool> {
     if progress.ready.get() {
         return Ok(false);
     }
     let mut changed = false;
     let mut meta = tx.open_table(META).map_err(storage)?;
-    let format = meta.get("format").map_err(storage)?.map(|v| v.value());
-    if let Some(&(_, now)) = PER_WRITE_EVENTS
-        .iter()
-        .find(|(old, _)| Some(*old) == format)
-    {
-        meta.insert("format", now).map_err(storage)?;
-        changed = true;
-    }
     if meta.get("history").map_err(storage)?.is_none() {
         let revision = meta
             .get("revision")
@@ -250,7 +508,7 @@ pub(super) fn seed(tx: &WriteTransaction, progress: &Progress) -> Result<bool> {
             let key = k.value();
             if let Some(e) = unseal(KV_NAME, key, v.value()).and_then(decode) {
                 if let Some(d) = &e.data {
-                    rec.row(key, d.mod_revision, &e)?;
+                    rec.seeded(key, d.mod_revision, &e)?;
                     writes.push((d.mod_revision, key.to_vec()));
                 }
             }
@@ -280,21 +538,6 @@ fn kv_of(key: &[u8], e: Entry) -> Option<KeyValue> {
     })
 }
 
-/// `key` as it was at `revision`: its last row at or before it (a tombstone is `None`).
-fn last_at(history: &HistoryTable, key: &[u8], revision: i64) -> Result<Option<KeyValue>> {
-    let last = history
-        .range((key, i64::MIN)..=(key, revision))
-        .map_err(storage)?
-        .next_back();
-    match last {
-        Some(row) => {
-            let (k, v) = row.map_err(storage)?;
-            Ok(kv_of(key, open_row(key, k.value().1, v.value())?))
-        }
-        None => Ok(None),
-    }
-}
-
 fn undecodable(key: &[u8], rev: i64) -> Error {
     Error::storage(format!(
         "undecodable history row for key {:?} at revision {rev}",
@@ -302,71 +545,161 @@ fn undecodable(key: &[u8], rev: i64) -> Error {
     ))
 }
 
-impl View {
-    fn history(&self) -> Result<Option<HistoryTable>> {
-        match self.tx.open_table(HISTORY) {
-            Ok(t) => Ok(Some(t)),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
-            Err(e) => Err(storage(e)),
+fn missing(key: &[u8], rev: i64) -> Error {
+    Error::storage(format!(
+        "damaged history: no version of key {:?} at revision {rev}, which its chain names",
+        String::from_utf8_lossy(key)
+    ))
+}
+
+type KeysTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+
+/// The tables a read at a past revision needs, in one read transaction; those a read may not
+/// need opened at its first use (redb's cost per table opened is that of a lookup).
+struct Tables<'v> {
+    tx: &'v redb::ReadTransaction,
+    versions: VersionsTable,
+    kv: OnceCell<KeysTable>,
+    deleted: OnceCell<KeysTable>,
+}
+
+/// `cell`'s table, opened from `tx` at the first call.
+fn opened<'c>(
+    cell: &'c OnceCell<KeysTable>,
+    tx: &redb::ReadTransaction,
+    def: TableDefinition<'static, &'static [u8], &'static [u8]>,
+) -> Result<&'c KeysTable> {
+    if let Some(t) = cell.get() {
+        return Ok(t);
+    }
+    let t = tx.open_table(def).map_err(storage)?;
+    Ok(cell.get_or_init(|| t))
+}
+
+impl Tables<'_> {
+    fn kv(&self) -> Result<&KeysTable> {
+        opened(&self.kv, self.tx, KV)
+    }
+
+    fn deleted(&self) -> Result<&KeysTable> {
+        opened(&self.deleted, self.tx, DELETED)
+    }
+
+    /// The revision of the newest version of `key` the history holds: its current row's last
+    /// write, or its last delete.
+    fn newest(&self, key: &[u8]) -> Result<Option<i64>> {
+        if let Some(row) = self.kv()?.get(key).map_err(storage)? {
+            if let Some(rev) = present_revision(key, row.value())? {
+                return Ok(Some(rev));
+            }
         }
+        match self.deleted()?.get(key).map_err(storage)? {
+            Some(row) => Ok(Some(open_deleted(key, row.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The version of `key` at `rev`, if the history holds it.
+    fn version(&self, key: &[u8], rev: i64) -> Result<Option<(Links, Entry)>> {
+        match self.versions.get((rev, key)).map_err(storage)? {
+            Some(row) => Ok(Some(open_version(rev, key, row.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// `key` as it was at `revision` (not below the compaction): its newest version at or
+    /// before it, `None` for a tombstone or no version.
+    fn at(&self, key: &[u8], revision: i64) -> Result<Option<KeyValue>> {
+        let Some(head_rev) = self.newest(key)? else {
+            return Ok(None);
+        };
+        let (links, e) = self
+            .version(key, head_rev)?
+            .ok_or_else(|| missing(key, head_rev))?;
+        if head_rev <= revision {
+            return Ok(kv_of(key, e));
+        }
+        let found = chain::find(head_rev, links, revision, |r| {
+            Ok::<_, Error>(match self.version(key, r)? {
+                Some((l, _)) => Hop::Links(l),
+                None => Hop::Missing,
+            })
+        })?
+        .map_err(|why| {
+            Error::storage(format!(
+                "damaged history of key {:?}: {why}",
+                String::from_utf8_lossy(key)
+            ))
+        })?;
+        match found {
+            // Gone: a tombstone the compaction removed (the key did not exist then).
+            Some(r) => Ok(self.version(key, r)?.and_then(|(_, e)| kv_of(key, e))),
+            None => Ok(None),
+        }
+    }
+}
+
+impl View {
+    /// The history's tables in this read transaction; `None` for a file without history.
+    fn tables(&self) -> Result<Option<Tables<'_>>> {
+        let versions = match self.tx.open_table(VERSIONS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(storage(e)),
+        };
+        Ok(Some(Tables {
+            tx: &self.tx,
+            versions,
+            kv: OnceCell::new(),
+            deleted: OnceCell::new(),
+        }))
     }
 
     /// The keys of `range` as they were at `revision`, in key order (SPEC K9).
     pub(crate) fn range_at(&self, range: &KeyRange, revision: i64) -> Result<Vec<KeyValue>> {
         let mut out = Vec::new();
-        let Some(history) = self.history()? else {
+        let Some(t) = self.tables()? else {
             return Ok(out);
         };
         if let Some(key) = range.single_key() {
-            // One key: one seek to its last row at or before `revision` (the general walk
-            // below takes three, finding the key first and the next key after it).
-            out.extend(last_at(&history, key, revision)?);
+            out.extend(t.at(key, revision)?);
             return Ok(out);
         }
         let Some((start, end)) = range.bounds() else {
             return Ok(out);
         };
-        // One seek to each key of the range, one to its last row at or before `revision`.
-        let mut from: Bound<(Vec<u8>, i64)> = match start {
-            Bound::Included(k) => Bound::Included((k, i64::MIN)),
-            _ => Bound::Unbounded,
+        let bounds = (
+            start.as_ref().map(Vec::as_slice),
+            end.as_ref().map(Vec::as_slice),
+        );
+        // Every key with a version: those with a current row and those deleted now, merged
+        // in key order.
+        let mut live = t.kv()?.range::<&[u8]>(bounds).map_err(storage)?;
+        let mut gone = t.deleted()?.range::<&[u8]>(bounds).map_err(storage)?;
+        let next_key = |it: &mut redb::Range<'_, &'static [u8], &'static [u8]>| {
+            it.next()
+                .transpose()
+                .map_err(storage)
+                .map(|kv| kv.map(|(k, _)| k.value().to_vec()))
         };
+        let (mut a, mut b) = (next_key(&mut live)?, next_key(&mut gone)?);
         loop {
-            let next = {
-                let lower = match &from {
-                    Bound::Included((k, r)) => Bound::Included((k.as_slice(), *r)),
-                    Bound::Excluded((k, r)) => Bound::Excluded((k.as_slice(), *r)),
-                    Bound::Unbounded => Bound::Unbounded,
-                };
-                let mut it = history
-                    .range::<(&[u8], i64)>((lower, Bound::Unbounded))
-                    .map_err(storage)?;
-                match it.next() {
-                    Some(row) => row.map_err(storage)?.0.value().0.to_vec(),
-                    None => break,
+            let key = match (&a, &b) {
+                (None, None) => break,
+                (Some(x), Some(y)) if x == y => {
+                    let key = a.take().expect("some");
+                    (a, b) = (next_key(&mut live)?, next_key(&mut gone)?);
+                    key
                 }
+                (Some(x), Some(y)) if x < y => {
+                    std::mem::replace(&mut a, next_key(&mut live)?).expect("some")
+                }
+                (Some(_), None) => std::mem::replace(&mut a, next_key(&mut live)?).expect("some"),
+                _ => std::mem::replace(&mut b, next_key(&mut gone)?).expect("some"),
             };
-            let beyond = match &end {
-                Bound::Included(e) => next.as_slice() > e.as_slice(),
-                Bound::Excluded(e) => next.as_slice() >= e.as_slice(),
-                Bound::Unbounded => false,
-            };
-            if beyond {
-                break;
-            }
-            out.extend(last_at(&history, &next, revision)?);
-            from = Bound::Excluded((next, i64::MAX));
+            out.extend(t.at(&key, revision)?);
         }
         Ok(out)
-    }
-
-    /// An events table of this read transaction, `None` if the file has none.
-    fn events_table(&self, def: TableDefinition<(i64, u32), &[u8]>) -> Result<Option<EventsTable>> {
-        match self.tx.open_table(def) {
-            Ok(t) => Ok(Some(t)),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
-            Err(e) => Err(storage(e)),
-        }
     }
 
     /// The events of revisions `from..=to` on keys of `range`, in revision order and, within
@@ -379,35 +712,25 @@ impl View {
         prev_kv: bool,
     ) -> Result<Vec<Event>> {
         let mut out = Vec::new();
-        let Some(history) = self.history()? else {
+        let Some(t) = self.tables()? else {
             return Ok(out);
         };
-        let changes = self.events_table(CHANGES)?;
-        let legacy = self.events_table(LEGACY)?;
-        events::for_each(changes.as_ref(), legacy.as_ref(), from, to, |rev, key| {
+        let changes = match self.tx.open_table(CHANGES) {
+            Ok(c) => c,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(out),
+            Err(e) => return Err(storage(e)),
+        };
+        events::for_each(&changes, from, to, |rev, key| {
             if !range.contains(key) {
                 return Ok(());
             }
-            // An event whose history row a compaction removed (none is left by this build's
-            // compaction; kept for files it did not write).
-            let Some(row) = history.get((key, rev)).map_err(storage)? else {
-                return Ok(());
+            let Some((links, e)) = t.version(key, rev)? else {
+                return Err(missing(key, rev));
             };
-            let e = open_row(key, rev, row.value())?;
-            let prev = if prev_kv {
-                match history
-                    .range((key, i64::MIN)..(key, rev))
-                    .map_err(storage)?
-                    .next_back()
-                {
-                    Some(p) => {
-                        let (pk, pv) = p.map_err(storage)?;
-                        kv_of(key, open_row(key, pk.value().1, pv.value())?)
-                    }
-                    None => None,
-                }
-            } else {
-                None
+            let prev = match links.prev().filter(|_| prev_kv) {
+                // Gone only below the compaction, where etcd has no previous value either.
+                Some(p) => t.version(key, p)?.and_then(|(_, e)| kv_of(key, e)),
+                None => None,
             };
             out.push(match kv_of(key, e) {
                 Some(kv) => Event {
@@ -429,47 +752,6 @@ impl View {
         })?;
         Ok(out)
     }
-}
-
-/// An events row's position and its writes (revision, key), decoded.
-type DecodedRow<'w> = (Position, Vec<(i64, &'w [u8])>);
-
-/// Of the `writes` below `target` (events rows, each with its writes), those the compaction at
-/// `target` keeps, sorted: the key's last put at or below `target` is its value there; a
-/// superseded row or a tombstone goes. One seek per key: its newest row at or below `target`.
-fn decide<'w>(
-    history: &redb::Table<'_, (&'static [u8], i64), &'static [u8]>,
-    writes: &[DecodedRow<'w>],
-    target: i64,
-) -> Result<Vec<(&'w [u8], i64)>> {
-    let mut asked: Vec<(&[u8], i64)> = writes
-        .iter()
-        .flat_map(|(_, w)| w.iter())
-        .filter(|(rev, _)| *rev < target)
-        .map(|&(rev, key)| (key, rev))
-        .collect();
-    asked.sort_unstable();
-    asked.dedup();
-    let mut keeps = Vec::new();
-    for group in asked.chunk_by(|a, b| a.0 == b.0) {
-        let (key, first, last) = (group[0].0, group[0].1, group[group.len() - 1].1);
-        let newest = history
-            .range((key, first)..=(key, target))
-            .map_err(storage)?
-            .next_back()
-            .transpose()
-            .map_err(storage)?;
-        if let Some((k, v)) = newest {
-            let rev = k.value().1;
-            if rev <= last
-                && group.binary_search(&(key, rev)).is_ok()
-                && open_row(key, rev, v.value())?.data.is_some()
-            {
-                keeps.push((key, rev));
-            }
-        }
-    }
-    Ok(keeps)
 }
 
 impl Store {
@@ -497,8 +779,8 @@ impl Store {
         self.compacted(stepped)
     }
 
-    /// The compaction's work in `tx`, about `budget` writes (none if the file's compaction is
-    /// done); `tx` commits it, then `compacted` records it. The caller has no table of the
+    /// The compaction's work in `tx`, about `budget` versions (none if the file's compaction
+    /// is done); `tx` commits it, then `compacted` records it. The caller has no table of the
     /// history open in `tx`.
     pub(super) fn compact_within(
         &self,
@@ -516,12 +798,11 @@ impl Store {
         if target <= p.done.get() {
             return Ok(Stepped::Idle);
         }
-        // This step may write `tenure_changes`: the format must say so first.
         if seed(tx, p)? {
             let mut meta = tx.open_table(META).map_err(storage)?;
             write_meta(&mut meta, &[]).map_err(storage)?;
         }
-        self.compact_writes(tx, target, budget, within)
+        self.compact_versions(tx, target, budget, within)
     }
 
     /// Records the compaction work of a transaction once it committed (`stepped`) or failed;
@@ -536,54 +817,27 @@ impl Store {
                 return Err(e);
             }
         };
-        if let Stepped::More {
-            legacy_gone: true, ..
-        }
-        | Stepped::Finished {
-            legacy_gone: true, ..
-        } = stepped
-        {
-            p.legacy.set(Some(false));
-        }
         match stepped {
             Stepped::Idle => Ok(false),
-            Stepped::More { cursor, .. } => {
-                p.cursor.set(cursor);
+            Stepped::More { cursor } => {
+                *p.cursor.borrow_mut() = cursor;
                 Ok(true)
             }
-            Stepped::Finished { target, .. } => {
-                // The next compaction starts over: rows kept by this one may be superseded
+            Stepped::Finished { target } => {
+                // The next compaction starts over: versions kept by this one may be superseded
                 // by then.
                 p.done.set(target);
-                p.cursor.set(None);
+                *p.cursor.borrow_mut() = None;
                 Ok(false)
             }
         }
     }
 
-    /// Whether the file still has `tenure_events` (written before `tenure_changes`); looked
-    /// up once per store (nothing creates it again).
-    fn has_legacy(&self, tx: &WriteTransaction) -> Result<bool> {
-        let p = &self.history;
-        if let Some(known) = p.legacy.get() {
-            return Ok(known);
-        }
-        let exists = tx
-            .list_tables()
-            .map_err(storage)?
-            .any(|t| t.name() == LEGACY_NAME);
-        p.legacy.set(Some(exists));
-        Ok(exists)
-    }
-
-    /// The writes of one step, in (revision, n) order from the cursor: about `budget` of them
-    /// below `target`. Each the compaction does not keep is removed with its history row: from
-    /// its `tenure_changes` row, rewritten without it (removed once empty), or from
-    /// `tenure_events`, whose rows the step removes in any case, moving those it keeps into
-    /// `tenure_changes` under their own positions (below every row written since, above those
-    /// moved before: rows stay ordered). The order matters: a key's tombstone goes only after
-    /// the rows it supersedes were looked at. `tenure_events` is dropped once empty.
-    fn compact_writes(
+    /// The versions of one step, in (revision, key) order from the cursor: about `budget` of
+    /// them at or below `target`. Each removes the version it replaced; a tombstone below
+    /// `target` removes itself (and the key's `tenure_deleted` row, if it is its last delete).
+    /// Then the events rows wholly below `target`, as many as the budget allows.
+    fn compact_versions(
         &self,
         tx: &WriteTransaction,
         target: i64,
@@ -591,166 +845,139 @@ impl Store {
         within: Within,
     ) -> Result<Stepped> {
         let p = &self.history;
-        let has_legacy = self.has_legacy(tx)?;
-        if has_legacy && within == Within::Checkpoint {
-            return Ok(Stepped::Idle);
-        }
-        let mut history = tx.open_table(HISTORY).map_err(storage)?;
+        let mut versions = tx.open_table(VERSIONS).map_err(storage)?;
+        let mut deleted = tx.open_table(DELETED).map_err(storage)?;
         let mut changes = tx.open_table(CHANGES).map_err(storage)?;
-        let mut legacy = match has_legacy {
-            true => Some(tx.open_table(LEGACY).map_err(storage)?),
-            false => None,
-        };
-        let below = (target, 0);
-        let mut cursor = p.cursor.get();
-        let mut looked = 0;
-        // The rows of `tenure_changes` the step goes through, decided at its end (`decide`).
-        let mut rows: Vec<(Position, Vec<u8>)> = Vec::new();
-        // The history rows this step frees, removed in key order at its end (as `flush`
-        // inserts them). Every decision is made on the rows as they were before the step: a
-        // key's tombstone goes only with the rows it supersedes.
-        let mut freed: Vec<(Vec<u8>, i64)> = Vec::new();
-        // Reads only, but for the rows of `tenure_events` (never in a checkpoint).
-        let gathered = (|| loop {
-            if looked >= budget {
-                return Ok(false);
-            }
-            // The next row of `tenure_changes` after the cursor; the first of `tenure_events`
-            // (those the pass went through are gone from it).
-            let row = changes
-                .range::<Position>((
-                    cursor.map_or(Bound::Unbounded, Bound::Excluded),
-                    Bound::Excluded(below),
-                ))
+        let cursor = p.cursor.borrow().clone();
+        // Reads first (a step decides on the rows as they were before it), then the removals.
+        let gathered = (|| -> Result<(Vec<Walked>, bool)> {
+            let lower = match &cursor {
+                Some((rev, key)) => Bound::Excluded((*rev, key.as_slice())),
+                None => Bound::Unbounded,
+            };
+            let mut seen = Vec::new();
+            for item in versions
+                .range::<(i64, &[u8])>((lower, Bound::Unbounded))
                 .map_err(storage)?
-                .next()
-                .transpose()
+            {
+                let (k, v) = item.map_err(storage)?;
+                let (rev, key) = k.value();
+                if rev > target {
+                    return Ok((seen, true));
+                }
+                if seen.len() >= budget {
+                    return Ok((seen, false));
+                }
+                let (prev, tombstone) = version_outline(rev, key, v.value())?;
+                seen.push((rev, key.to_vec(), prev, tombstone));
+            }
+            Ok((seen, true))
+        })();
+        let (seen, walked) = match gathered {
+            Ok(g) => g,
+            // A row the step cannot read, before it changed anything: in a checkpoint, the
+            // compaction is left to the compactor's own steps, which report it, and the
+            // checkpoint's writes commit.
+            Err(_) if within == Within::Checkpoint => return Ok(Stepped::Idle),
+            Err(e) => return Err(e),
+        };
+        // The versions this step frees: each one a version it walked replaced, and its
+        // tombstones below `target`.
+        let mut freed: Vec<(i64, &[u8])> = seen
+            .iter()
+            .filter_map(|(_, key, prev, _)| prev.map(|p| (p, key.as_slice())))
+            .chain(
+                seen.iter()
+                    .filter(|(rev, _, _, tombstone)| *tombstone && *rev < target)
+                    .map(|(rev, key, ..)| (*rev, key.as_slice())),
+            )
+            .collect();
+        freed.sort_unstable();
+        freed.dedup();
+        remove_versions(&mut versions, &freed)?;
+        for (rev, key, _, tombstone) in &seen {
+            if *tombstone && *rev < target {
+                let last = match deleted.get(key.as_slice()).map_err(storage)? {
+                    Some(row) => Some(open_deleted(key, row.value())?),
+                    None => None,
+                };
+                if last == Some(*rev) {
+                    deleted.remove(key.as_slice()).map_err(storage)?;
+                }
+            }
+        }
+        // The events rows whose writes are all below `target` (no watch starts there).
+        let mut events_walked = false;
+        for _ in 0..budget.div_ceil(64).max(1) {
+            let first = changes
+                .first()
                 .map_err(storage)?
                 .map(|(k, v)| (k.value(), v.value().to_vec()));
-            let old = match &legacy {
-                Some(t) => t
-                    .range(..below)
-                    .map_err(storage)?
-                    .next()
-                    .transpose()
-                    .map_err(storage)?
-                    .map(|(k, _)| k.value()),
-                None => None,
+            let Some((id, stored)) = first else {
+                events_walked = true;
+                break;
             };
-            match (row, old) {
-                (None, None) => return Ok(true),
-                (Some((id, stored)), old) if old.is_none_or(|o| id <= o) => {
-                    looked += events::decode_row(id, &stored)?.len();
-                    rows.push((id, stored));
-                    cursor = Some(id);
-                }
-                (row, _) => {
-                    let t = legacy.as_mut().expect("a row of it was found");
-                    // Its rows below the next row of `tenure_changes`.
-                    let until = row.map_or(below, |(id, _)| id);
-                    let batch: Vec<(Position, Vec<u8>)> = t
-                        .range(..until)
-                        .map_err(storage)?
-                        .take(budget - looked)
-                        .map(|r| {
-                            let (k, v) = r.map_err(storage)?;
-                            Ok((
-                                k.value(),
-                                events::legacy_key(k.value(), v.value())?.to_vec(),
-                            ))
-                        })
-                        .collect::<Result<_>>()?;
-                    let writes = batch.iter().map(|(at, key)| (at.0, key.as_slice()));
-                    let keeps = decide(&history, &[(until, writes.collect())], target)?;
-                    let mut moved = Packer::default();
-                    for (at, key) in &batch {
-                        if keeps.binary_search(&(key.as_slice(), at.0)).is_ok() {
-                            moved.push(&mut changes, *at, key)?;
-                        } else {
-                            freed.push((key.clone(), at.0));
-                        }
-                        t.remove(*at).map_err(storage)?;
-                    }
-                    moved.flush(&mut changes)?;
-                    looked += batch.len();
-                    // Past what was moved: the pass does not look at it again.
-                    cursor = batch.last().map(|(at, _)| *at).max(cursor);
-                }
+            let below = match events::decode_row(id, &stored) {
+                Ok(writes) => writes.last().is_none_or(|&(rev, _)| rev < target),
+                Err(_) if within == Within::Checkpoint => return Ok(Stepped::Idle),
+                Err(e) => return Err(e),
+            };
+            if !below {
+                events_walked = true;
+                break;
             }
-        })();
-        // A row the step cannot read, before it changed anything: in a checkpoint, the
-        // compaction is left to the compactor's own steps, which report it, and the
-        // checkpoint's writes commit.
-        let refused = |e: Error| match within {
-            Within::Checkpoint => Ok(Stepped::Idle),
-            Within::Own => Err(e),
-        };
-        let finished = match gathered {
-            Ok(finished) => finished,
-            Err(e) => return refused(e),
-        };
-        let decoded = match rows
-            .iter()
-            .map(|(id, stored)| Ok((*id, events::decode_row(*id, stored)?)))
-            .collect::<Result<Vec<_>>>()
-        {
-            Ok(decoded) => decoded,
-            Err(e) => return refused(e),
-        };
-        let keeps = match decide(&history, &decoded, target) {
-            Ok(keeps) => keeps,
-            Err(e) => return refused(e),
-        };
-        for (id, writes) in &decoded {
-            let mut keep = Vec::with_capacity(writes.len());
-            for &(rev, key) in writes {
-                if rev >= target || keeps.binary_search(&(key, rev)).is_ok() {
-                    keep.push((rev, key));
-                } else {
-                    freed.push((key.to_vec(), rev));
-                }
-            }
-            if keep.is_empty() {
-                changes.remove(*id).map_err(storage)?;
-            } else if keep.len() < writes.len() {
-                let row = events::encode_row(*id, keep);
-                changes.insert(*id, row.as_slice()).map_err(storage)?;
-            }
+            changes.remove(id).map_err(storage)?;
         }
-        freed.sort_unstable();
-        for (key, rev) in &freed {
-            history.remove((key.as_slice(), *rev)).map_err(storage)?;
-        }
-        let legacy_gone = match legacy {
-            Some(t) if t.is_empty().map_err(storage)? => {
-                drop(t);
-                tx.delete_table(LEGACY).map_err(storage)?;
-                true
-            }
-            _ => false,
-        };
-        Ok(if finished {
-            Stepped::Finished {
-                target,
-                legacy_gone,
-            }
+        Ok(if walked && events_walked {
+            Stepped::Finished { target }
         } else {
             Stepped::More {
-                cursor,
-                legacy_gone,
+                cursor: seen
+                    .last()
+                    .map(|(rev, key, ..)| (*rev, key.clone()))
+                    .or(cursor),
             }
         })
     }
 }
+
+/// Removes the versions `freed` (sorted): those whose revisions lie close together in one
+/// sweep of the table (redb's `retain_in`, which removes in place as it walks), the rest one by
+/// one. A step of a busy file frees most versions of a revision span: one sweep costs far less
+/// than a descent per version (BENCHMARKS 25).
+fn remove_versions(versions: &mut WriteVersions<'_>, freed: &[(i64, &[u8])]) -> Result<()> {
+    // The first version from which on the span of revisions is at most `SWEEP` per version:
+    // the sweep visits few versions it keeps.
+    const SWEEP: i64 = 4;
+    let Some(&(last, _)) = freed.last() else {
+        return Ok(());
+    };
+    let dense = (0..freed.len())
+        .find(|&i| last - freed[i].0 <= SWEEP * (freed.len() - i) as i64)
+        .unwrap_or(freed.len());
+    for &at in &freed[..dense] {
+        versions.remove(at).map_err(storage)?;
+    }
+    let swept = &freed[dense..];
+    if let (Some(&first), Some(&end)) = (swept.first(), swept.last()) {
+        versions
+            .retain_in(first..=end, |at, _| swept.binary_search(&at).is_err())
+            .map_err(storage)?;
+    }
+    Ok(())
+}
+
+/// A version a compaction step walked: its revision, key, the revision of the version it
+/// replaced, and whether it is a tombstone.
+type Walked = (i64, Vec<u8>, Option<i64>, bool);
 
 /// Whose transaction a compaction step is part of.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Within {
     /// Its own (the compactor's, `wait_compacted`'s): any failure fails it.
     Own,
-    /// A checkpoint's: never on a file that still has `tenure_events` (whose rows a step
-    /// changes as it reads them), and a row it cannot read leaves the compaction to the
-    /// compactor instead of failing the checkpoint's writes.
+    /// A checkpoint's: a row it cannot read leaves the compaction to the compactor instead of
+    /// failing the checkpoint's writes.
     Checkpoint,
 }
 
@@ -758,23 +985,17 @@ pub(super) enum Within {
 pub(super) enum Stepped {
     /// Nothing to do: the file's compaction is done.
     Idle,
-    /// A step committed, more follow: the pass resumes after `cursor`; `legacy_gone`: the
-    /// step dropped `tenure_events`.
-    More {
-        cursor: Option<Position>,
-        legacy_gone: bool,
-    },
+    /// A step committed, more follow: the pass resumes after `cursor`.
+    More { cursor: Option<(i64, Vec<u8>)> },
     /// The compaction at `target` is done.
-    Finished { target: i64, legacy_gone: bool },
+    Finished { target: i64 },
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rows::{Data, StoreOp};
-    use crate::store::seal::seal;
     use crate::store::FORMAT_VERSION;
-    use redb::ReadableDatabase;
+    use redb::{ReadableDatabase, ReadableTableMetadata};
 
     const KEYS: usize = 150;
 
@@ -782,33 +1003,46 @@ mod tests {
         format!("k{:03}", (rev as usize * 100 + i) % KEYS).into_bytes()
     }
 
-    /// Writes in both event tables: `tenure_events` (if the file has it) and `tenure_changes`,
-    /// at every revision.
-    fn writes(tx: &WriteTransaction) -> usize {
-        let mut n = 0;
-        if tx.list_tables().unwrap().any(|t| t.name() == LEGACY_NAME) {
-            n += tx.open_table(LEGACY).unwrap().len().unwrap() as usize;
+    fn entry(rev: i64, create: i64) -> Entry {
+        Entry {
+            data: Some(Data {
+                value: format!("v{rev}").into_bytes(),
+                create,
+                mod_revision: rev,
+                version: 1,
+            }),
+            lease: 0,
         }
-        let changes = tx.open_table(CHANGES).unwrap();
-        for row in changes.iter().unwrap() {
-            let (k, v) = row.unwrap();
-            n += events::decode_row(k.value(), v.value()).unwrap().len();
-        }
-        n
     }
 
-    /// A store over a file of revisions 1..=100, 100 puts each over 150 keys (`legacy`:
-    /// 1..=50 with one event row per write, as written before tenure_changes), compacted at
-    /// 100, none of it physically.
-    fn compacted_fixture(dir: &tempfile::TempDir, legacy: bool) -> Store {
-        let path = dir.path().join("steps.redb");
-        // Through the store's own backend, which keeps the file's locks for its close.
+    fn count(store: &Store, def: TableDefinition<'_, impl redb::Key + 'static, &[u8]>) -> usize {
+        let tx = store.db.begin_read().unwrap();
+        tx.open_table(def).unwrap().len().unwrap() as usize
+    }
+
+    /// The writes `tenure_changes` lists.
+    fn writes(store: &Store) -> Vec<(i64, Vec<u8>)> {
+        let tx = store.db.begin_read().unwrap();
+        let changes = tx.open_table(CHANGES).unwrap();
+        let mut out = Vec::new();
+        for row in changes.iter().unwrap() {
+            let (k, v) = row.unwrap();
+            for (rev, key) in events::decode_row(k.value(), v.value()).unwrap() {
+                out.push((rev, key.to_vec()));
+            }
+        }
+        out
+    }
+
+    /// A new store at `path`, through the store's own backend (which keeps the file's locks
+    /// for its close).
+    fn new_store(path: &std::path::Path) -> Store {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
-            .open(&path)
+            .open(path)
             .unwrap();
         let (backend, locks) =
             super::super::files::WriteBackend::new(super::super::FaultyBackend {
@@ -816,58 +1050,10 @@ mod tests {
                 faults: Default::default(),
             });
         let db = redb::Builder::new().create_with_backend(backend).unwrap();
-        // Revisions 1..=100 of 100 puts each over 150 keys: 1..=50 with one event row per
-        // write (a file written before tenure_changes), 51..=100 one row per revision.
-        let tx = db.begin_write().unwrap();
-        {
-            let mut history = tx.open_table(HISTORY).unwrap();
-            let mut old_rows = legacy.then(|| tx.open_table(LEGACY).unwrap());
-            let mut changes = tx.open_table(CHANGES).unwrap();
-            let mut row = Vec::new();
-            for rev in 1..=100i64 {
-                let mut packer = Packer::default();
-                for i in 0..100 {
-                    let k = key(rev, i);
-                    let e = Entry {
-                        data: Some(Data {
-                            value: b"v".to_vec(),
-                            create: 1,
-                            mod_revision: rev,
-                            version: 1,
-                        }),
-                        lease: 0,
-                    };
-                    row.clear();
-                    push_sealed_row(&mut row, &k, rev, &e);
-                    history.insert((k.as_slice(), rev), row.as_slice()).unwrap();
-                    let at = (rev, i as u32);
-                    if let Some(old_rows) = old_rows.as_mut().filter(|_| rev <= 50) {
-                        let mut id = rev.to_be_bytes().to_vec();
-                        id.extend_from_slice(&(i as u32).to_be_bytes());
-                        let sealed = seal(LEGACY_NAME, &id, &k);
-                        old_rows.insert(at, sealed.as_slice()).unwrap();
-                    } else {
-                        packer.push(&mut changes, at, &k).unwrap();
-                    }
-                }
-                packer.flush(&mut changes).unwrap();
-            }
-            let mut meta = tx.open_table(META).unwrap();
-            for (row, v) in [
-                ("format", 3),
-                ("history", 1),
-                ("compacted", 100),
-                ("revision", 100),
-            ] {
-                meta.insert(row, v).unwrap();
-            }
-            write_meta(&mut meta, &[]).unwrap();
-        }
-        assert_eq!(writes(&tx), 10_000);
-        tx.commit().unwrap();
+        super::super::init(&db).unwrap();
         Store {
             db,
-            path,
+            path: path.to_path_buf(),
             faults: Default::default(),
             history: Progress::default(),
             locks,
@@ -875,56 +1061,61 @@ mod tests {
         }
     }
 
+    /// A store over a file of revisions 1..=100, 100 puts each over 150 keys (the first 10
+    /// revisions also delete `gone`), compacted at 100, none of it physically.
+    fn compacted_fixture(dir: &tempfile::TempDir) -> Store {
+        let path = dir.path().join("steps.redb");
+        let store = new_store(&path);
+        let tx = store.db.begin_write().unwrap();
+        {
+            let mut kv = tx.open_table(KV).unwrap();
+            let mut rec = Recorder::open(&tx).unwrap();
+            for rev in 1..=100i64 {
+                for i in 0..100 {
+                    let k = key(rev, i);
+                    let e = entry(rev, 1);
+                    let row = super::super::sealed_key_row(&k, &e);
+                    let old = kv.insert(k.as_slice(), row.as_slice()).unwrap();
+                    rec.put(&k, rev, &e, old.as_ref().map(|o| o.value()))
+                        .unwrap();
+                }
+                rec.flush().unwrap();
+            }
+            let mut meta = tx.open_table(META).unwrap();
+            for (row, v) in [("compacted", 100), ("revision", 100)] {
+                meta.insert(row, v).unwrap();
+            }
+            write_meta(&mut meta, &[]).unwrap();
+        }
+        tx.commit().unwrap();
+        assert_eq!(count(&store, VERSIONS), 10_000);
+        store
+    }
+
     #[test]
-    fn k17_each_compaction_step_is_bounded_and_the_pass_keeps_one_write_per_key() {
+    fn k17_each_compaction_step_is_bounded_and_the_pass_keeps_one_version_per_key() {
         let dir = tempfile::tempdir().unwrap();
-        let store = compacted_fixture(&dir, true);
+        let store = compacted_fixture(&dir);
         let mut steps = 0;
         let mut left = 10_000;
         loop {
             let more = store.compact_step().unwrap();
             steps += 1;
+            let now = count(&store, VERSIONS);
+            // Each version looked at removes at most the one it replaced and itself.
+            assert!(left - now <= 2 * STEP, "{left} → {now}");
+            left = now;
             if !more {
                 break;
             }
-            // (Aborted: a `tenure_events` it opens once dropped is not made again.)
-            let tx = store.db.begin_write().unwrap();
-            let now = writes(&tx);
-            tx.abort().unwrap();
-            assert!(left - now <= STEP + events::ROW_WRITES, "{left} → {now}");
-            left = now;
         }
         assert!(steps >= 3, "{steps} steps");
-        assert_eq!(
-            store.history.legacy.get(),
-            Some(false),
-            "tenure_events dropped"
-        );
+        assert_eq!(left, KEYS, "one version per key");
+        // Revision 100's events only (the compaction keeps its own revision).
+        let kept = writes(&store);
+        assert_eq!(kept.len(), 100);
+        assert!(kept.iter().all(|(rev, _)| *rev == 100));
         let tx = store.db.begin_read().unwrap();
-        assert!(matches!(
-            tx.open_table(LEGACY),
-            Err(redb::TableError::TableDoesNotExist(_))
-        ));
-        let changes = tx.open_table(CHANGES).unwrap();
-        let mut kept = Vec::new();
-        for row in changes.iter().unwrap() {
-            let (k, v) = row.unwrap();
-            for (rev, key) in events::decode_row(k.value(), v.value()).unwrap() {
-                kept.push((key.to_vec(), rev));
-            }
-        }
-        // Revision 100's writes (the compaction keeps its own revision) and the last put of
-        // each of the 50 keys it does not write.
-        assert_eq!(kept.len(), KEYS);
-        kept.sort();
-        kept.dedup_by(|a, b| a.0 == b.0);
-        assert_eq!(kept.len(), KEYS, "one write per key");
-        let history = tx.open_table(HISTORY).unwrap();
-        assert_eq!(
-            history.len().unwrap() as usize,
-            KEYS,
-            "their history rows only"
-        );
         let meta = tx.open_table(META).unwrap();
         assert_eq!(meta.get("format").unwrap().unwrap().value(), FORMAT_VERSION);
     }
@@ -935,44 +1126,76 @@ mod tests {
         // region's writes, history grew for as long as writes came. Each checkpoint does at
         // least its own share.
         let dir = tempfile::tempdir().unwrap();
-        let store = compacted_fixture(&dir, false);
-        let count = |store: &Store| {
-            let tx = store.db.begin_write().unwrap();
-            let n = writes(&tx);
-            tx.abort().unwrap();
-            n
-        };
-        let before = count(&store);
-        let put = |rev: i64| {
-            let e = Entry {
-                data: Some(Data {
-                    value: b"w".to_vec(),
-                    create: rev,
-                    mod_revision: rev,
-                    version: 1,
-                }),
-                lease: 0,
-            };
-            StoreOp::PutKey(format!("new{rev}").into_bytes(), e)
-        };
+        let store = compacted_fixture(&dir);
+        let before = count(&store, VERSIONS);
+        let put = |rev: i64| StoreOp::PutKey(format!("new{rev}").into_bytes(), entry(rev, rev));
         let ops: Vec<StoreOp> = (101..101 + STEP as i64).map(put).collect();
         store.commit(&ops, 100 + STEP as i64, 1, Some(1)).unwrap();
-        let after = count(&store);
-        // The checkpoint added STEP writes and compacted at least 2 × STEP of the old ones.
+        let after = count(&store, VERSIONS);
+        // The checkpoint added STEP versions and looked at 2 × STEP old ones, each removing
+        // the one it replaced (the first of each key replaced none).
         assert!(
-            after + STEP <= before,
-            "{before} writes before the checkpoint, {after} after"
+            before + STEP - after >= 2 * STEP - KEYS,
+            "{before} versions before the checkpoint, {after} after"
         );
         // A commit without the log (its ops are one group commit, not a region) leaves the
         // compaction to the compactor.
         let rev = 101 + STEP as i64;
         store.commit(&[put(rev)], rev, 1, None).unwrap();
-        assert_eq!(count(&store), after + 1);
-        // Nor does a checkpoint compact a file that still has `tenure_events`: a step changes
-        // its rows as it reads them, and only the compactor's own steps may fail on a row.
+        assert_eq!(count(&store, VERSIONS), after + 1);
+    }
+
+    #[test]
+    fn k17_a_deleted_key_is_found_through_its_tombstone_and_goes_with_it() {
         let dir = tempfile::tempdir().unwrap();
-        let store = compacted_fixture(&dir, true);
-        store.commit(&ops, 100 + STEP as i64, 1, Some(1)).unwrap();
-        assert_eq!(count(&store), 10_000 + STEP);
+        let store = new_store(&dir.path().join("gone.redb"));
+        let k = b"gone".as_slice();
+        let tx = store.db.begin_write().unwrap();
+        {
+            let mut kv = tx.open_table(KV).unwrap();
+            let mut rec = Recorder::open(&tx).unwrap();
+            // put 1, put 2, delete 3, put 4, delete 5
+            for (rev, put) in [(1, true), (2, true), (3, false), (4, true), (5, false)] {
+                if put {
+                    let e = entry(rev, if rev == 4 { 4 } else { 1 });
+                    let row = super::super::sealed_key_row(k, &e);
+                    let old = kv.insert(k, row.as_slice()).unwrap();
+                    rec.put(k, rev, &e, old.as_ref().map(|o| o.value()))
+                        .unwrap();
+                } else {
+                    let old = kv.remove(k).unwrap();
+                    rec.tombstone(k, rev, old.as_ref().map(|o| o.value()))
+                        .unwrap();
+                }
+                rec.flush().unwrap();
+            }
+        }
+        tx.commit().unwrap();
+        let read = |at: i64| {
+            let view = store.view().unwrap();
+            view.range_at(&KeyRange::new(k, b""), at)
+                .unwrap()
+                .into_iter()
+                .next()
+                .map(|kv| kv.mod_revision)
+        };
+        let all = [None, Some(1), Some(2), None, Some(4), None];
+        for (at, want) in all.iter().enumerate() {
+            assert_eq!(read(at as i64), *want, "at {at}");
+        }
+        assert_eq!(count(&store, DELETED), 1);
+        // Compacted at 4: the delete at 3 and what it replaced go; 4 and 5 stay.
+        let tx = store.db.begin_write().unwrap();
+        tx.open_table(META).unwrap().insert("compacted", 4).unwrap();
+        tx.commit().unwrap();
+        while store.compact_step().unwrap() {}
+        assert_eq!(count(&store, VERSIONS), 2);
+        assert_eq!((read(4), read(5)), (Some(4), None));
+        // Compacted at 6: the delete at 5 is below it and goes with its deleted-key row.
+        let tx = store.db.begin_write().unwrap();
+        tx.open_table(META).unwrap().insert("compacted", 6).unwrap();
+        tx.commit().unwrap();
+        while store.compact_step().unwrap() {}
+        assert_eq!((count(&store, VERSIONS), count(&store, DELETED)), (0, 0));
     }
 }

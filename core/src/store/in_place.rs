@@ -17,10 +17,11 @@ use redb::DatabaseError;
 use redb::ReadableDatabase;
 
 use super::files::{probe, Found};
+use super::open::upgrade;
 use super::scratch::Scratch;
 use super::{
-    corrupt_at, guarded, load, log_meta, open_error, open_read_only_held, replay, wal, Loaded,
-    LogMeta, View,
+    corrupt_at, guarded, history, load, log_meta, open_error, open_read_only_held, replay, wal,
+    Loaded, LogMeta, View, META,
 };
 use crate::error::{Error, Result};
 use crate::etcd::errors::refused_at;
@@ -79,7 +80,9 @@ fn open_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Opened
             redb::Builder::new().open_read_only_with_backend(scratch(&file)?)
         };
         match as_is {
-            Ok(db) => {
+            // A file whose history is keyed by key (formats 3 to 6) is read through a copy
+            // converted in memory.
+            Ok(db) if !keyed(&db, path)? => {
                 let lm = match log_meta(&db, path)? {
                     Some(lm) if with_log => lm,
                     _ => return Ok(Opened::AsIs(db)),
@@ -89,6 +92,7 @@ fn open_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Opened
                     _ => return Ok(Opened::AsIs(db)),
                 }
             }
+            Ok(_) => {}
             Err(DatabaseError::RepairAborted) if !with_log => {
                 return Err(Error::Corrupt {
                     path: path.to_path_buf(),
@@ -104,6 +108,7 @@ fn open_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Opened
         let db = redb::Builder::new()
             .create_with_backend(scratch(&file)?)
             .map_err(|e| open_error(path, e))?;
+        upgrade(&db, path)?;
         if let Some(LogMeta {
             id: Some(id),
             applied,
@@ -117,6 +122,21 @@ fn open_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Opened
         }
         Ok(Opened::Scratched(db))
     })
+}
+
+/// Whether the file's format keeps the history keyed by key (`history::upgrade` converts it).
+fn keyed(db: &redb::ReadOnlyDatabase, path: &Path) -> Result<bool> {
+    let tx = read_tx(db, path)?;
+    let meta = match tx.open_table(META) {
+        Ok(m) => m,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(false),
+        Err(e) => return Err(corrupt_at(path, e.to_string())),
+    };
+    let format = meta
+        .get("format")
+        .map_err(|e| corrupt_at(path, e.to_string()))?
+        .map(|v| v.value());
+    Ok(format.is_some_and(history::is_keyed))
 }
 
 /// What the database in the first `len` bytes of `path` holds, read without writing anything

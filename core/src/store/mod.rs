@@ -6,8 +6,8 @@
 //! - `tenure_leases`: lease ID → sealed (ttl ns, remaining ns or `NO_TIME`, wall ms when
 //!   persisted) (`codec`, `seal`).
 //! - `tenure_kv`: key → sealed encoded entry (`codec`, `seal`): value, revisions, lease.
-//! - `tenure_history`, `tenure_changes` (and `tenure_events` in files of formats 3 and 4):
-//!   every revision until compacted, sealed rows (`history`, `events`).
+//! - `tenure_versions`, `tenure_deleted`, `tenure_changes`: every revision until compacted,
+//!   sealed rows (`history`, `chain`, `events`).
 //!
 //! Deadlines are never stored: only durations and the wall time they were measured at.
 
@@ -47,6 +47,7 @@ macro_rules! delegate_locks {
     };
 }
 
+mod chain;
 mod codec;
 mod events;
 mod faults;
@@ -79,23 +80,20 @@ const KV_NAME: &str = "tenure_kv";
 const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new(KV_NAME);
 
 /// On-disk format version of a file complete on its own, stored in `tenure_meta["format"]`.
-/// 5: the history's events one row per commit (`tenure_changes`, SPEC K16); 3 was the same
-/// with one event row per write (`tenure_events`), still read ([`PER_WRITE_EVENTS`]); 1 and 2
+/// 7: the history keyed by revision (`tenure_versions`, SPEC K17). 3 to 6 kept it keyed by
+/// key (`tenure_history`; 3 and 4 with one event row per write): converted at the first
+/// write open (`history::upgrade`), read in place through a converted copy in memory. 1 and 2
 /// were the tables of 3 unsealed, refused with [`LEGACY_FORMAT`].
-pub(crate) const FORMAT_VERSION: i64 = 5;
+pub(crate) const FORMAT_VERSION: i64 = 7;
 /// The `format` of a file while an engine with the write-ahead log has it (from its open to its
 /// clean close) or after that engine died: the log beside it may hold acknowledged records the
 /// file lacks. A build that predates the mark refuses it as an unsupported version (`Corrupt`,
 /// nothing written) instead of ignoring the log and losing those writes.
-/// 6 (4 with one event row per write).
-pub(crate) const FORMAT_LOGGED: i64 = 6;
-/// The formats of files written with one event row per write (`tenure_events`), each with the
-/// one it becomes at the first write of this build (`history::seed`), which builds that read
-/// `tenure_events` only refuse (SPEC K16). Read as they are until then.
-pub(crate) const PER_WRITE_EVENTS: [(i64, i64); 2] = [(3, FORMAT_VERSION), (4, FORMAT_LOGGED)];
+/// 8 (4 and 6 in the formats `history::upgrade` converts).
+pub(crate) const FORMAT_LOGGED: i64 = 8;
 /// Why a file of format 1 or 2 (written before rows had checksums) is refused.
 pub(crate) const LEGACY_FORMAT: &str = "format version {v} predates per-record checksums \
-     (tenure before issue 29): this build reads formats 3 to 6 only; export its keys and leases \
+     (tenure before issue 29): this build reads formats 3 to 8 only; export its keys and leases \
      with the build that wrote it and load them into a new file";
 /// redb's page cache for an open database file.
 const CACHE: usize = 64 << 20;
@@ -250,7 +248,7 @@ fn check_format(meta: &impl ReadableTable<&'static str, i64>, path: &Path) -> Re
         .map(|v| v.value());
     match format {
         Some(FORMAT_VERSION | FORMAT_LOGGED) => Ok(()),
-        Some(v) if PER_WRITE_EVENTS.iter().any(|&(old, _)| old == v) => Ok(()),
+        Some(v) if history::is_keyed(v) => Ok(()),
         Some(v @ (1 | 2)) => Err(corrupt_at(
             path,
             LEGACY_FORMAT.replace("{v}", &v.to_string()),
@@ -481,12 +479,13 @@ fn apply_ops(
             }
             StoreOp::PutKey(k, rec) => {
                 let row = sealed_key_row(k, rec);
-                if let Some(old) = kv.insert(k.as_slice(), row.as_slice()).map_err(storage)? {
+                let old = kv.insert(k.as_slice(), row.as_slice()).map_err(storage)?;
+                if let Some(old) = &old {
                     kv_digest.remove(old.value());
                 }
                 kv_digest.add(&row);
                 if let Some(d) = &rec.data {
-                    history.put(k, d.mod_revision, rec)?;
+                    history.put(k, d.mod_revision, rec, old.as_ref().map(|o| o.value()))?;
                 }
             }
             StoreOp::DelKey(k) => {
@@ -495,10 +494,11 @@ fn apply_ops(
                 }
             }
             StoreOp::DelKeyAt(k, rev) => {
-                if let Some(old) = kv.remove(k.as_slice()).map_err(storage)? {
+                let old = kv.remove(k.as_slice()).map_err(storage)?;
+                if let Some(old) = &old {
                     kv_digest.remove(old.value());
                 }
-                history.tombstone(k, *rev)?;
+                history.tombstone(k, *rev, old.as_ref().map(|o| o.value()))?;
             }
             StoreOp::LeaseKey(k, rec) => {
                 let row = sealed_key_row(k, rec);
@@ -547,12 +547,14 @@ impl Store {
             // so that the open after a crash needs no walk of the whole file.
             tx.set_quick_repair(applied.is_some());
             history::seed(&tx, &self.history)?;
+            let written;
             {
                 let mut leases = tx.open_table(LEASES).map_err(storage)?;
                 let mut kv = tx.open_table(KV).map_err(storage)?;
                 let mut meta = tx.open_table(META).map_err(storage)?;
-                let mut history = Recorder::open(&tx)?;
+                let mut history = Recorder::open_with(&tx, &self.history)?;
                 let changes = apply_ops(&mut leases, &mut kv, &mut meta, &mut history, ops)?;
+                written = history.take_heads();
                 meta.insert("revision", revision).map_err(storage)?;
                 meta.insert("next_lease_id", next_id).map_err(storage)?;
                 if let Some(lsn) = applied {
@@ -572,6 +574,7 @@ impl Store {
                 None => None,
             };
             tx.commit().map_err(storage)?;
+            self.history.remember(written);
             if let Some(stepped) = stepped {
                 self.compacted(Ok(stepped))?;
             }

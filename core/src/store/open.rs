@@ -11,6 +11,7 @@ use redb::{DatabaseError, Durability};
 
 use super::file_sum;
 use super::files::{create, open_read_only_held, probe, Found, WriteBackend};
+use super::history;
 use super::scratch::Scratch;
 use super::{
     apply_ops, corrupt_at, guarded, init, load, load_tables, log_meta, new_log_id, storage, wal,
@@ -112,6 +113,19 @@ pub(super) fn replay(
             Err(e)
         }
     }
+}
+
+/// Converts the history of a file of formats 3 to 6 to this build's (`history::upgrade`), in
+/// one durable transaction; nothing for a file of this build's format.
+pub(super) fn upgrade(db: &redb::Database, path: &Path) -> Result<()> {
+    let mut tx = db.begin_write().map_err(|e| opening(path, e))?;
+    if !history::upgrade(&tx)? {
+        return tx.abort().map_err(|e| opening(path, e));
+    }
+    tx.set_durability(Durability::Immediate)
+        .map_err(|e| opening(path, e))?;
+    tx.set_quick_repair(true);
+    tx.commit().map_err(|e| opening(path, e))
 }
 
 /// Commits a new log id (I-G2) and the mark of a file with a log in use, durably.
@@ -230,6 +244,8 @@ fn write_open(
             (before, &after_repair)
         }
     };
+    // Before anything else writes it: the history of formats 3 to 6 converted (K16).
+    upgrade(db, path)?;
     let log_is_ours = matches!(found, wal::Found::Ours(_));
     let records = match found {
         wal::Found::Ours(r) => r.as_slice(),

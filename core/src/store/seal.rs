@@ -68,6 +68,13 @@ pub(crate) fn unseal<'a>(table: &str, key: &[u8], stored: &'a [u8]) -> Option<&'
     (record_crc(table, key, payload) == crc).then_some(payload)
 }
 
+/// [`unseal`] of a row whose key is `parts` one after the other (without building it).
+pub(crate) fn unseal_at<'a>(table: &str, parts: &[&[u8]], stored: &'a [u8]) -> Option<&'a [u8]> {
+    let (payload, crc) = stored.split_at_checked(stored.len().checked_sub(SEAL_LEN)?)?;
+    let crc = u32::from_le_bytes(crc.try_into().ok()?);
+    (record_crc_of_parts(table, parts, payload) == crc).then_some(payload)
+}
+
 /// The checksum a stored row carries (whether or not it is right: the digest counts what is
 /// stored).
 fn stored_crc(stored: &[u8]) -> u32 {
