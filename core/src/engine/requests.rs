@@ -9,9 +9,10 @@ use crate::etcd::{Outcome, Refusal, RequestOp, ResponseOp, WatchStart};
 use crate::kv::range::{respond, KeyRange, RangeRequest, RangeResponse};
 use crate::kv::watch::{WatchOptions, Watcher};
 use crate::limits::check_start_revision;
-use crate::store::View;
+use crate::store::{Covers, View};
 use crate::types::KeyValue;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 impl Engine {
     /// [`Tenure::execute`](crate::Tenure::execute), for this engine.
@@ -110,16 +111,19 @@ impl Engine {
         // turn the present into a past revision that memory no longer holds.
         // A retained past revision is read from the store; anything else (the present, a
         // future or compacted revision) is the state machine's answer (`check_range`).
-        let (current, present) = self.read_durable(|lease_kv| {
+        let (current, present, newest) = self.read_durable(|lease_kv| {
             let kv = &lease_kv.kv;
             let present = (!r.is_past(kv.revision) || r.revision < kv.compacted)
                 .then(|| lease_kv.execute_read(&RequestOp::Range(r.clone())));
-            (kv.revision, present)
+            let newest = KeyRange::new(&r.key, &r.range_end)
+                .single_key()
+                .and_then(|key| kv.mod_revision(key));
+            (kv.revision, present, newest)
         })?;
         if let Some(out) = present {
             return out;
         }
-        let response = self.read_past(r)?;
+        let response = self.read_past_from(r, newest)?;
         Ok(Outcome::Done {
             revision: current,
             response: ResponseOp::Range(response),
@@ -163,9 +167,15 @@ impl Engine {
 
     /// A range at a past revision, read from the store's history (SPEC K9).
     fn read_past(&self, r: &RangeRequest) -> Result<RangeResponse> {
+        self.read_past_from(r, None)
+    }
+
+    /// [`read_past`](Self::read_past), for a single key whose last write memory knew at some
+    /// revision not below `r.revision` (`newest`): the history is entered at that version.
+    fn read_past_from(&self, r: &RangeRequest, newest: Option<i64>) -> Result<RangeResponse> {
         let range = KeyRange::new(&r.key, &r.range_end);
         let view = self.history_view(r.revision)?;
-        let all = view.range_at(&range, r.revision)?;
+        let all = view.range_at(&range, r.revision, newest)?;
         drop(view);
         // A compaction that began meanwhile may have removed rows this read needed.
         let (current, compacted) =
@@ -177,8 +187,9 @@ impl Engine {
     }
 
     /// A read transaction of the file once it holds `revision` (with the log, the file lags:
-    /// `flush_to_file` brings it up to date).
-    fn history_view(&self, revision: i64) -> Result<View> {
+    /// `flush_to_file` brings it up to date), shared with other reads of the history until
+    /// the store next writes.
+    fn history_view(&self, revision: i64) -> Result<Arc<View>> {
         let s = self.shared();
         if !s.cfg.persist {
             // In memory no history is kept: only the present is answered.
@@ -194,7 +205,15 @@ impl Engine {
             s.relabels_flushed.fetch_max(relabels, Ordering::Release);
         }
         let store = s.store.lock();
-        store.as_ref().ok_or_else(|| s.closed.clone())?.view()
+        let store = store.as_ref().ok_or_else(|| s.closed.clone())?;
+        // Loaded before the view begins (and raised only after what they count is in the
+        // file): at most what the view holds.
+        let now = Covers {
+            revision: s.file_revision.load(Ordering::Acquire),
+            relabels: s.relabels_flushed.load(Ordering::Acquire),
+        };
+        let wanted = Covers { revision, relabels };
+        store.history_view(wanted, now)
     }
 
     /// [`Tenure::get_at`](crate::Tenure::get_at), for this engine.

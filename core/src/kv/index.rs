@@ -69,6 +69,11 @@ impl KvIndex {
         e.data.as_ref().map(|d| kv_of(key, d, e.lease))
     }
 
+    /// The revision of `key`'s last write, if it has a value (no copy of it).
+    pub(crate) fn mod_revision(&self, key: &[u8]) -> Option<i64> {
+        self.map.get(key)?.data.as_ref().map(|d| d.mod_revision)
+    }
+
     pub(crate) fn lease_of(&self, key: &[u8]) -> Option<i64> {
         self.map.get(key).map(|e| e.lease).filter(|&l| l != 0)
     }

@@ -23,8 +23,9 @@
 //! wholly below `c` go. What remains answers every read at `c` or later exactly as before; no
 //! state crosses steps, so a pass cut by a crash is redone as it is.
 
-use std::cell::{Cell, OnceCell, RefCell};
+use std::cell::{Cell, RefCell};
 use std::ops::Bound;
+use std::sync::OnceLock;
 
 use redb::{Durability, ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 use rustc_hash::FxHashMap;
@@ -554,18 +555,27 @@ fn missing(key: &[u8], rev: i64) -> Error {
 
 type KeysTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
 
-/// The tables a read at a past revision needs, in one read transaction; those a read may not
-/// need opened at its first use (redb's cost per table opened is that of a lookup).
-struct Tables<'v> {
-    tx: &'v redb::ReadTransaction,
-    versions: VersionsTable,
-    kv: OnceCell<KeysTable>,
-    deleted: OnceCell<KeysTable>,
+/// The history's tables of one view, each opened at its first use and kept for the view's
+/// life (redb's cost per table opened is that of a lookup; a view may serve many reads).
+#[derive(Default)]
+pub(crate) struct Opened {
+    /// `None`: a file without history.
+    versions: OnceLock<Option<VersionsTable>>,
+    kv: OnceLock<KeysTable>,
+    deleted: OnceLock<KeysTable>,
 }
 
-/// `cell`'s table, opened from `tx` at the first call.
+/// The tables a read at a past revision needs, in one read transaction.
+struct Tables<'v> {
+    tx: &'v redb::ReadTransaction,
+    versions: &'v VersionsTable,
+    opened: &'v Opened,
+}
+
+/// `cell`'s table, opened from `tx` at the first call (two threads may both open it; one
+/// keeps it).
 fn opened<'c>(
-    cell: &'c OnceCell<KeysTable>,
+    cell: &'c OnceLock<KeysTable>,
     tx: &redb::ReadTransaction,
     def: TableDefinition<'static, &'static [u8], &'static [u8]>,
 ) -> Result<&'c KeysTable> {
@@ -578,11 +588,11 @@ fn opened<'c>(
 
 impl Tables<'_> {
     fn kv(&self) -> Result<&KeysTable> {
-        opened(&self.kv, self.tx, KV)
+        opened(&self.opened.kv, self.tx, KV)
     }
 
     fn deleted(&self) -> Result<&KeysTable> {
-        opened(&self.deleted, self.tx, DELETED)
+        opened(&self.opened.deleted, self.tx, DELETED)
     }
 
     /// The revision of the newest version of `key` the history holds: its current row's last
@@ -607,21 +617,57 @@ impl Tables<'_> {
         }
     }
 
-    /// `key` as it was at `revision` (not below the compaction): its newest version at or
-    /// before it, `None` for a tombstone or no version.
-    fn at(&self, key: &[u8], revision: i64) -> Result<Option<KeyValue>> {
-        let Some(head_rev) = self.newest(key)? else {
+    /// The row of the version of `key` at `rev`, if the history holds it.
+    fn entry(&self, key: &[u8], rev: i64) -> Result<Option<Entry>> {
+        Ok(self.version(key, rev)?.map(|(_, e)| e))
+    }
+
+    /// The links of the version of `key` at `rev`, if the history holds it (its row is checked
+    /// but not decoded: a walk only passes through).
+    fn links(&self, key: &[u8], rev: i64) -> Result<Option<Links>> {
+        let Some(row) = self.versions.get((rev, key)).map_err(storage)? else {
             return Ok(None);
         };
-        let (links, e) = self
-            .version(key, head_rev)?
-            .ok_or_else(|| missing(key, head_rev))?;
-        if head_rev <= revision {
-            return Ok(kv_of(key, e));
+        let payload = unseal_version(rev, key, row.value())?;
+        match Links::decode(rev, payload) {
+            Some((links, _)) => Ok(Some(links)),
+            None => Err(undecodable(key, rev)),
         }
-        let found = chain::find(head_rev, links, revision, |r| {
-            Ok::<_, Error>(match self.version(key, r)? {
-                Some((l, _)) => Hop::Links(l),
+    }
+
+    /// `key` as it was at `revision` (not below the compaction): its newest version at or
+    /// before it, `None` for a tombstone or no version.
+    ///
+    /// `known`: a version of `key` the caller saw as its newest at some revision at or after
+    /// `revision` (memory's last write): the walk starts there when the file holds it, which
+    /// saves finding the newest. Later versions cannot answer for `revision`, and compaction
+    /// keeps the newest version at or below its point, so that start gives the same answer.
+    fn at(&self, key: &[u8], revision: i64, known: Option<i64>) -> Result<Option<KeyValue>> {
+        if let Some(start) = known {
+            if let Some(out) = self.walk_from(key, revision, start)? {
+                return Ok(out);
+            }
+        }
+        match self.newest(key)? {
+            Some(head) => self
+                .walk_from(key, revision, head)?
+                .ok_or_else(|| missing(key, head)),
+            None => Ok(None),
+        }
+    }
+
+    /// `key` at `revision`, walking back from its version at `start`, a version that was its
+    /// newest at or after `revision`; `None` when the history does not hold that version.
+    fn walk_from(&self, key: &[u8], revision: i64, start: i64) -> Result<Option<Option<KeyValue>>> {
+        if start <= revision {
+            return Ok(self.entry(key, start)?.map(|e| kv_of(key, e)));
+        }
+        let Some(links) = self.links(key, start)? else {
+            return Ok(None);
+        };
+        let found = chain::find(start, links, revision, |r| {
+            Ok::<_, Error>(match self.links(key, r)? {
+                Some(l) => Hop::Links(l),
                 None => Hop::Missing,
             })
         })?
@@ -631,38 +677,50 @@ impl Tables<'_> {
                 String::from_utf8_lossy(key)
             ))
         })?;
-        match found {
+        Ok(Some(match found {
             // Gone: a tombstone the compaction removed (the key did not exist then).
-            Some(r) => Ok(self.version(key, r)?.and_then(|(_, e)| kv_of(key, e))),
-            None => Ok(None),
-        }
+            Some(r) => self.entry(key, r)?.and_then(|e| kv_of(key, e)),
+            None => None,
+        }))
     }
 }
 
 impl View {
     /// The history's tables in this read transaction; `None` for a file without history.
     fn tables(&self) -> Result<Option<Tables<'_>>> {
-        let versions = match self.tx.open_table(VERSIONS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(storage(e)),
+        let opened = &self.history;
+        let versions = match opened.versions.get() {
+            Some(v) => v,
+            None => {
+                let v = match self.tx.open_table(VERSIONS) {
+                    Ok(t) => Some(t),
+                    Err(redb::TableError::TableDoesNotExist(_)) => None,
+                    Err(e) => return Err(storage(e)),
+                };
+                opened.versions.get_or_init(|| v)
+            }
         };
-        Ok(Some(Tables {
+        Ok(versions.as_ref().map(|versions| Tables {
             tx: &self.tx,
             versions,
-            kv: OnceCell::new(),
-            deleted: OnceCell::new(),
+            opened,
         }))
     }
 
-    /// The keys of `range` as they were at `revision`, in key order (SPEC K9).
-    pub(crate) fn range_at(&self, range: &KeyRange, revision: i64) -> Result<Vec<KeyValue>> {
+    /// The keys of `range` as they were at `revision`, in key order (SPEC K9); `known`: for a
+    /// single key, a version that was its newest at or after `revision` (see `Tables::at`).
+    pub(crate) fn range_at(
+        &self,
+        range: &KeyRange,
+        revision: i64,
+        known: Option<i64>,
+    ) -> Result<Vec<KeyValue>> {
         let mut out = Vec::new();
         let Some(t) = self.tables()? else {
             return Ok(out);
         };
         if let Some(key) = range.single_key() {
-            out.extend(t.at(key, revision)?);
+            out.extend(t.at(key, revision, known)?);
             return Ok(out);
         }
         let Some((start, end)) = range.bounds() else {
@@ -697,7 +755,7 @@ impl View {
                 (Some(_), None) => std::mem::replace(&mut a, next_key(&mut live)?).expect("some"),
                 _ => std::mem::replace(&mut b, next_key(&mut gone)?).expect("some"),
             };
-            out.extend(t.at(&key, revision)?);
+            out.extend(t.at(&key, revision, None)?);
         }
         Ok(out)
     }
@@ -760,7 +818,7 @@ impl Store {
     /// is carried out.
     pub(crate) fn compact_step(&self) -> Result<bool> {
         let stepped = guarded(&self.path, || {
-            let mut tx = self.db.begin_write().map_err(storage)?;
+            let mut tx = self.begin_write().map_err(storage)?;
             let stepped = self.compact_within(&tx, STEP, Within::Own)?;
             if matches!(stepped, Stepped::Idle) {
                 tx.abort().map_err(storage)?;
@@ -1058,6 +1116,7 @@ mod tests {
             history: Progress::default(),
             locks,
             log_id: None,
+            reader: Default::default(),
         }
     }
 
@@ -1145,24 +1204,26 @@ mod tests {
         assert_eq!(count(&store, VERSIONS), after + 1);
     }
 
-    #[test]
-    fn k17_a_deleted_key_is_found_through_its_tombstone_and_goes_with_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = new_store(&dir.path().join("gone.redb"));
-        let k = b"gone".as_slice();
+    /// Writes `k`'s `writes` (revision, put or delete), each put creating the key anew after
+    /// a delete, through the recorder as a checkpoint does.
+    fn write_history(store: &Store, k: &[u8], writes: &[(i64, bool)]) {
         let tx = store.db.begin_write().unwrap();
         {
             let mut kv = tx.open_table(KV).unwrap();
             let mut rec = Recorder::open(&tx).unwrap();
-            // put 1, put 2, delete 3, put 4, delete 5
-            for (rev, put) in [(1, true), (2, true), (3, false), (4, true), (5, false)] {
+            let mut create = 0;
+            for &(rev, put) in writes {
                 if put {
-                    let e = entry(rev, if rev == 4 { 4 } else { 1 });
+                    if create == 0 {
+                        create = rev;
+                    }
+                    let e = entry(rev, create);
                     let row = super::super::sealed_key_row(k, &e);
                     let old = kv.insert(k, row.as_slice()).unwrap();
                     rec.put(k, rev, &e, old.as_ref().map(|o| o.value()))
                         .unwrap();
                 } else {
+                    create = 0;
                     let old = kv.remove(k).unwrap();
                     rec.tombstone(k, rev, old.as_ref().map(|o| o.value()))
                         .unwrap();
@@ -1171,14 +1232,92 @@ mod tests {
             }
         }
         tx.commit().unwrap();
-        let read = |at: i64| {
-            let view = store.view().unwrap();
-            view.range_at(&KeyRange::new(k, b""), at)
+    }
+
+    /// The mod revision of `k` at `at` in `store`'s history, entered at `known` if given.
+    fn read_at(store: &Store, k: &[u8], at: i64, known: Option<i64>) -> Option<i64> {
+        let view = store.view().unwrap();
+        view.range_at(&KeyRange::new(k, b""), at, known)
+            .unwrap()
+            .into_iter()
+            .next()
+            .map(|kv| kv.mod_revision)
+    }
+
+    #[test]
+    fn k9_a_read_entered_at_a_version_memory_knew_answers_as_one_from_the_newest() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = new_store(&dir.path().join("known.redb"));
+        let k = b"known".as_slice();
+        // put 1, put 2, put 3, delete 4, put 5, put 6: 20 versions make the walk hop.
+        let mut writes = vec![(1, true), (2, true), (3, true), (4, false)];
+        writes.extend((5..=24).map(|rev| (rev, true)));
+        write_history(&store, k, &writes);
+        let next_after = |rev: i64| writes.iter().map(|w| w.0).find(|&r| r > rev);
+        for at in 0..=24 {
+            let want = read_at(&store, k, at, None);
+            // Memory knew a put as the key's newest at some revision at or after `at`; 99 is a
+            // write the file does not hold yet (the read falls back to the file's newest).
+            let known = writes.iter().filter(|w| w.1).map(|w| w.0).chain([99]);
+            for start in known.filter(|&r| r == 99 || next_after(r).is_none_or(|n| n > at)) {
+                assert_eq!(
+                    read_at(&store, k, at, Some(start)),
+                    want,
+                    "at {at} from {start}"
+                );
+            }
+        }
+        assert_eq!(read_at(&store, k, 3, Some(24)), Some(3));
+        assert_eq!(read_at(&store, k, 4, Some(24)), None);
+    }
+
+    #[test]
+    fn k9_reads_of_the_past_share_a_view_while_it_covers_them_until_the_store_writes() {
+        use super::super::Covers;
+        let dir = tempfile::tempdir().unwrap();
+        let store = new_store(&dir.path().join("shared.redb"));
+        let k = b"k".as_slice();
+        write_history(&store, k, &[(1, true), (2, true)]);
+        let covers = |revision, relabels| Covers { revision, relabels };
+        let first = store.history_view(covers(2, 0), covers(2, 0)).unwrap();
+        let same = store.history_view(covers(1, 0), covers(9, 9)).unwrap();
+        assert!(std::sync::Arc::ptr_eq(&first, &same));
+        // A later revision, or a relabel since, is not covered: a new view, kept from then on.
+        let later = store.history_view(covers(3, 0), covers(3, 0)).unwrap();
+        assert!(!std::sync::Arc::ptr_eq(&first, &later));
+        let relabeled = store.history_view(covers(3, 1), covers(3, 1)).unwrap();
+        assert!(!std::sync::Arc::ptr_eq(&later, &relabeled));
+        assert!(std::sync::Arc::ptr_eq(
+            &relabeled,
+            &store.history_view(covers(2, 1), covers(2, 1)).unwrap()
+        ));
+        // A write drops the kept view; one still in use reads what it read before.
+        let put = StoreOp::PutKey(k.to_vec(), entry(3, 1));
+        store.commit(&[put], 3, 1, None).unwrap();
+        assert!(store.reader.lock().is_none());
+        let at = |view: &View, rev| {
+            view.range_at(&KeyRange::new(k, b""), rev, None)
                 .unwrap()
-                .into_iter()
-                .next()
+                .first()
                 .map(|kv| kv.mod_revision)
         };
+        assert_eq!(at(&relabeled, 3), Some(2));
+        let fresh = store.history_view(covers(3, 1), covers(3, 1)).unwrap();
+        assert_eq!(at(&fresh, 3), Some(3));
+    }
+
+    #[test]
+    fn k17_a_deleted_key_is_found_through_its_tombstone_and_goes_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = new_store(&dir.path().join("gone.redb"));
+        let k = b"gone".as_slice();
+        // put 1, put 2, delete 3, put 4, delete 5
+        write_history(
+            &store,
+            k,
+            &[(1, true), (2, true), (3, false), (4, true), (5, false)],
+        );
+        let read = |at: i64| read_at(&store, k, at, None);
         let all = [None, Some(1), Some(2), None, Some(4), None];
         for (at, want) in all.iter().enumerate() {
             assert_eq!(read(at as i64), *want, "at {at}");

@@ -204,7 +204,7 @@ pub(crate) fn range_at_in_place(
             return Err(refused_at(Refusal::Compacted, at, current, compacted));
         }
         match tx {
-            Some(tx) => View::of(tx, path).range_at(range, at),
+            Some(tx) => View::of(tx, path).range_at(range, at, None),
             None => Ok(Vec::new()),
         }
     })

@@ -18,6 +18,7 @@ use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition, TableEr
 
 use crate::alarms::{Alarm, AlarmKind};
 use crate::error::{panic_message, Error, Result};
+use crate::locks::Mutex;
 use crate::rows::{Loaded, StoreOp};
 
 /// The lock calls of a backend that wraps a `FileBackend` in `$field`, passed through (its
@@ -71,7 +72,7 @@ use history::{Recorder, HISTORY_ROWS};
 pub(crate) use in_place::{copy_in_place, range_at_in_place, read_in_place};
 use open::{open_error, replay};
 use seal::{meta_intact, seal, unseal, write_meta, Digest};
-pub(crate) use snapshot::{kv_hash, View};
+pub(crate) use snapshot::{kv_hash, Covers, View};
 
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
 const LEASES_NAME: &str = "tenure_leases";
@@ -109,6 +110,9 @@ pub(crate) struct Store {
     locks: CloseLocks,
     /// The log id of this session, with the log in use (where a clean close is recorded).
     log_id: Option<u64>,
+    /// The view last handed out for reads of the history (`history_view`); dropped by
+    /// `begin_write`. Its own lock, taken under the engine's store lock.
+    reader: Mutex<snapshot::SharedView>,
 }
 
 fn storage(e: impl fmt::Display) -> Error {
@@ -529,6 +533,13 @@ fn apply_ops(
 }
 
 impl Store {
+    /// Begins a write transaction, first dropping the view kept for reads of the history: a
+    /// read transaction left open would keep redb from reusing the pages this write frees.
+    fn begin_write(&self) -> std::result::Result<redb::WriteTransaction, redb::TransactionError> {
+        self.forget_view();
+        self.db.begin_write()
+    }
+
     /// Writes `ops` and the meta row in one durable (fsynced) transaction; `applied` (with a
     /// log) is the LSN of the last log record these ops include.
     /// A panic in the storage layer (a damaged file redb trusted) is `Corrupt`, not a dead
@@ -541,7 +552,7 @@ impl Store {
         applied: Option<u64>,
     ) -> Result<()> {
         guarded(&self.path, || {
-            let mut tx = self.db.begin_write().map_err(storage)?;
+            let mut tx = self.begin_write().map_err(storage)?;
             tx.set_durability(Durability::Immediate).map_err(storage)?;
             // Checkpoints of the log are rare: each may as well save redb's allocator state,
             // so that the open after a crash needs no walk of the whole file.
@@ -586,7 +597,7 @@ impl Store {
     /// every record of the log.
     pub(crate) fn mark_complete(&self) -> Result<()> {
         guarded(&self.path, || {
-            let mut tx = self.db.begin_write().map_err(storage)?;
+            let mut tx = self.begin_write().map_err(storage)?;
             tx.set_durability(Durability::Immediate).map_err(storage)?;
             tx.set_quick_repair(true);
             {
@@ -613,8 +624,11 @@ impl Store {
             faults,
             locks,
             log_id,
+            reader,
             ..
         } = self;
+        // A read transaction still open would keep redb from closing the file.
+        drop(reader);
         locks.keep();
         let closed = guarded(&path, || match db.close() {
             Ok(()) => Ok(true),

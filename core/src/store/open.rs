@@ -445,6 +445,7 @@ impl Store {
                     history: Progress::default(),
                     locks,
                     log_id: lm.id.filter(|_| use_log),
+                    reader: Default::default(),
                 },
                 loaded,
                 syncs: counter,
@@ -553,6 +554,12 @@ mod tests {
             PageCheck::SkippedAfterCleanClose
         );
         assert_contents(&path, first, b"old");
+        // That session read the past, through a read transaction it keeps between reads: its
+        // close still closed redb's file and recorded it.
+        assert_eq!(
+            page_check_of(&path).unwrap(),
+            PageCheck::SkippedAfterCleanClose
+        );
     }
 
     #[test]

@@ -6,13 +6,14 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use redb::backends::FileBackend;
 use redb::{Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use super::{
     codec::{decode, decode_lease},
-    guarded, new_private,
+    guarded, history, new_private,
     seal::{unseal, write_meta},
     sibling_temp, FaultyBackend, StorageFaults, Store, KV, KV_NAME, LEASES, LEASES_NAME, META,
 };
@@ -31,7 +32,20 @@ pub(crate) struct View {
     path: PathBuf,
     /// The source's injected faults: the copy gets them too (tests of a full disk).
     faults: StorageFaults,
+    /// The history's tables, opened by the first read of the history through this view.
+    pub(super) history: history::Opened,
 }
+
+/// What a view handed out for reading the history covers, as its caller saw it before the view
+/// began (so at most what the view holds): the file's revision and count of relabels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Covers {
+    pub(crate) revision: i64,
+    pub(crate) relabels: u64,
+}
+
+/// The view [`Store::history_view`] handed out last, kept until the store next writes.
+pub(super) type SharedView = Option<(Arc<View>, Covers)>;
 
 /// An error reading the source: it names the source file.
 fn read_error(path: &Path, e: impl Into<redb::Error>) -> Error {
@@ -68,7 +82,29 @@ impl Store {
             tx,
             path: self.path.clone(),
             faults: self.faults.clone(),
+            history: Default::default(),
         })
+    }
+
+    /// A view for reads of the history that need what `wanted` covers: the one handed out
+    /// last while it covers that, else a new one, which covers `now` (what the file held
+    /// before it began). A view is kept until the store next writes, so it never holds back
+    /// the reuse of pages a write frees; reads through one skip redb's begin and table opens.
+    pub(crate) fn history_view(&self, wanted: Covers, now: Covers) -> Result<Arc<View>> {
+        let mut last = self.reader.lock();
+        if let Some((view, covers)) = &*last {
+            if covers.revision >= wanted.revision && covers.relabels >= wanted.relabels {
+                return Ok(Arc::clone(view));
+            }
+        }
+        let view = Arc::new(self.view()?);
+        *last = Some((Arc::clone(&view), now));
+        Ok(view)
+    }
+
+    /// Drops the view kept for reads of the history (before a write: see `history_view`).
+    pub(super) fn forget_view(&self) {
+        self.reader.lock().take();
     }
 
     /// The file's length and the bytes its allocated pages hold.
@@ -77,10 +113,7 @@ impl Store {
             .map_err(|e| Error::io("cannot stat", &self.path, &e))?
             .len();
         guarded(&self.path, || {
-            let tx = self
-                .db
-                .begin_write()
-                .map_err(|e| read_error(&self.path, e))?;
+            let tx = self.begin_write().map_err(|e| read_error(&self.path, e))?;
             let stats = tx.stats().map_err(|e| read_error(&self.path, e))?;
             tx.abort().map_err(|e| read_error(&self.path, e))?;
             let in_use = stats.allocated_pages() * stats.page_size() as u64;
@@ -95,6 +128,7 @@ impl Store {
     /// while a [`View`] is open.
     pub(crate) fn compact(&mut self) -> Result<()> {
         let path = self.path.clone();
+        self.forget_view();
         guarded(&path, || loop {
             match self.db.compact() {
                 Ok(true) => {}
@@ -122,6 +156,7 @@ impl View {
             tx,
             path: path.to_path_buf(),
             faults: StorageFaults::default(),
+            history: Default::default(),
         }
     }
 
