@@ -130,6 +130,23 @@ fn present_revision(key: &[u8], stored: &[u8]) -> Result<Option<i64>> {
         })
 }
 
+/// The revision of `key`'s newest version, the one decision of the write side and the read
+/// side: its current row's last write (`current`, `tenure_kv`'s stored row) if it has a value,
+/// else its last delete (`last_delete`: what `tenure_deleted` holds of it).
+fn newest_version(
+    key: &[u8],
+    current: Option<&[u8]>,
+    last_delete: impl FnOnce() -> Result<Option<i64>>,
+) -> Result<Option<i64>> {
+    match current {
+        Some(stored) => match present_revision(key, stored)? {
+            Some(rev) => Ok(Some(rev)),
+            None => last_delete(),
+        },
+        None => last_delete(),
+    }
+}
+
 /// The row of `key` at `rev` in the keyed history of formats 3 to 6.
 fn open_keyed_row(key: &[u8], rev: i64, stored: &[u8]) -> Result<Entry> {
     let mut at = Vec::with_capacity(key.len() + 8);
@@ -178,6 +195,17 @@ impl Progress {
         if written.len() <= KNOWN_HEADS {
             heads.extend(written);
         }
+    }
+}
+
+/// Appends to `out` the links `heads` holds for `key`'s version at `rev`; whether it holds them.
+fn copy_links(heads: &Heads, key: &[u8], rev: i64, out: &mut Vec<u8>) -> bool {
+    match heads.get(key) {
+        Some((r, links)) if *r == rev => {
+            out.extend_from_slice(links);
+            true
+        }
+        _ => false,
     }
 }
 
@@ -253,19 +281,13 @@ impl<'t> Recorder<'t> {
     /// Loads into `links` the encoded links of the version of `key` at `rev`, which exists.
     fn load_links(&mut self, key: &[u8], rev: i64) -> Result<()> {
         self.links.clear();
-        if let Some((r, links)) = self.heads.get(key) {
-            if *r == rev {
-                self.links.extend_from_slice(links);
-                return Ok(());
-            }
-        }
-        if let Some(known) = self.known {
-            if let Some((r, links)) = known.heads.borrow().get(key) {
-                if *r == rev {
-                    self.links.extend_from_slice(links);
-                    return Ok(());
-                }
-            }
+        // This transaction's newest versions, then those of recent commits.
+        if copy_links(&self.heads, key, rev, &mut self.links)
+            || self
+                .known
+                .is_some_and(|known| copy_links(&known.heads.borrow(), key, rev, &mut self.links))
+        {
+            return Ok(());
         }
         let Some(row) = self.versions.get((rev, key)).map_err(storage)? else {
             return Err(missing(key, rev));
@@ -328,17 +350,14 @@ impl<'t> Recorder<'t> {
 
     /// The newest version of `key` before a write that found `present` as its current row
     /// (`tenure_kv`'s stored row, if any): its last write, or else its last delete.
+    /// A write makes the key live again: its `tenure_deleted` row goes.
     fn newest(&mut self, key: &[u8], present: Option<&[u8]>) -> Result<Option<i64>> {
-        if let Some(rev) = match present {
-            Some(stored) => present_revision(key, stored)?,
-            None => None,
-        } {
-            return Ok(Some(rev));
-        }
-        match self.deleted.remove(key).map_err(storage)? {
-            Some(row) => Ok(Some(open_deleted(key, row.value())?)),
-            None => Ok(None),
-        }
+        newest_version(key, present, || {
+            match self.deleted.remove(key).map_err(storage)? {
+                Some(row) => Ok(Some(open_deleted(key, row.value())?)),
+                None => Ok(None),
+            }
+        })
     }
 
     /// `key` written at `rev` as `e`; `present`: the current row it replaces, if any.
@@ -598,15 +617,15 @@ impl Tables<'_> {
     /// The revision of the newest version of `key` the history holds: its current row's last
     /// write, or its last delete.
     fn newest(&self, key: &[u8]) -> Result<Option<i64>> {
-        if let Some(row) = self.kv()?.get(key).map_err(storage)? {
-            if let Some(rev) = present_revision(key, row.value())? {
-                return Ok(Some(rev));
-            }
-        }
-        match self.deleted()?.get(key).map_err(storage)? {
+        let current = self.kv()?.get(key).map_err(storage)?;
+        newest_version(key, current.as_ref().map(|row| row.value()), || match self
+            .deleted()?
+            .get(key)
+            .map_err(storage)?
+        {
             Some(row) => Ok(Some(open_deleted(key, row.value())?)),
             None => Ok(None),
-        }
+        })
     }
 
     /// The version of `key` at `rev`, if the history holds it.
