@@ -34,7 +34,7 @@ use super::chain::{self, Hop, Links};
 use super::codec::{decode, decode_mod_revision, encode_into, has_value};
 use super::events::{self, Packer, CHANGES, LEGACY, LEGACY_NAME};
 use super::seal::{seal, seal_in_place_at, unseal, unseal_at, write_meta, SEAL_LEN};
-use super::snapshot::View;
+use super::snapshot::{HistoryTables, KeysTable, VersionsTable, View};
 use super::{guarded, storage, Store, KV, KV_NAME, META};
 use crate::error::{Error, Result};
 use crate::kv::range::KeyRange;
@@ -50,7 +50,6 @@ pub(super) const DELETED: TableDefinition<&[u8], &[u8]> = TableDefinition::new(D
 const KEYED_NAME: &str = "tenure_history";
 const KEYED: TableDefinition<(&[u8], i64), &[u8]> = TableDefinition::new(KEYED_NAME);
 
-type VersionsTable = redb::ReadOnlyTable<(i64, &'static [u8]), &'static [u8]>;
 type WriteVersions<'t> = redb::Table<'t, (i64, &'static [u8]), &'static [u8]>;
 
 /// The meta rows about the history (a copy of the file, which has none, leaves them out).
@@ -572,23 +571,11 @@ fn missing(key: &[u8], rev: i64) -> Error {
     ))
 }
 
-type KeysTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
-
-/// The history's tables of one view, each opened at its first use and kept for the view's
-/// life (redb's cost per table opened is that of a lookup; a view may serve many reads).
-#[derive(Default)]
-pub(crate) struct Opened {
-    /// `None`: a file without history.
-    versions: OnceLock<Option<VersionsTable>>,
-    kv: OnceLock<KeysTable>,
-    deleted: OnceLock<KeysTable>,
-}
-
 /// The tables a read at a past revision needs, in one read transaction.
 struct Tables<'v> {
     tx: &'v redb::ReadTransaction,
     versions: &'v VersionsTable,
-    opened: &'v Opened,
+    opened: &'v HistoryTables,
 }
 
 /// `cell`'s table, opened from `tx` at the first call (two threads may both open it; one

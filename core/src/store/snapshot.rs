@@ -6,14 +6,14 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use redb::backends::FileBackend;
 use redb::{Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use super::{
     codec::{decode, decode_lease},
-    guarded, history, new_private,
+    guarded, new_private,
     seal::{unseal, write_meta},
     sibling_temp, FaultyBackend, StorageFaults, Store, KV, KV_NAME, LEASES, LEASES_NAME, META,
 };
@@ -33,7 +33,21 @@ pub(crate) struct View {
     /// The source's injected faults: the copy gets them too (tests of a full disk).
     faults: StorageFaults,
     /// The history's tables, opened by the first read of the history through this view.
-    pub(super) history: history::Opened,
+    pub(super) history: HistoryTables,
+}
+
+pub(super) type VersionsTable = redb::ReadOnlyTable<(i64, &'static [u8]), &'static [u8]>;
+pub(super) type KeysTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+
+/// The history's tables of one view (`history` reads them), each opened at its first use and
+/// kept for the view's life: redb's cost per table opened is that of a lookup, and a view may
+/// serve many reads.
+#[derive(Default)]
+pub(super) struct HistoryTables {
+    /// `None`: a file without history.
+    pub(super) versions: OnceLock<Option<VersionsTable>>,
+    pub(super) kv: OnceLock<KeysTable>,
+    pub(super) deleted: OnceLock<KeysTable>,
 }
 
 /// What a view handed out for reading the history covers, as its caller saw it before the view
