@@ -118,8 +118,15 @@ fn shared_child_entry() {
                 };
                 let locked = retried(|| {
                     let s = Session::new(&db, opts.clone())?;
-                    let g = Mutex::new(&s, name).lock(Duration::from_secs(30))?;
-                    Ok((s, g))
+                    match Mutex::new(&s, name).lock(Duration::from_secs(30)) {
+                        Ok(g) => Ok((s, g)),
+                        Err(e) => {
+                            // Revoked, not orphaned: a lease left alive would keep whatever
+                            // it still holds for its whole TTL.
+                            let _ = s.close();
+                            Err(e)
+                        }
+                    }
                 });
                 match locked {
                     (Ok((s, g)), failed) => {
@@ -147,7 +154,10 @@ fn shared_child_entry() {
                             s.close()?;
                             Ok(None)
                         }
-                        Err(e) => Err(e),
+                        Err(e) => {
+                            let _ = s.close();
+                            Err(e)
+                        }
                     }
                 });
                 match tried {

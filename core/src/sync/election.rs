@@ -3,11 +3,13 @@ use std::sync::Arc;
 use crossbeam_channel::Receiver;
 
 use crate::error::{Error, Result};
-use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
+use crate::kv::txn::{Compare, CompareOp, Op, Txn};
 use crate::kv::watch::{WatchOptions, Watcher};
 use crate::sync::backend::Backend;
 use crate::sync::session::Session;
-use crate::sync::turn::{first_entry, key_of, prefix_of, Entered, QueueWait, Turn, TurnWait};
+use crate::sync::turn::{
+    first_entry, key_of, prefix_of, put_entry, Entered, QueueWait, Turn, TurnWait,
+};
 use crate::types::{Event, KeyValue, LeaseId};
 use crate::wait::{block_on, Interest, Next, Pollable, Source, Wait};
 
@@ -100,26 +102,12 @@ impl Election {
         let demoted = db.demotion();
         let lease = self.session.lease_id();
         let key = key_of(&self.prefix, lease.get());
-        let r = db
-            .txn(
-                Txn::new()
-                    .when([Compare::create_revision(&key, CompareOp::Equal, 0)])
-                    .then([Op::put(&key, value, Some(lease))])
-                    .otherwise([Op::get(&key)]),
-            )
-            .map_err(|e| self.session.ended(e))?;
-        let (rev, fresh) = if r.succeeded {
-            (r.revision, true)
-        } else {
-            match r.responses.first() {
-                Some(OpResponse::Get(Some(kv))) => {
-                    db.txn(Txn::new().then([Op::put(&key, value, Some(lease))]))
-                        .map_err(|e| self.session.ended(e))?;
-                    (kv.create_revision, false)
-                }
-                _ => return Err(Error::SessionExpired(lease)),
-            }
-        };
+        let (rev, fresh) = put_entry(&self.session, &key, value)?;
+        if !fresh {
+            // Campaigning again on a candidacy of this lease: the new value.
+            db.txn(Txn::new().then([Op::put(&key, value, Some(lease))]))
+                .map_err(|e| self.session.ended(e))?;
+        }
         let turn = Turn {
             session: &self.session,
             prefix: &self.prefix,

@@ -1,11 +1,13 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
+use crate::kv::txn::{Compare, CompareOp, Op, Txn};
 use crate::sync::backend::Backend;
 use crate::sync::hold::{mark_and_release, Hold, MaxHold, MutexOptions, RELEASED};
 use crate::sync::session::{Claim, Session};
-use crate::sync::turn::{first_entry, key_of, prefix_of, Entered, QueueWait, Turn, TurnWait};
+use crate::sync::turn::{
+    first_entry, key_of, prefix_of, put_entry, Entered, QueueWait, Turn, TurnWait,
+};
 use crate::types::LeaseId;
 use crate::wait::{block_on, Interest, Pollable, Stop, StopCallback, Wait};
 use crossbeam_channel::Receiver;
@@ -127,23 +129,7 @@ impl Mutex {
 
     /// Puts this contender's key if absent; returns its create revision and whether it was new.
     fn enqueue(&self) -> Result<(i64, bool)> {
-        let db = self.session.backend();
-        let lease = self.session.lease_id();
-        let r = db
-            .txn(
-                Txn::new()
-                    .when([Compare::create_revision(&self.key, CompareOp::Equal, 0)])
-                    .then([Op::put(&self.key, b"", Some(lease))])
-                    .otherwise([Op::get(&self.key)]),
-            )
-            .map_err(|e| self.session.ended(e))?;
-        if r.succeeded {
-            return Ok((r.revision, true));
-        }
-        match r.responses.first() {
-            Some(OpResponse::Get(Some(kv))) => Ok((kv.create_revision, false)),
-            _ => Err(Error::SessionExpired(lease)),
-        }
+        put_entry(&self.session, &self.key, b"")
     }
 
     fn guard(&self, rev: i64, claim: Claim) -> Result<LockGuard> {

@@ -1,9 +1,8 @@
 use crate::error::{Error, Result};
-use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
 use crate::sync::admit::{Acquire, AdmitWait, Entry, Held, Rule};
 use crate::sync::backend::RangeOptions;
 use crate::sync::session::Session;
-use crate::sync::turn::{key_of, own_entries, prefix_of};
+use crate::sync::turn::{key_of, own_entries, prefix_of, put_entry};
 use crate::types::LeaseId;
 use crate::wait::{block_on, Interest, Pollable, Wait};
 
@@ -101,23 +100,11 @@ impl Semaphore {
     fn enter(&self) -> Result<Entry> {
         let claim = self.session.claim(&self.key, "semaphore", &self.prefix)?;
         let db = self.session.backend();
-        let lease = self.session.lease_id();
-        let r = db
-            .txn(
-                Txn::new()
-                    .when([Compare::create_revision(&self.key, CompareOp::Equal, 0)])
-                    .then([Op::put(&self.key, self.permits.to_string(), Some(lease))])
-                    .otherwise([Op::get(&self.key)]),
-            )
-            .map_err(|e| self.session.ended(e))?;
-        let (rev, fresh) = if r.succeeded {
-            (r.revision, true)
-        } else {
-            match r.responses.first() {
-                Some(OpResponse::Get(Some(kv))) => (kv.create_revision, false),
-                _ => return Err(Error::SessionExpired(lease)),
-            }
-        };
+        let (rev, fresh) = put_entry(
+            &self.session,
+            &self.key,
+            self.permits.to_string().as_bytes(),
+        )?;
         let entry = Entry {
             key: self.key.clone(),
             rev,

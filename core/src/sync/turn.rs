@@ -9,6 +9,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, TryRecvError};
 
 use crate::error::{Error, Result};
+use crate::kv::txn::{Compare, CompareOp, Op, OpResponse, Txn};
 use crate::kv::watch::WatchOptions;
 use crate::kv::watch::Watcher;
 use crate::sync::backend::{Backend, CreateOrder, RangeOptions};
@@ -29,6 +30,36 @@ pub(crate) fn key_of(prefix: &[u8], lease: i64) -> Vec<u8> {
     let mut k = prefix.to_vec();
     k.extend_from_slice(format!("{lease:x}").as_bytes());
     k
+}
+
+/// Puts this session's entry `key` (with `value`, on its lease) unless the key exists: the
+/// entry's create revision and whether this call made it (a failed wait withdraws only what it
+/// made). The put is guarded by "absent", so it is made once more when its answer was lost
+/// (`Unavailable`: the server may have applied it, SPEC P14, as when a shared file's owner dies
+/// while it answers); the second answer finds the first one's key, which then counts as made
+/// here. An entry is so always one key of its lease, never left behind by a failed enter
+/// (SPEC P17).
+pub(crate) fn put_entry(session: &Session, key: &[u8], value: &[u8]) -> Result<(i64, bool)> {
+    let db = session.backend();
+    let lease = session.lease_id();
+    let put = || {
+        Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+            .then([Op::put(key, value, Some(lease))])
+            .otherwise([Op::get(key)])
+    };
+    let (answer, answer_lost) = match db.txn(put()) {
+        Err(Error::Unavailable(_)) => (db.txn(put()), true),
+        answer => (answer, false),
+    };
+    let r = answer.map_err(|e| session.ended(e))?;
+    if r.succeeded {
+        return Ok((r.revision, true));
+    }
+    match r.responses.first() {
+        Some(OpResponse::Get(Some(kv))) => Ok((kv.create_revision, answer_lost)),
+        _ => Err(Error::SessionExpired(lease)),
+    }
 }
 
 /// The entries of `prefix`'s own name, not of names nested under it: `jobs/<lease>` belongs

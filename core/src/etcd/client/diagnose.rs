@@ -80,9 +80,21 @@ pub(super) async fn tls_refusal(endpoint: &str, creds: &Credentials) -> Option<S
         Err(e) => return Some(e.to_string()),
     };
     let mut byte = [0u8; 1];
+    // A server that requires client certificates refuses ours with an alert, or by closing
+    // (or resetting) the connection before the alert is read.
+    const CLOSED: &str = "the server closed the connection after the TLS handshake: it refused \
+                          this client's certificate (none, expired, or not from its CA)";
     match tokio::time::timeout(REFUSAL_WINDOW, tls.read(&mut byte)).await {
+        Ok(Err(e))
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            ) =>
+        {
+            Some(format!("{CLOSED} ({e})"))
+        }
         Ok(Err(e)) => Some(e.to_string()),
-        Ok(Ok(0)) => Some("the server closed the connection after the TLS handshake".into()),
+        Ok(Ok(0)) => Some(CLOSED.into()),
         _ => None,
     }
 }

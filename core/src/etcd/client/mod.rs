@@ -193,8 +193,14 @@ impl Remote {
             bound_channel,
         };
         // Fail early on an unreachable server (or one that refuses us), as `open` fails on an
-        // unusable file.
-        if let Err(e) = r.fetch_revision() {
+        // unusable file. Over TLS a third of the deadline is kept for the diagnosis: a server
+        // that refuses our certificate after the handshake may reset the connection before
+        // its alert is read, which looks like a broken pipe and is retried as one.
+        let first_call = match r.endpoints.iter().any(|e| e.starts_with("https://")) {
+            true => left() * 2 / 3,
+            false => left(),
+        };
+        if let Err(e) = r.status_revision(Some(first_call)) {
             let e = named(e);
             let guard = r.rt.read().unwrap_or_else(|p| p.into_inner());
             return Err(match guard.as_ref() {
@@ -229,8 +235,13 @@ impl Remote {
     }
 
     pub(super) fn fetch_revision(&self) -> Result<i64> {
+        self.status_revision(None)
+    }
+
+    /// The server's revision, asked within `limit` (at most the request timeout).
+    fn status_revision(&self, limit: Option<Duration>) -> Result<i64> {
         // Status, not a read of some key: a user whose roles allow only a prefix may ask it.
-        let s = self.call(true, None, None, |mut c| async move { c.status().await })?;
+        let s = self.call(true, limit, None, |mut c| async move { c.status().await })?;
         let rev = self.seen(s.header());
         Ok(rev)
     }
