@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 use support::{eventually, mem, LosesAnswers, SeamOnly, WAIT};
 
-use tenure::sync::{Election, Mutex, Semaphore, Session};
+use tenure::sync::{Election, Mutex, RwLock, Semaphore, Session};
 use tenure::{Error, Tenure};
 
 fn backend(db: &Tenure) -> SeamOnly {
@@ -51,7 +51,7 @@ fn p17_a_lock_whose_entry_answer_was_lost_waits_on_that_entry_and_withdraws_it_o
 }
 
 #[test]
-fn p17_a_campaign_and_a_semaphore_whose_entry_answer_was_lost_enter_once() {
+fn p17_a_campaign_a_semaphore_and_a_rwlock_whose_entry_answer_was_lost_enter_once() {
     let db = mem();
     let lossy = LosesAnswers::new(&db);
     let s = support::session_on(&lossy);
@@ -71,4 +71,10 @@ fn p17_a_campaign_and_a_semaphore_whose_entry_answer_was_lost_enter_once() {
     assert_eq!(mine.len(), 1, "one key of the lease");
     drop(permit);
     assert_eq!(entries_of(&db, "pool/", &s), vec![], "released");
+
+    lossy.lose_next(1);
+    let write = RwLock::new(&s, "doc").write(WAIT).unwrap();
+    assert_eq!(entries_of(&db, "doc/", &s).len(), 1, "one key of the lease");
+    drop(write);
+    assert_eq!(entries_of(&db, "doc/", &s), vec![], "released");
 }

@@ -1,11 +1,10 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::kv::txn::{Compare, CompareOp, Op, Txn};
 use crate::sync::admit::{Acquire, AdmitWait, Entry, Held, Rule};
 use crate::sync::mutex::release;
 use crate::sync::session::Session;
-use crate::sync::turn::prefix_of;
+use crate::sync::turn::{prefix_of, put_entry};
 use crate::types::LeaseId;
 use crate::wait::{block_on, Interest, Pollable, Wait};
 
@@ -99,8 +98,6 @@ impl RwLock {
 
     /// Puts a new key `name/<mode>/<unix nanos>` (etcd's `newUniqueEphemeralKey`).
     fn enter(&self, mode: Mode) -> Result<Entry> {
-        let db = self.session.backend();
-        let lease = self.session.lease_id();
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -108,17 +105,11 @@ impl RwLock {
         for nanos in now..now + 64 {
             let mut key = self.prefix.clone();
             key.extend_from_slice(format!("{}/{nanos}", mode.word()).as_bytes());
-            let r = db
-                .txn(
-                    Txn::new()
-                        .when([Compare::version(&key, CompareOp::Equal, 0)])
-                        .then([Op::put(&key, b"", Some(lease))]),
-                )
-                .map_err(|e| self.session.ended(e))?;
-            if r.succeeded {
+            let (rev, made) = put_entry(&self.session, &key, b"")?;
+            if made {
                 return Ok(Entry {
                     key,
-                    rev: r.revision,
+                    rev,
                     fresh: true,
                     claim: None,
                 });

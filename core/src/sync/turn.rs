@@ -33,12 +33,13 @@ pub(crate) fn key_of(prefix: &[u8], lease: i64) -> Vec<u8> {
 }
 
 /// Puts this session's entry `key` (with `value`, on its lease) unless the key exists: the
-/// entry's create revision and whether this call made it (a failed wait withdraws only what it
-/// made). The put is guarded by "absent", so it is made once more when its answer was lost
-/// (`Unavailable`: the server may have applied it, SPEC P14, as when a shared file's owner dies
-/// while it answers); the second answer finds the first one's key, which then counts as made
-/// here. An entry is so always one key of its lease, never left behind by a failed enter
-/// (SPEC P17).
+/// key's create revision and whether this call made it (a failed wait withdraws only what it
+/// made; a key found that is not made here is an earlier entry of this session, or another
+/// contender's where the key does not name the lease). The put is guarded by "absent", so it
+/// is made once more when its answer was lost (`Unavailable`: the server may have applied it,
+/// SPEC P14, as when a shared file's owner dies while it answers); the second answer finds the
+/// first one's key, which then counts as made here if it is on this lease. An entry is so
+/// never left behind by a failed enter (SPEC P17).
 pub(crate) fn put_entry(session: &Session, key: &[u8], value: &[u8]) -> Result<(i64, bool)> {
     let db = session.backend();
     let lease = session.lease_id();
@@ -57,7 +58,9 @@ pub(crate) fn put_entry(session: &Session, key: &[u8], value: &[u8]) -> Result<(
         return Ok((r.revision, true));
     }
     match r.responses.first() {
-        Some(OpResponse::Get(Some(kv))) => Ok((kv.create_revision, answer_lost)),
+        Some(OpResponse::Get(Some(kv))) => {
+            Ok((kv.create_revision, answer_lost && kv.lease == Some(lease)))
+        }
         _ => Err(Error::SessionExpired(lease)),
     }
 }
