@@ -115,9 +115,13 @@ impl Engine {
             let kv = &lease_kv.kv;
             let present = (!r.is_past(kv.revision) || r.revision < kv.compacted)
                 .then(|| lease_kv.execute_read(&RequestOp::Range(r.clone())));
-            let newest = KeyRange::new(&r.key, &r.range_end)
-                .single_key()
-                .and_then(|key| kv.mod_revision(key));
+            // Only a read of the past enters the history at the key's last write.
+            let newest = match present {
+                Some(_) => None,
+                None => KeyRange::new(&r.key, &r.range_end)
+                    .single_key()
+                    .and_then(|key| kv.mod_revision(key)),
+            };
             (kv.revision, present, newest)
         })?;
         if let Some(out) = present {

@@ -1300,7 +1300,7 @@ mod tests {
         // A write drops the kept view; one still in use reads what it read before.
         let put = StoreOp::PutKey(k.to_vec(), entry(3, 1));
         store.commit(&[put], 3, 1, None).unwrap();
-        assert!(store.reader.lock().is_none());
+        assert!(store.reader.borrow().is_none());
         let at = |view: &View, rev| {
             view.range_at(&KeyRange::new(k, b""), rev, None)
                 .unwrap()

@@ -11,6 +11,7 @@
 //!
 //! Deadlines are never stored: only durations and the wall time they were measured at.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -18,7 +19,6 @@ use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition, TableEr
 
 use crate::alarms::{Alarm, AlarmKind};
 use crate::error::{panic_message, Error, Result};
-use crate::locks::Mutex;
 use crate::rows::{Loaded, StoreOp};
 
 /// The lock calls of a backend that wraps a `FileBackend` in `$field`, passed through (its
@@ -111,8 +111,8 @@ pub(crate) struct Store {
     /// The log id of this session, with the log in use (where a clean close is recorded).
     log_id: Option<u64>,
     /// The view last handed out for reads of the history (`history_view`); dropped by
-    /// `begin_write`. Its own lock, taken under the engine's store lock.
-    reader: Mutex<snapshot::SharedView>,
+    /// `begin_write`. A cell: the store is only reached under the engine's store lock.
+    reader: RefCell<snapshot::SharedView>,
 }
 
 fn storage(e: impl fmt::Display) -> Error {

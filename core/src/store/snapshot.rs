@@ -105,7 +105,7 @@ impl Store {
     /// before it began). A view is kept until the store next writes, so it never holds back
     /// the reuse of pages a write frees; reads through one skip redb's begin and table opens.
     pub(crate) fn history_view(&self, wanted: Covers, now: Covers) -> Result<Arc<View>> {
-        let mut last = self.reader.lock();
+        let mut last = self.reader.borrow_mut();
         if let Some((view, covers)) = &*last {
             if covers.revision >= wanted.revision && covers.relabels >= wanted.relabels {
                 return Ok(Arc::clone(view));
@@ -118,7 +118,7 @@ impl Store {
 
     /// Drops the view kept for reads of the history (before a write: see `history_view`).
     pub(super) fn forget_view(&self) {
-        self.reader.lock().take();
+        self.reader.borrow_mut().take();
     }
 
     /// The file's length and the bytes its allocated pages hold.
@@ -127,7 +127,11 @@ impl Store {
             .map_err(|e| Error::io("cannot stat", &self.path, &e))?
             .len();
         guarded(&self.path, || {
-            let tx = self.begin_write().map_err(|e| read_error(&self.path, e))?;
+            // Aborted, so it frees no page: the kept view needs not be dropped for it.
+            let tx = self
+                .db
+                .begin_write()
+                .map_err(|e| read_error(&self.path, e))?;
             let stats = tx.stats().map_err(|e| read_error(&self.path, e))?;
             tx.abort().map_err(|e| read_error(&self.path, e))?;
             let in_use = stats.allocated_pages() * stats.page_size() as u64;
