@@ -2,6 +2,9 @@
 //! that panic inside the boundary, so the C tests can check that a panic becomes
 //! `TENURE_ERR_PANIC` (or an accessor's fallback) and never unwinds into C.
 
+// Reached by their C symbols (`#[no_mangle]`), not by a Rust path.
+#![allow(unreachable_pub)]
+
 use crate::error::{guard, shield, tenure_result};
 
 /// Panics inside a fallible function's boundary: returns `TENURE_ERR_PANIC`.
