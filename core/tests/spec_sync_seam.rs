@@ -5,13 +5,13 @@ mod recipes;
 mod support;
 
 use std::time::Duration;
-use support::{eventually, mem, LosesAnswers, SeamOnly, WAIT};
+use support::{eventually, mem, SeamOnly, WAIT};
 
 use tenure::sync::{Election, Mutex, RwLock, Semaphore, Session};
 use tenure::{Error, Tenure};
 
 fn backend(db: &Tenure) -> SeamOnly {
-    SeamOnly(db.clone())
+    SeamOnly::new(db)
 }
 
 fn session(db: &Tenure) -> Session {
@@ -30,7 +30,7 @@ fn entries_of(db: &Tenure, prefix: &str, session: &Session) -> Vec<tenure::KeyVa
 #[test]
 fn p17_a_lock_whose_entry_answer_was_lost_waits_on_that_entry_and_withdraws_it_on_failure() {
     let db = mem();
-    let lossy = LosesAnswers::new(&db);
+    let lossy = SeamOnly::new(&db);
     let holder = session(&db);
     let held = Mutex::new(&holder, "jobs").lock(WAIT).unwrap();
     let s = support::session_on(&lossy);
@@ -53,7 +53,7 @@ fn p17_a_lock_whose_entry_answer_was_lost_waits_on_that_entry_and_withdraws_it_o
 #[test]
 fn p17_a_campaign_a_semaphore_and_a_rwlock_whose_entry_answer_was_lost_enter_once() {
     let db = mem();
-    let lossy = LosesAnswers::new(&db);
+    let lossy = SeamOnly::new(&db);
     let s = support::session_on(&lossy);
     lossy.lose_next(1);
     let led = Election::new(&s, "leader").campaign("me", WAIT).unwrap();

@@ -138,13 +138,36 @@ pub(crate) fn session_on<B: Backend + Clone>(backend: &B) -> Session {
 
 /// The engine seen through the recipes' seam alone: every required method forwards to the
 /// engine's public API, none of the fast paths (lease loss, demotion) is offered. What an
-/// etcd connection gives the recipes.
+/// etcd connection gives the recipes. [`lose_next`](SeamOnly::lose_next) makes it lose answers
+/// as a dying server does.
 #[derive(Debug, Clone)]
-pub(crate) struct SeamOnly(pub Tenure);
+pub(crate) struct SeamOnly(pub Tenure, pub Arc<std::sync::atomic::AtomicUsize>);
+
+impl SeamOnly {
+    pub(crate) fn new(db: &Tenure) -> SeamOnly {
+        SeamOnly(db.clone(), Arc::default())
+    }
+
+    /// The next `n` transactions are applied, then answered `Unavailable`, as when a server
+    /// dies between applying a request and answering it (SPEC P14: the client cannot know
+    /// whether it was applied).
+    pub(crate) fn lose_next(&self, n: usize) {
+        self.1.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+}
 
 impl Backend for SeamOnly {
     fn txn(&self, txn: Txn) -> Result<TxnResponse> {
-        self.0.txn(txn)
+        use std::sync::atomic::Ordering::SeqCst;
+        let r = self.0.txn(txn)?;
+        if self
+            .1
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(tenure::Error::Unavailable("the answer was lost".into()));
+        }
+        Ok(r)
     }
     fn get(&self, key: &[u8]) -> Result<Option<KeyValue>> {
         self.0.get(key)
@@ -188,87 +211,6 @@ impl Backend for SeamOnly {
     }
     fn is_closed(&self) -> bool {
         self.0.is_closed()
-    }
-}
-
-/// The seam of [`SeamOnly`] whose next `lose` write transactions are applied and then
-/// answered `Unavailable`, as when a server dies between applying a request and answering it
-/// (SPEC P14: the client cannot know whether it was applied).
-#[derive(Debug, Clone)]
-pub(crate) struct LosesAnswers {
-    pub(crate) seam: SeamOnly,
-    pub(crate) lose: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl LosesAnswers {
-    pub(crate) fn new(db: &Tenure) -> LosesAnswers {
-        LosesAnswers {
-            seam: SeamOnly(db.clone()),
-            lose: Arc::default(),
-        }
-    }
-
-    /// Loses the answers of the next `n` write transactions.
-    pub(crate) fn lose_next(&self, n: usize) {
-        self.lose.store(n, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Backend for LosesAnswers {
-    fn txn(&self, txn: Txn) -> Result<TxnResponse> {
-        use std::sync::atomic::Ordering::SeqCst;
-        let r = self.seam.txn(txn)?;
-        let lost = self
-            .lose
-            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if lost {
-            return Err(tenure::Error::Unavailable("the answer was lost".into()));
-        }
-        Ok(r)
-    }
-    fn get(&self, key: &[u8]) -> Result<Option<KeyValue>> {
-        self.seam.get(key)
-    }
-    fn range(&self, prefix: &[u8], opts: RangeOptions) -> Result<Vec<KeyValue>> {
-        self.seam.range(prefix, opts)
-    }
-    fn range_at(
-        &self,
-        prefix: &[u8],
-        opts: RangeOptions,
-        revision: i64,
-    ) -> Result<Option<Vec<KeyValue>>> {
-        self.seam.range_at(prefix, opts, revision)
-    }
-    fn grant(&self, ttl: Duration) -> Result<LeaseId> {
-        self.seam.grant(ttl)
-    }
-    fn revoke(&self, id: LeaseId) -> Result<()> {
-        self.seam.revoke(id)
-    }
-    fn renew(&self, id: LeaseId) -> Result<Duration> {
-        self.seam.renew(id)
-    }
-    fn time_to_live(&self, id: LeaseId) -> Result<LeaseInfo> {
-        self.seam.time_to_live(id)
-    }
-    fn keep_alive(
-        &self,
-        id: LeaseId,
-        interval: Option<Duration>,
-        lost: &Stop,
-    ) -> Result<KeepAlive> {
-        self.seam.keep_alive(id, interval, lost)
-    }
-    fn watch(&self, key: &[u8], opts: WatchOptions) -> Result<Watcher> {
-        self.seam.watch(key, opts)
-    }
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.seam.clock()
-    }
-    fn is_closed(&self) -> bool {
-        self.seam.is_closed()
     }
 }
 
