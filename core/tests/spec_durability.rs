@@ -729,8 +729,8 @@ fn d6_a_log_fault_under_concurrent_writers_fails_every_unacknowledged_write_and_
 }
 
 /// The `format` of a file complete on its own, and of one whose log may hold writes it lacks.
-const COMPLETE: i64 = 7;
-const LOGGED: i64 = 8;
+const COMPLETE: i64 = 9;
+const LOGGED: i64 = 10;
 
 /// The `format` row of the database at `path` (opened by redb itself, which repairs a crash
 /// image as a tenure open would).

@@ -1,5 +1,6 @@
 //! K16, K17: the history's events stored one row per commit (`tenure_changes`), its versions
-//! keyed by revision (`tenure_versions`); files of the layout keyed by key (formats 3 to 6,
+//! keyed by revision and packed into rows (`tenure_version_rows`); files of the older layouts
+//! (formats 7 and 8: one row per version, `tenure_versions`; 3 to 6: keyed by key,
 //! `tenure_history`, and in 3 and 4 one event row per write, `tenure_events`) read in place,
 //! converted at open and replayed as before; compaction, and a damaged events row refused.
 //!
@@ -20,7 +21,8 @@ use tenure::{AutoCompaction, Event, EventKind, KeyValue, Op, Tenure, Txn, WatchO
 const META: TableDefinition<&str, i64> = TableDefinition::new("tenure_meta");
 const CHANGES: TableDefinition<(i64, u32), &[u8]> = TableDefinition::new("tenure_changes");
 const PER_WRITE: TableDefinition<(i64, u32), &[u8]> = TableDefinition::new("tenure_events");
-const VERSIONS: TableDefinition<(i64, &[u8]), &[u8]> = TableDefinition::new("tenure_versions");
+const VERSIONS: TableDefinition<(i64, &[u8]), &[u8]> = TableDefinition::new("tenure_version_rows");
+const SINGLE: TableDefinition<(i64, &[u8]), &[u8]> = TableDefinition::new("tenure_versions");
 const DELETED: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tenure_deleted");
 const KEYED: TableDefinition<(&[u8], i64), &[u8]> = TableDefinition::new("tenure_history");
 
@@ -122,10 +124,10 @@ fn take_varint(bytes: &mut &[u8]) -> u64 {
     v
 }
 
-/// A `tenure_versions` row's payload past its links (`store/chain.rs`: depth, level count,
-/// each level's length and revisions, LEB128): the key's row as `codec` encodes it.
+/// A version's stored bytes past its links (`store/chain.rs`: depth, level count, each
+/// level's length and revisions, LEB128): the key's row as `codec` encodes it.
 fn version_entry(stored: &[u8]) -> &[u8] {
-    let mut rest = &stored[..stored.len() - 4];
+    let mut rest = stored;
     take_varint(&mut rest);
     let levels = rest[0];
     rest = &rest[1..];
@@ -139,22 +141,62 @@ fn version_entry(stored: &[u8]) -> &[u8] {
     rest
 }
 
-/// A version: (revision, key), and the key's row as `codec` encodes it.
+/// A version: (revision, key), and its stored bytes (links, then the key's row as `codec`
+/// encodes it).
 type Version = ((i64, Vec<u8>), Vec<u8>);
 
-/// Every version of a closed file.
+/// The versions a `tenure_version_rows` row packs (its seal stripped): each revision (i64 LE),
+/// key length (u32 LE), key, length (u32 LE), stored bytes.
+fn row_versions(mut payload: &[u8], out: &mut Vec<Version>) {
+    let u32_at = |b: &[u8]| u32::from_le_bytes(b[..4].try_into().unwrap()) as usize;
+    while !payload.is_empty() {
+        let rev = i64::from_le_bytes(payload[..8].try_into().unwrap());
+        let klen = u32_at(&payload[8..]);
+        let key = payload[12..12 + klen].to_vec();
+        let len = u32_at(&payload[12 + klen..]);
+        let at = 16 + klen;
+        out.push(((rev, key), payload[at..at + len].to_vec()));
+        payload = &payload[at + len..];
+    }
+}
+
+/// Every version of a closed file, in (revision, key) order.
 fn versions(path: &Path) -> Vec<Version> {
     let db = redb::Database::open(path).unwrap();
     let tx = db.begin_read().unwrap();
     let t = tx.open_table(VERSIONS).unwrap();
-    t.iter()
-        .unwrap()
-        .map(|r| {
-            let (k, v) = r.unwrap();
-            let (rev, key) = k.value();
-            ((rev, key.to_vec()), version_entry(v.value()).to_vec())
-        })
-        .collect()
+    let mut out = Vec::new();
+    for r in t.iter().unwrap() {
+        let (_, v) = r.unwrap();
+        let v = v.value();
+        row_versions(&v[..v.len() - 4], &mut out);
+    }
+    out
+}
+
+/// Turns a closed file of this build into one of formats 7 or 8: one row per version in
+/// `tenure_versions`, (revision, key) → the stored bytes sealed under revision (big-endian)
+/// then key; `format` set.
+fn to_single_layout(path: &Path, format: i64) {
+    let versions = versions(path);
+    let db = redb::Database::open(path).unwrap();
+    let tx = db.begin_write().unwrap();
+    {
+        let mut single = tx.open_table(SINGLE).unwrap();
+        for ((rev, key), stored) in &versions {
+            let mut at = rev.to_be_bytes().to_vec();
+            at.extend_from_slice(key);
+            let row = seal("tenure_versions", &at, stored);
+            single
+                .insert((*rev, key.as_slice()), row.as_slice())
+                .unwrap();
+        }
+        let mut meta = tx.open_table(META).unwrap();
+        meta.insert("format", format).unwrap();
+        reseal_meta(&mut meta);
+    }
+    tx.delete_table(VERSIONS).unwrap();
+    tx.commit().unwrap();
 }
 
 /// Turns a closed file of this build into one the builds before K17 wrote: its history keyed
@@ -168,10 +210,10 @@ fn to_keyed_layout(path: &Path, format: i64, per_write: bool) {
     let tx = db.begin_write().unwrap();
     {
         let mut keyed = tx.open_table(KEYED).unwrap();
-        for ((rev, key), entry) in &versions {
+        for ((rev, key), stored) in &versions {
             let mut at = key.clone();
             at.extend_from_slice(&rev.to_be_bytes());
-            let row = seal("tenure_history", &at, entry);
+            let row = seal("tenure_history", &at, version_entry(stored));
             keyed
                 .insert((key.as_slice(), *rev), row.as_slice())
                 .unwrap();
@@ -322,10 +364,11 @@ fn mixed_writes(db: &Tenure, round: usize) -> i64 {
     db.revision().unwrap()
 }
 
-/// The file of `format` the builds before K17 wrote (with one event row per write for 3 and
-/// 4) reads in place as written, replays and reads at every revision as written once opened,
-/// which converts it (`format` becomes `now`), and goes on.
-fn keyed_file_is_read_then_converted(format: i64, now: i64) {
+/// The file of `format` the builds before packed versions wrote (7 and 8: one row per
+/// version; 3 to 6: keyed by key, with one event row per write for 3 and 4) reads in place as
+/// written, replays and reads at every revision as written once opened, which converts it
+/// (`format` becomes `now`), and goes on.
+fn old_file_is_read_then_converted(format: i64, now: i64) {
     let per_write = format <= 4;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k16.tenure");
@@ -336,8 +379,14 @@ fn keyed_file_is_read_then_converted(format: i64, now: i64) {
         .map(|r| db.range_at("", None, r).unwrap())
         .collect();
     db.close().unwrap();
-    to_keyed_layout(&path, format, per_write);
-    assert!(!has_table(&path, "tenure_versions"));
+    if format >= 7 {
+        to_single_layout(&path, format);
+        assert!(has_table(&path, "tenure_versions"));
+    } else {
+        to_keyed_layout(&path, format, per_write);
+        assert!(!has_table(&path, "tenure_versions"));
+    }
+    assert!(!has_table(&path, "tenure_version_rows"));
     assert_eq!(has_table(&path, "tenure_changes"), !per_write);
 
     // Read in place, as it is: nothing written, the format kept.
@@ -379,7 +428,7 @@ fn keyed_file_is_read_then_converted(format: i64, now: i64) {
     }
     db.close().unwrap();
     assert_eq!(format_of(&path), now, "converted: older builds refuse it");
-    for old in ["tenure_history", "tenure_events"] {
+    for old in ["tenure_history", "tenure_events", "tenure_versions"] {
         assert!(!has_table(&path, old), "{old} converted and dropped");
     }
 
@@ -393,23 +442,37 @@ fn keyed_file_is_read_then_converted(format: i64, now: i64) {
 
 #[test]
 fn k16_a_file_with_one_event_row_per_write_reads_in_place_replays_and_is_converted() {
-    keyed_file_is_read_then_converted(3, 7);
+    old_file_is_read_then_converted(3, 9);
 }
 
 #[test]
 fn k16_a_file_of_format_4_opens_replays_and_is_converted() {
-    // 4: written with the log; converted, then marked complete (7) by the clean close.
-    keyed_file_is_read_then_converted(4, 7);
+    // 4: written with the log; converted, then marked complete (9) by the clean close.
+    old_file_is_read_then_converted(4, 9);
 }
 
 #[test]
 fn k17_a_file_of_the_history_keyed_by_key_reads_in_place_replays_and_is_converted() {
-    keyed_file_is_read_then_converted(5, 7);
-    keyed_file_is_read_then_converted(6, 7);
+    old_file_is_read_then_converted(5, 9);
+    old_file_is_read_then_converted(6, 9);
+}
+
+#[test]
+fn k17_a_file_of_one_row_per_version_reads_in_place_replays_and_is_converted() {
+    old_file_is_read_then_converted(7, 9);
+    // 8: written with the log.
+    old_file_is_read_then_converted(8, 9);
 }
 
 #[test]
 fn k17_compaction_of_a_converted_file_keeps_every_later_answer() {
+    converted_file_compacts(3);
+    converted_file_compacts(7);
+}
+
+/// A file of `format` (3: keyed by key, 7: one row per version), converted at open, then
+/// compacted twice: every answer at or after each compaction point stays.
+fn converted_file_compacts(format: i64) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k17-old.tenure");
     let db = open_file(&path);
@@ -430,7 +493,11 @@ fn k17_compaction_of_a_converted_file_keeps_every_later_answer() {
     }
     let old_end = db.revision().unwrap();
     db.close().unwrap();
-    to_keyed_layout(&path, 3, true);
+    if format >= 7 {
+        to_single_layout(&path, format);
+    } else {
+        to_keyed_layout(&path, format, true);
+    }
 
     let db = open_file(&path);
     for i in 0..20 {

@@ -56,7 +56,7 @@ fn d5_refused_files_are_left_byte_for_byte_untouched_for_every_reason() {
     type Edit = fn(&redb::WriteTransaction);
     let cases: Vec<(&str, Edit)> = vec![
         ("unsupported format version", |tx| {
-            tx.open_table(META).unwrap().insert("format", 9).unwrap();
+            tx.open_table(META).unwrap().insert("format", 11).unwrap();
         }),
         ("format 1, before records had checksums", |tx| {
             tx.open_table(META).unwrap().insert("format", 1).unwrap();
@@ -325,7 +325,7 @@ fn d5_a_file_that_cannot_be_opened_for_writing_is_validated_first_and_left_untou
     let bad = dir.path().join("bad.tenure");
     std::fs::copy(&path, &bad).unwrap();
     tamper(&bad, |tx| {
-        tx.open_table(META).unwrap().insert("format", 9).unwrap();
+        tx.open_table(META).unwrap().insert("format", 11).unwrap();
     });
     if !unwritable(&path, true) || !unwritable(&bad, true) {
         unwritable(&path, false);

@@ -2,10 +2,13 @@
 //! until it is compacted, so that reads at a past revision and watches from one are answered
 //! from the file, and memory holds only the present.
 //!
-//! - `tenure_versions`: (revision, key) → the key's row as written at that revision, after
-//!   the links to its earlier versions (`chain`); no value: a tombstone, the key deleted then.
-//!   Keyed by revision, so a checkpoint appends its writes at the table's end instead of
-//!   touching every page of a table ordered by key (BENCHMARKS 24).
+//! - `tenure_version_rows`: the versions of consecutive (revision, key) pairs packed into rows
+//!   (`version_rows`), each row keyed by its first pair: a version is the key's row as written
+//!   at that revision, after the links to its earlier versions (`chain`); no value: a
+//!   tombstone, the key deleted then. Keyed by revision, so a checkpoint appends its writes at
+//!   the table's end instead of touching every page of a table ordered by key (BENCHMARKS 24),
+//!   and packed, so that it inserts one row per [`version_rows::ROW_VERSIONS`] writes instead
+//!   of one per write (BENCHMARKS 27).
 //! - `tenure_deleted`: key → the revision of its last delete, for each key deleted now whose
 //!   tombstone is still held: where a read finds the newest version of a key with no current
 //!   row. A live key's newest version is its current row's `mod_revision`.
@@ -14,16 +17,19 @@
 //! - `tenure_meta["compacted"]`: the last compaction; `["history"]`: the file keeps history
 //!   (absent in files written before it: their present is seeded into it by the first commit).
 //!
-//! Files of formats 3 to 6 kept the history ordered by key (`tenure_history`, and in 3 and 4
-//! one event row per write, `tenure_events`): [`upgrade`] converts them before anything else
-//! writes them.
+//! Files of formats 3 to 8 kept the history otherwise: [`upgrade`] converts them before
+//! anything else writes them. 7 and 8 had one row per version (`tenure_versions`); 3 to 6
+//! ordered it by key (`tenure_history`, and in 3 and 4 one event row per write,
+//! `tenure_events`).
 //!
 //! Compaction at `c` walks the versions up to `c` in revision order: each removes the version
 //! it replaced (superseded at `c`), a tombstone below `c` removes itself, and the events rows
-//! wholly below `c` go. What remains answers every read at `c` or later exactly as before; no
-//! state crosses steps, so a pass cut by a crash is redone as it is.
+//! wholly below `c` go. Removing a version rewrites its row without it (or removes the row
+//! with its last version). What remains answers every read at `c` or later exactly as before;
+//! no state crosses steps, so a pass cut by a crash is redone as it is.
 
 use std::cell::{Cell, RefCell};
+use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::OnceLock;
 
@@ -35,17 +41,22 @@ use super::codec::{decode, decode_mod_revision, encode_into, has_value};
 use super::events::{self, Packer, CHANGES, LEGACY, LEGACY_NAME};
 use super::seal::{seal, seal_in_place_at, unseal, unseal_at, write_meta, SEAL_LEN};
 use super::snapshot::{HistoryTables, KeysTable, VersionsTable, View};
+use super::version_rows::{self, Pending, Version};
 use super::{guarded, storage, Store, KV, KV_NAME, META};
 use crate::error::{Error, Result};
 use crate::kv::range::KeyRange;
 use crate::rows::Entry;
 use crate::types::{Event, EventKind, KeyValue, LeaseId};
 
-const VERSIONS_NAME: &str = "tenure_versions";
+const VERSIONS_NAME: &str = "tenure_version_rows";
 pub(super) const VERSIONS: TableDefinition<(i64, &[u8]), &[u8]> =
     TableDefinition::new(VERSIONS_NAME);
 const DELETED_NAME: &str = "tenure_deleted";
 pub(super) const DELETED: TableDefinition<&[u8], &[u8]> = TableDefinition::new(DELETED_NAME);
+/// The history of formats 7 and 8, one row per version: (revision, key) → the version, sealed
+/// (`upgrade`).
+const SINGLE_NAME: &str = "tenure_versions";
+const SINGLE: TableDefinition<(i64, &[u8]), &[u8]> = TableDefinition::new(SINGLE_NAME);
 /// The history of formats 3 to 6, ordered by key: (key, revision) → the row (`upgrade`).
 const KEYED_NAME: &str = "tenure_history";
 const KEYED: TableDefinition<(&[u8], i64), &[u8]> = TableDefinition::new(KEYED_NAME);
@@ -56,46 +67,143 @@ type WriteVersions<'t> = redb::Table<'t, (i64, &'static [u8]), &'static [u8]>;
 pub(crate) const HISTORY_ROWS: [&str; 2] = ["history", "compacted"];
 
 /// The formats whose history `upgrade` converts, each with the format it becomes.
-const KEYED_FORMATS: [(i64, i64); 4] = [
+const CONVERTED_FORMATS: [(i64, i64); 6] = [
     (3, super::FORMAT_VERSION),
     (5, super::FORMAT_VERSION),
+    (7, super::FORMAT_VERSION),
     (4, super::FORMAT_LOGGED),
     (6, super::FORMAT_LOGGED),
+    (8, super::FORMAT_LOGGED),
 ];
 
-/// Whether a file of `format` keeps the history ordered by key (converted by `upgrade`).
-pub(crate) fn is_keyed(format: i64) -> bool {
-    KEYED_FORMATS.iter().any(|&(old, _)| old == format)
+/// Whether a file of `format` keeps its history in a layout `upgrade` converts.
+pub(crate) fn is_converted(format: i64) -> bool {
+    CONVERTED_FORMATS.iter().any(|&(old, _)| old == format)
 }
 
-/// Appends to `buf` the version of `key` at `rev` as stored: its links, then the codec's
-/// encoding of `e`, sealed (`seal`) under the pair, revision big-endian then key.
-fn push_version(buf: &mut Vec<u8>, rev: i64, key: &[u8], links: &Links, e: &Entry) {
+/// Appends to `buf` the version of `key` at `rev` as formats 7 and 8 stored it alone: its
+/// links, then the codec's encoding of `e`, sealed (`seal`) under the pair, revision
+/// big-endian then key.
+fn push_single(buf: &mut Vec<u8>, rev: i64, key: &[u8], links: &Links, e: &Entry) {
     let start = buf.len();
     links.encode_into(rev, buf);
     encode_into(e, buf);
+    seal_in_place_at(buf, start, SINGLE_NAME, &[&rev.to_be_bytes(), key]);
+}
+
+/// Seals the row payload `buf[start..]` whose first version is that of `key` at `rev`.
+fn seal_row(buf: &mut Vec<u8>, start: usize, rev: i64, key: &[u8]) {
     seal_in_place_at(buf, start, VERSIONS_NAME, &[&rev.to_be_bytes(), key]);
 }
 
-/// The payload of the stored version of `key` at `rev` (its links, then its row), checked.
-fn unseal_version<'a>(rev: i64, key: &[u8], stored: &'a [u8]) -> Result<&'a [u8]> {
+/// The payload of the row stored under (`rev`, `key`), checked.
+fn unseal_row<'a>(rev: i64, key: &[u8], stored: &'a [u8]) -> Result<&'a [u8]> {
     unseal_at(VERSIONS_NAME, &[&rev.to_be_bytes(), key], stored)
-        .ok_or_else(|| undecodable(key, rev))
+        .ok_or_else(|| undecodable_row(key, rev))
 }
 
-/// The links and row of the version of `key` at `rev`; a storage error worded as damage if it
-/// does not unseal or parse.
-fn open_version(rev: i64, key: &[u8], stored: &[u8]) -> Result<(Links, Entry)> {
-    Links::decode(rev, unseal_version(rev, key, stored)?)
+/// Writes the row of `versions` (at least one, in order) under its first pair; `buf` is
+/// scratch.
+fn insert_row(
+    table: &mut WriteVersions<'_>,
+    versions: &[Version<'_>],
+    buf: &mut Vec<u8>,
+) -> Result<()> {
+    let first = versions[0];
+    buf.clear();
+    version_rows::encode(versions.iter().copied(), buf);
+    seal_row(buf, 0, first.rev, first.key);
+    table
+        .insert((first.rev, first.key), buf.as_slice())
+        .map_err(storage)?;
+    Ok(())
+}
+
+/// The row of `table` that holds the version of `key` at `rev` if any version does: the last
+/// row at or before the pair. Its first pair and its stored bytes.
+fn row_at(
+    table: &impl ReadableTable<(i64, &'static [u8]), &'static [u8]>,
+    rev: i64,
+    key: &[u8],
+) -> Result<Option<(i64, Vec<u8>, Vec<u8>)>> {
+    let mut range = table
+        .range::<(i64, &[u8])>(..=(rev, key))
+        .map_err(storage)?;
+    Ok(match range.next_back().transpose().map_err(storage)? {
+        Some((k, v)) => {
+            let (r, k) = k.value();
+            Some((r, k.to_vec(), v.value().to_vec()))
+        }
+        None => None,
+    })
+}
+
+/// Calls `f` with the stored bytes (links, then the row) of the version of `key` at `rev` in
+/// `table`, if it holds one.
+fn with_version<R>(
+    table: &impl ReadableTable<(i64, &'static [u8]), &'static [u8]>,
+    key: &[u8],
+    rev: i64,
+    f: impl FnOnce(&[u8]) -> Result<R>,
+) -> Result<Option<R>> {
+    let mut range = table
+        .range::<(i64, &[u8])>(..=(rev, key))
+        .map_err(storage)?;
+    let Some((k, v)) = range.next_back().transpose().map_err(storage)? else {
+        return Ok(None);
+    };
+    let (first_rev, first_key) = k.value();
+    let payload = unseal_row(first_rev, first_key, v.value())?;
+    match version_rows::find(payload, rev, key) {
+        Ok(Some(bytes)) => f(bytes).map(Some),
+        Ok(None) => Ok(None),
+        Err(_) => Err(undecodable_row(first_key, first_rev)),
+    }
+}
+
+/// The (revision, key) of the last version `table` holds.
+fn last_pair(table: &WriteVersions<'_>) -> Result<Option<(i64, Vec<u8>)>> {
+    let Some((k, v)) = table.last().map_err(storage)? else {
+        return Ok(None);
+    };
+    let (rev, key) = k.value();
+    let payload = unseal_row(rev, key, v.value())?;
+    let mut last = None;
+    for version in version_rows::versions(payload) {
+        let version = version.map_err(|_| undecodable_row(key, rev))?;
+        last = Some((version.rev, version.key.to_vec()));
+    }
+    last.map(Some).ok_or_else(|| undecodable_row(key, rev))
+}
+
+/// Stores the version `v`, which may lie within the span of a row the table holds (a version
+/// rewritten, or one older than the table's last): into that row, replacing the version of
+/// the same pair if the row holds one.
+fn upsert(table: &mut WriteVersions<'_>, v: Version<'_>, buf: &mut Vec<u8>) -> Result<()> {
+    let Some((rev, key, stored)) = row_at(table, v.rev, v.key)? else {
+        return insert_row(table, &[v], buf);
+    };
+    let payload = unseal_row(rev, &key, &stored)?;
+    let mut all = version_rows::decode(payload).map_err(|_| undecodable_row(&key, rev))?;
+    match all.binary_search_by(|x| x.cmp_at(v.rev, v.key)) {
+        Ok(i) => all[i] = v,
+        Err(i) => all.insert(i, v),
+    }
+    insert_row(table, &all, buf)
+}
+
+/// The links and row of the version of `key` at `rev` from its stored bytes; a storage error
+/// worded as damage if they do not parse.
+fn open_version(rev: i64, key: &[u8], bytes: &[u8]) -> Result<(Links, Entry)> {
+    Links::decode(rev, bytes)
         .and_then(|(links, rest)| Some((links, decode(rest)?)))
         .ok_or_else(|| undecodable(key, rev))
 }
 
 /// Of the version of `key` at `rev`: the revision of the version it replaced, and whether it
 /// is a tombstone.
-fn version_outline(rev: i64, key: &[u8], stored: &[u8]) -> Result<(Option<i64>, bool)> {
-    let payload = unseal_version(rev, key, stored)?;
-    chain::prev_and_rest(rev, payload)
+fn version_outline(rev: i64, key: &[u8], bytes: &[u8]) -> Result<(Option<i64>, bool)> {
+    chain::prev_and_rest(rev, bytes)
         .and_then(|(prev, rest)| Some((prev, !has_value(rest)?)))
         .ok_or_else(|| undecodable(key, rev))
 }
@@ -216,6 +324,8 @@ pub(super) struct Recorder<'t> {
     changes: redb::Table<'t, (i64, u32), &'static [u8]>,
     /// The writes of this transaction not yet stored as rows.
     packer: Packer,
+    /// The versions of this transaction not yet stored as rows (`flush`).
+    pending: Pending,
     /// The newest version this transaction wrote of each key it wrote: its revision and
     /// encoded links (the next version's links follow from them without a read).
     heads: Heads,
@@ -236,6 +346,7 @@ impl<'t> Recorder<'t> {
             deleted: tx.open_table(DELETED).map_err(storage)?,
             changes: tx.open_table(CHANGES).map_err(storage)?,
             packer: Packer::default(),
+            pending: Pending::default(),
             heads: Heads::default(),
             known: None,
             links: Vec::new(),
@@ -271,10 +382,31 @@ impl<'t> Recorder<'t> {
         Ok(())
     }
 
-    /// Stores the events recorded so far: one row for the ops of one commit (or one record of
-    /// the log replayed). Positions go on from where they were.
+    /// Stores the versions and events recorded so far: rows for the ops of one commit (or one
+    /// record of the log replayed). Event positions go on from where they were.
     pub(super) fn flush(&mut self) -> Result<()> {
-        self.packer.flush(&mut self.changes)
+        self.packer.flush(&mut self.changes)?;
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let sorted = self.pending.sorted();
+        // Versions past the table's last are appended as new rows; any other (a version
+        // rewritten) goes into the row whose span holds it.
+        let appended_from = match last_pair(&self.versions)? {
+            Some((rev, key)) => sorted.partition_point(|v| v.cmp_at(rev, &key).is_le()),
+            None => 0,
+        };
+        for &v in &sorted[..appended_from] {
+            upsert(&mut self.versions, v, &mut self.row)?;
+        }
+        let mut rest = &sorted[appended_from..];
+        while !rest.is_empty() {
+            let (row, tail) = rest.split_at(version_rows::first_row_len(rest.iter().copied()));
+            insert_row(&mut self.versions, row, &mut self.row)?;
+            rest = tail;
+        }
+        self.pending.clear();
+        Ok(())
     }
 
     /// Loads into `links` the encoded links of the version of `key` at `rev`, which exists.
@@ -288,14 +420,14 @@ impl<'t> Recorder<'t> {
         {
             return Ok(());
         }
-        let Some(row) = self.versions.get((rev, key)).map_err(storage)? else {
-            return Err(missing(key, rev));
-        };
-        let payload = unseal_version(rev, key, row.value())?;
-        let (_, rest) = chain::prev_and_rest(rev, payload).ok_or_else(|| undecodable(key, rev))?;
-        self.links
-            .extend_from_slice(&payload[..payload.len() - rest.len()]);
-        Ok(())
+        let links = &mut self.links;
+        let found = with_version(&self.versions, key, rev, |bytes| {
+            let (_, rest) =
+                chain::prev_and_rest(rev, bytes).ok_or_else(|| undecodable(key, rev))?;
+            links.extend_from_slice(&bytes[..bytes.len() - rest.len()]);
+            Ok(())
+        })?;
+        found.ok_or_else(|| missing(key, rev))
     }
 
     /// Starts `row` with the links of a new version of `key` at `rev`, whose newest version
@@ -324,15 +456,12 @@ impl<'t> Recorder<'t> {
         Ok(())
     }
 
-    /// Finishes `row` with `e`, stores it as the version of `key` at `rev`, and remembers it
-    /// as the key's newest.
+    /// Finishes `row` with `e`, adds it as the version of `key` at `rev` (stored by `flush`),
+    /// and remembers it as the key's newest.
     fn insert(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
         let links = self.row.len();
         encode_into(e, &mut self.row);
-        seal_in_place_at(&mut self.row, 0, VERSIONS_NAME, &[&rev.to_be_bytes(), key]);
-        self.versions
-            .insert((rev, key), self.row.as_slice())
-            .map_err(storage)?;
+        self.pending.push(rev, key, &self.row);
         match self.heads.get_mut(key) {
             Some(head) => {
                 head.0 = rev;
@@ -424,14 +553,18 @@ pub(super) fn compacted_of(
     Ok(meta.get("compacted")?.map_or(0, |v| v.value()))
 }
 
-/// Converts the history of a file of formats 3 to 6 (ordered by key, events of 3 and 4 one
-/// row per write) to this build's, in `tx`, and gives the file the format that says so (SPEC
-/// K16). `true` if it did (the caller has no history table open and rewrites nothing else of
-/// the meta table: its checksum is rewritten here).
+/// Converts the history of a file of formats 3 to 8 (7 and 8 one row per version; 3 to 6
+/// ordered by key, events of 3 and 4 one row per write) to this build's, in `tx`, and gives
+/// the file the format that says so (SPEC K16, K17). `true` if it did (the caller has no
+/// history table open and rewrites nothing else of the meta table: its checksum is rewritten
+/// here).
 pub(super) fn upgrade(tx: &WriteTransaction) -> Result<bool> {
     let mut meta = tx.open_table(META).map_err(storage)?;
     let format = meta.get("format").map_err(storage)?.map(|v| v.value());
-    let Some(&(_, now)) = KEYED_FORMATS.iter().find(|(old, _)| Some(*old) == format) else {
+    let Some(&(_, now)) = CONVERTED_FORMATS
+        .iter()
+        .find(|(old, _)| Some(*old) == format)
+    else {
         return Ok(false);
     };
     let tables: Vec<String> = tx
@@ -439,9 +572,11 @@ pub(super) fn upgrade(tx: &WriteTransaction) -> Result<bool> {
         .map_err(storage)?
         .map(|t| t.name().to_string())
         .collect();
-    if tables.iter().any(|t| t == KEYED_NAME) {
+    let has = |name: &str| tables.iter().any(|t| t == name);
+    // Keyed by key: first into one row per version, as formats 7 and 8 kept it.
+    if has(KEYED_NAME) {
         let keyed = tx.open_table(KEYED).map_err(storage)?;
-        let mut versions = tx.open_table(VERSIONS).map_err(storage)?;
+        let mut versions = tx.open_table(SINGLE).map_err(storage)?;
         let mut deleted = tx.open_table(DELETED).map_err(storage)?;
         let mut row = Vec::new();
         // Each key's rows in revision order: one chain per key. A key whose last row is a
@@ -468,7 +603,7 @@ pub(super) fn upgrade(tx: &WriteTransaction) -> Result<bool> {
                 }
             };
             row.clear();
-            push_version(&mut row, rev, key, &links, &e);
+            push_single(&mut row, rev, key, &links, &e);
             versions
                 .insert((rev, key), row.as_slice())
                 .map_err(storage)?;
@@ -477,11 +612,15 @@ pub(super) fn upgrade(tx: &WriteTransaction) -> Result<bool> {
         ended(last)?;
         drop(keyed);
         tx.delete_table(KEYED).map_err(storage)?;
+    }
+    // One row per version: packed into rows.
+    if has(KEYED_NAME) || has(SINGLE_NAME) {
+        pack_single(tx)?;
     } else {
         tx.open_table(VERSIONS).map_err(storage)?;
-        tx.open_table(DELETED).map_err(storage)?;
     }
-    if tables.iter().any(|t| t == LEGACY_NAME) {
+    tx.open_table(DELETED).map_err(storage)?;
+    if has(LEGACY_NAME) {
         // One events row per write of `tenure_events`, each under its own position: rows never
         // overlap those `tenure_changes` holds.
         let legacy = tx.open_table(LEGACY).map_err(storage)?;
@@ -501,6 +640,42 @@ pub(super) fn upgrade(tx: &WriteTransaction) -> Result<bool> {
     meta.insert("format", now).map_err(storage)?;
     write_meta(&mut meta, &[]).map_err(storage)?;
     Ok(true)
+}
+
+/// Moves the versions of `tenure_versions` (one row each, formats 7 and 8) into rows of
+/// `tenure_version_rows`, and drops the former. A version that does not unseal is damage
+/// (`Corrupt` for the open), never dropped.
+fn pack_single(tx: &WriteTransaction) -> Result<()> {
+    let single = tx.open_table(SINGLE).map_err(storage)?;
+    let mut versions = tx.open_table(VERSIONS).map_err(storage)?;
+    let mut pending = Pending::default();
+    let mut buf = Vec::new();
+    let mut store = |pending: &mut Pending| -> Result<()> {
+        let sorted = pending.sorted();
+        if !sorted.is_empty() {
+            insert_row(&mut versions, &sorted, &mut buf)?;
+        }
+        pending.clear();
+        Ok(())
+    };
+    let (mut n, mut bytes) = (0, 0);
+    for item in single.iter().map_err(storage)? {
+        let (k, v) = item.map_err(storage)?;
+        let (rev, key) = k.value();
+        let payload = unseal_at(SINGLE_NAME, &[&rev.to_be_bytes(), key], v.value())
+            .ok_or_else(|| undecodable(key, rev))?;
+        pending.push(rev, key, payload);
+        n += 1;
+        bytes += version_rows::encoded_len(key, payload.len());
+        if n == version_rows::ROW_VERSIONS || bytes >= version_rows::ROW_BYTES {
+            store(&mut pending)?;
+            (n, bytes) = (0, 0);
+        }
+    }
+    store(&mut pending)?;
+    drop(single);
+    tx.delete_table(SINGLE).map_err(storage)?;
+    Ok(())
 }
 
 /// Before the first write of this store (a commit or a compaction step), once: a file written
@@ -564,6 +739,13 @@ fn undecodable(key: &[u8], rev: i64) -> Error {
     ))
 }
 
+fn undecodable_row(first_key: &[u8], first_rev: i64) -> Error {
+    Error::storage(format!(
+        "undecodable history row of the versions from key {:?} at revision {first_rev}",
+        String::from_utf8_lossy(first_key)
+    ))
+}
+
 fn missing(key: &[u8], rev: i64) -> Error {
     Error::storage(format!(
         "damaged history: no version of key {:?} at revision {rev}, which its chain names",
@@ -617,10 +799,9 @@ impl Tables<'_> {
 
     /// The version of `key` at `rev`, if the history holds it.
     fn version(&self, key: &[u8], rev: i64) -> Result<Option<(Links, Entry)>> {
-        match self.versions.get((rev, key)).map_err(storage)? {
-            Some(row) => Ok(Some(open_version(rev, key, row.value())?)),
-            None => Ok(None),
-        }
+        with_version(self.versions, key, rev, |bytes| {
+            open_version(rev, key, bytes)
+        })
     }
 
     /// The row of the version of `key` at `rev`, if the history holds it.
@@ -631,14 +812,12 @@ impl Tables<'_> {
     /// The links of the version of `key` at `rev`, if the history holds it (its row is checked
     /// but not decoded: a walk only passes through).
     fn links(&self, key: &[u8], rev: i64) -> Result<Option<Links>> {
-        let Some(row) = self.versions.get((rev, key)).map_err(storage)? else {
-            return Ok(None);
-        };
-        let payload = unseal_version(rev, key, row.value())?;
-        match Links::decode(rev, payload) {
-            Some((links, _)) => Ok(Some(links)),
-            None => Err(undecodable(key, rev)),
-        }
+        with_version(self.versions, key, rev, |bytes| {
+            match Links::decode(rev, bytes) {
+                Some((links, _)) => Ok(links),
+                None => Err(undecodable(key, rev)),
+            }
+        })
     }
 
     /// `key` as it was at `revision` (not below the compaction): its newest version at or
@@ -915,8 +1094,13 @@ impl Store {
         let cursor = p.cursor.borrow().clone();
         // Reads first (a step decides on the rows as they were before it), then the removals.
         let gathered = (|| -> Result<(Vec<Walked>, bool)> {
-            let lower = match &cursor {
-                Some((rev, key)) => Bound::Excluded((*rev, key.as_slice())),
+            // From the row that holds the cursor's version (or would), past that version.
+            let first = match &cursor {
+                Some((rev, key)) => row_at(&versions, *rev, key)?.map(|(r, k, _)| (r, k)),
+                None => None,
+            };
+            let lower = match &first {
+                Some((rev, key)) => Bound::Included((*rev, key.as_slice())),
                 None => Bound::Unbounded,
             };
             let mut seen = Vec::new();
@@ -925,15 +1109,26 @@ impl Store {
                 .map_err(storage)?
             {
                 let (k, v) = item.map_err(storage)?;
-                let (rev, key) = k.value();
-                if rev > target {
-                    return Ok((seen, true));
+                let (row_rev, row_key) = k.value();
+                let payload = unseal_row(row_rev, row_key, v.value())?;
+                for version in version_rows::versions(payload) {
+                    let Version { rev, key, bytes } =
+                        version.map_err(|_| undecodable_row(row_key, row_rev))?;
+                    if cursor
+                        .as_ref()
+                        .is_some_and(|(r, k)| (rev, key) <= (*r, k.as_slice()))
+                    {
+                        continue;
+                    }
+                    if rev > target {
+                        return Ok((seen, true));
+                    }
+                    if seen.len() >= budget {
+                        return Ok((seen, false));
+                    }
+                    let (prev, tombstone) = version_outline(rev, key, bytes)?;
+                    seen.push((rev, key.to_vec(), prev, tombstone));
                 }
-                if seen.len() >= budget {
-                    return Ok((seen, false));
-                }
-                let (prev, tombstone) = version_outline(rev, key, v.value())?;
-                seen.push((rev, key.to_vec(), prev, tombstone));
             }
             Ok((seen, true))
         })();
@@ -1005,28 +1200,57 @@ impl Store {
     }
 }
 
-/// Removes the versions `freed` (sorted): those whose revisions lie close together in one
-/// sweep of the table (redb's `retain_in`, which removes in place as it walks), the rest one by
-/// one. A step of a busy file frees most versions of a revision span: one sweep costs far less
-/// than a descent per version (BENCHMARKS 25).
+/// Removes the versions `freed` (sorted): each row that holds some is rewritten without them,
+/// or removed with its last version (BENCHMARKS 27).
 fn remove_versions(versions: &mut WriteVersions<'_>, freed: &[(i64, &[u8])]) -> Result<()> {
-    // The first version from which on the span of revisions is at most `SWEEP` per version:
-    // the sweep visits few versions it keeps.
-    const SWEEP: i64 = 4;
-    let Some(&(last, _)) = freed.last() else {
-        return Ok(());
-    };
-    let dense = (0..freed.len())
-        .find(|&i| last - freed[i].0 <= SWEEP * (freed.len() - i) as i64)
-        .unwrap_or(freed.len());
-    for &at in &freed[..dense] {
-        versions.remove(at).map_err(storage)?;
-    }
-    let swept = &freed[dense..];
-    if let (Some(&first), Some(&end)) = (swept.first(), swept.last()) {
-        versions
-            .retain_in(first..=end, |at, _| swept.binary_search(&at).is_err())
-            .map_err(storage)?;
+    let mut buf = Vec::new();
+    let mut i = 0;
+    while let Some(&(rev, key)) = freed.get(i) {
+        let Some((row_rev, row_key, stored)) = row_at(versions, rev, key)? else {
+            i += 1; // before every row: a version the table does not hold
+            continue;
+        };
+        // The row's span ends where the next row begins.
+        let next = versions
+            .range::<(i64, &[u8])>((
+                Bound::Excluded((row_rev, row_key.as_slice())),
+                Bound::Unbounded,
+            ))
+            .map_err(storage)?
+            .next()
+            .transpose()
+            .map_err(storage)?
+            .map(|(k, _)| {
+                let (r, k) = k.value();
+                (r, k.to_vec())
+            });
+        let end = match &next {
+            Some((r, k)) => i + freed[i..].partition_point(|&at| at < (*r, k.as_slice())),
+            None => freed.len(),
+        };
+        let gone = &freed[i..end];
+        i = end;
+        let payload = unseal_row(row_rev, &row_key, &stored)?;
+        let all = version_rows::decode(payload).map_err(|_| undecodable_row(&row_key, row_rev))?;
+        let kept: Vec<Version<'_>> = all
+            .iter()
+            .copied()
+            .filter(|v| gone.binary_search(&(v.rev, v.key)).is_err())
+            .collect();
+        if kept.len() == all.len() {
+            continue;
+        }
+        if kept
+            .first()
+            .is_none_or(|v| v.cmp_at(row_rev, &row_key) != Ordering::Equal)
+        {
+            versions
+                .remove((row_rev, row_key.as_slice()))
+                .map_err(storage)?;
+        }
+        if !kept.is_empty() {
+            insert_row(versions, &kept, &mut buf)?;
+        }
     }
     Ok(())
 }
@@ -1082,6 +1306,22 @@ mod tests {
     fn count(store: &Store, def: TableDefinition<'_, impl redb::Key + 'static, &[u8]>) -> usize {
         let tx = store.db.begin_read().unwrap();
         tx.open_table(def).unwrap().len().unwrap() as usize
+    }
+
+    /// The versions `tenure_version_rows` holds, checked to be in order across rows.
+    fn held(store: &Store) -> usize {
+        let tx = store.db.begin_read().unwrap();
+        let mut all: Vec<(i64, Vec<u8>)> = Vec::new();
+        for row in tx.open_table(VERSIONS).unwrap().iter().unwrap() {
+            let (k, v) = row.unwrap();
+            let (rev, key) = k.value();
+            let payload = unseal_row(rev, key, v.value()).unwrap();
+            let versions = version_rows::decode(payload).unwrap();
+            assert_eq!((versions[0].rev, versions[0].key), (rev, key));
+            all.extend(versions.iter().map(|v| (v.rev, v.key.to_vec())));
+        }
+        assert!(all.windows(2).all(|w| w[0] < w[1]), "rows overlap");
+        all.len()
     }
 
     /// The writes `tenure_changes` lists.
@@ -1153,7 +1393,7 @@ mod tests {
             write_meta(&mut meta, &[]).unwrap();
         }
         tx.commit().unwrap();
-        assert_eq!(count(&store, VERSIONS), 10_000);
+        assert_eq!(held(&store), 10_000);
         store
     }
 
@@ -1166,7 +1406,7 @@ mod tests {
         loop {
             let more = store.compact_step().unwrap();
             steps += 1;
-            let now = count(&store, VERSIONS);
+            let now = held(&store);
             // Each version looked at removes at most the one it replaced and itself.
             assert!(left - now <= 2 * STEP, "{left} → {now}");
             left = now;
@@ -1192,11 +1432,11 @@ mod tests {
         // least its own share.
         let dir = tempfile::tempdir().unwrap();
         let store = compacted_fixture(&dir);
-        let before = count(&store, VERSIONS);
+        let before = held(&store);
         let put = |rev: i64| StoreOp::PutKey(format!("new{rev}").into_bytes(), entry(rev, rev));
         let ops: Vec<StoreOp> = (101..101 + STEP as i64).map(put).collect();
         store.commit(&ops, 100 + STEP as i64, 1, Some(1)).unwrap();
-        let after = count(&store, VERSIONS);
+        let after = held(&store);
         // The checkpoint added STEP versions and looked at 2 × STEP old ones, each removing
         // the one it replaced (the first of each key replaced none).
         assert!(
@@ -1207,7 +1447,7 @@ mod tests {
         // compaction to the compactor.
         let rev = 101 + STEP as i64;
         store.commit(&[put(rev)], rev, 1, None).unwrap();
-        assert_eq!(count(&store, VERSIONS), after + 1);
+        assert_eq!(held(&store), after + 1);
     }
 
     /// Writes `k`'s `writes` (revision, put or delete), each put creating the key anew after
@@ -1334,13 +1574,13 @@ mod tests {
         tx.open_table(META).unwrap().insert("compacted", 4).unwrap();
         tx.commit().unwrap();
         while store.compact_step().unwrap() {}
-        assert_eq!(count(&store, VERSIONS), 2);
+        assert_eq!(held(&store), 2);
         assert_eq!((read(4), read(5)), (Some(4), None));
         // Compacted at 6: the delete at 5 is below it and goes with its deleted-key row.
         let tx = store.db.begin_write().unwrap();
         tx.open_table(META).unwrap().insert("compacted", 6).unwrap();
         tx.commit().unwrap();
         while store.compact_step().unwrap() {}
-        assert_eq!((count(&store, VERSIONS), count(&store, DELETED)), (0, 0));
+        assert_eq!((held(&store), count(&store, DELETED)), (0, 0));
     }
 }

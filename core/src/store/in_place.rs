@@ -80,9 +80,9 @@ fn open_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Opened
             redb::Builder::new().open_read_only_with_backend(scratch(&file)?)
         };
         match as_is {
-            // A file whose history is keyed by key (formats 3 to 6) is read through a copy
-            // converted in memory.
-            Ok(db) if !keyed(&db, path)? => {
+            // A file whose history this build converts (formats 3 to 8) is read through a
+            // copy converted in memory.
+            Ok(db) if !converted(&db, path)? => {
                 let lm = match log_meta(&db, path)? {
                     Some(lm) if with_log => lm,
                     _ => return Ok(Opened::AsIs(db)),
@@ -124,8 +124,8 @@ fn open_in_place(path: &Path, len: Option<u64>, with_log: bool) -> Result<Opened
     })
 }
 
-/// Whether the file's format keeps the history keyed by key (`history::upgrade` converts it).
-fn keyed(db: &redb::ReadOnlyDatabase, path: &Path) -> Result<bool> {
+/// Whether the file's format keeps the history in a layout `history::upgrade` converts.
+fn converted(db: &redb::ReadOnlyDatabase, path: &Path) -> Result<bool> {
     let tx = read_tx(db, path)?;
     let meta = match tx.open_table(META) {
         Ok(m) => m,
@@ -136,7 +136,7 @@ fn keyed(db: &redb::ReadOnlyDatabase, path: &Path) -> Result<bool> {
         .get("format")
         .map_err(|e| corrupt_at(path, e.to_string()))?
         .map(|v| v.value());
-    Ok(format.is_some_and(history::is_keyed))
+    Ok(format.is_some_and(history::is_converted))
 }
 
 /// What the database in the first `len` bytes of `path` holds, read without writing anything

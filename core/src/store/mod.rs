@@ -6,8 +6,8 @@
 //! - `tenure_leases`: lease ID → sealed (ttl ns, remaining ns or `NO_TIME`, wall ms when
 //!   persisted) (`codec`, `seal`).
 //! - `tenure_kv`: key → sealed encoded entry (`codec`, `seal`): value, revisions, lease.
-//! - `tenure_versions`, `tenure_deleted`, `tenure_changes`: every revision until compacted,
-//!   sealed rows (`history`, `chain`, `events`).
+//! - `tenure_version_rows`, `tenure_deleted`, `tenure_changes`: every revision until
+//!   compacted, sealed rows (`history`, `version_rows`, `chain`, `events`).
 //!
 //! Deadlines are never stored: only durations and the wall time they were measured at.
 
@@ -60,6 +60,7 @@ mod open;
 mod scratch;
 mod seal;
 mod snapshot;
+mod version_rows;
 pub(crate) mod wal;
 use codec::{decode, decode_lease, encode_lease};
 pub use faults::StorageFaults;
@@ -81,20 +82,21 @@ const KV_NAME: &str = "tenure_kv";
 const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new(KV_NAME);
 
 /// On-disk format version of a file complete on its own, stored in `tenure_meta["format"]`.
-/// 7: the history keyed by revision (`tenure_versions`, SPEC K17). 3 to 6 kept it keyed by
-/// key (`tenure_history`; 3 and 4 with one event row per write): converted at the first
-/// write open (`history::upgrade`), read in place through a converted copy in memory. 1 and 2
-/// were the tables of 3 unsealed, refused with [`LEGACY_FORMAT`].
-pub(crate) const FORMAT_VERSION: i64 = 7;
+/// 9: the history keyed by revision, versions packed into rows (`tenure_version_rows`, SPEC
+/// K17). 7 kept one row per version (`tenure_versions`); 3 to 6 kept it keyed by key
+/// (`tenure_history`; 3 and 4 with one event row per write): converted at the first write
+/// open (`history::upgrade`), read in place through a converted copy in memory. 1 and 2 were
+/// the tables of 3 unsealed, refused with [`LEGACY_FORMAT`].
+pub(crate) const FORMAT_VERSION: i64 = 9;
 /// The `format` of a file while an engine with the write-ahead log has it (from its open to its
 /// clean close) or after that engine died: the log beside it may hold acknowledged records the
 /// file lacks. A build that predates the mark refuses it as an unsupported version (`Corrupt`,
 /// nothing written) instead of ignoring the log and losing those writes.
-/// 8 (4 and 6 in the formats `history::upgrade` converts).
-pub(crate) const FORMAT_LOGGED: i64 = 8;
+/// 10 (4, 6 and 8 in the formats `history::upgrade` converts).
+pub(crate) const FORMAT_LOGGED: i64 = 10;
 /// Why a file of format 1 or 2 (written before rows had checksums) is refused.
 pub(crate) const LEGACY_FORMAT: &str = "format version {v} predates per-record checksums \
-     (tenure before issue 29): this build reads formats 3 to 8 only; export its keys and leases \
+     (tenure before issue 29): this build reads formats 3 to 10 only; export its keys and leases \
      with the build that wrote it and load them into a new file";
 /// redb's page cache for an open database file.
 const CACHE: usize = 64 << 20;
@@ -252,7 +254,7 @@ fn check_format(meta: &impl ReadableTable<&'static str, i64>, path: &Path) -> Re
         .map(|v| v.value());
     match format {
         Some(FORMAT_VERSION | FORMAT_LOGGED) => Ok(()),
-        Some(v) if history::is_keyed(v) => Ok(()),
+        Some(v) if history::is_converted(v) => Ok(()),
         Some(v @ (1 | 2)) => Err(corrupt_at(
             path,
             LEGACY_FORMAT.replace("{v}", &v.to_string()),
