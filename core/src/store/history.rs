@@ -119,13 +119,17 @@ fn insert_row(
     Ok(())
 }
 
+/// A row of `tenure_version_rows` read out: its first pair's revision and key, and its stored
+/// bytes.
+type StoredRow = (i64, Vec<u8>, Vec<u8>);
+
 /// The row of `table` that holds the version of `key` at `rev` if any version does: the last
-/// row at or before the pair. Its first pair and its stored bytes.
+/// row at or before the pair.
 fn row_at(
     table: &impl ReadableTable<(i64, &'static [u8]), &'static [u8]>,
     rev: i64,
     key: &[u8],
-) -> Result<Option<(i64, Vec<u8>, Vec<u8>)>> {
+) -> Result<Option<StoredRow>> {
     let mut range = table
         .range::<(i64, &[u8])>(..=(rev, key))
         .map_err(storage)?;
