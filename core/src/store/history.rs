@@ -282,41 +282,51 @@ pub(crate) struct Progress {
     done: Cell<i64>,
     /// The last version the running pass went through.
     cursor: RefCell<Option<(i64, Vec<u8>)>>,
-    /// The newest version (revision, encoded links) of keys recent commits wrote, at most
+    /// The newest version (revision, encoded links) of keys recent commits wrote, about
     /// [`KNOWN_HEADS`]: a write's links follow from its key's newest version, read from here
-    /// instead of the file when the key was written lately (BENCHMARKS 25). Only what a
-    /// commit that succeeded wrote is added; a compaction never removes a put's version.
+    /// instead of the file when the key was written lately (BENCHMARKS 25, 27). A transaction
+    /// updates it as it writes ([`Recorder::open_with`]); one that fails empties it
+    /// ([`Progress::forget_heads`]), so it only ever holds what the file holds. A compaction
+    /// never removes a put's version.
     heads: RefCell<Heads>,
 }
 
 /// Key → the revision and encoded links of its newest version.
 type Heads = FxHashMap<Vec<u8>, (i64, Vec<u8>)>;
 
-/// How many keys' newest versions `Progress::heads` keeps (cleared when it would hold more:
-/// memory stays bounded whatever the number of keys).
+/// How many keys' newest versions `Progress::heads` keeps between transactions (cleared by
+/// the next transaction when it holds more: memory stays bounded whatever the number of keys).
 const KNOWN_HEADS: usize = 1 << 16;
 
 impl Progress {
-    /// Adds the newest versions a committed transaction wrote.
-    pub(super) fn remember(&self, written: Heads) {
-        let mut heads = self.heads.borrow_mut();
-        if heads.len() + written.len() > KNOWN_HEADS {
-            heads.clear();
-        }
-        if written.len() <= KNOWN_HEADS {
-            heads.extend(written);
+    /// Empties the newest versions kept, after a transaction that updated them failed.
+    pub(super) fn forget_heads(&self) {
+        self.heads.borrow_mut().clear();
+    }
+}
+
+/// The newest versions a recorder reads and updates: its own, or its store's.
+enum HeadsOf<'t> {
+    Own(Heads),
+    Store(std::cell::RefMut<'t, Heads>),
+}
+
+impl std::ops::Deref for HeadsOf<'_> {
+    type Target = Heads;
+    fn deref(&self) -> &Heads {
+        match self {
+            HeadsOf::Own(h) => h,
+            HeadsOf::Store(h) => h,
         }
     }
 }
 
-/// Appends to `out` the links `heads` holds for `key`'s version at `rev`; whether it holds them.
-fn copy_links(heads: &Heads, key: &[u8], rev: i64, out: &mut Vec<u8>) -> bool {
-    match heads.get(key) {
-        Some((r, links)) if *r == rev => {
-            out.extend_from_slice(links);
-            true
+impl std::ops::DerefMut for HeadsOf<'_> {
+    fn deref_mut(&mut self) -> &mut Heads {
+        match self {
+            HeadsOf::Own(h) => h,
+            HeadsOf::Store(h) => h,
         }
-        _ => false,
     }
 }
 
@@ -330,11 +340,10 @@ pub(super) struct Recorder<'t> {
     packer: Packer,
     /// The versions of this transaction not yet stored as rows (`flush`).
     pending: Pending,
-    /// The newest version this transaction wrote of each key it wrote: its revision and
-    /// encoded links (the next version's links follow from them without a read).
-    heads: Heads,
-    /// Those of earlier commits, if the caller keeps them.
-    known: Option<&'t Progress>,
+    /// The newest version of each key this transaction (and, with `open_with`, recent ones)
+    /// wrote: its revision and encoded links (the next version's links follow from them
+    /// without a read).
+    heads: HeadsOf<'t>,
     /// The encoded links of the version the row being built follows.
     links: Vec<u8>,
     /// The row being built.
@@ -351,8 +360,7 @@ impl<'t> Recorder<'t> {
             changes: tx.open_table(CHANGES).map_err(storage)?,
             packer: Packer::default(),
             pending: Pending::default(),
-            heads: Heads::default(),
-            known: None,
+            heads: HeadsOf::Own(Heads::default()),
             links: Vec::new(),
             row: Vec::new(),
             rev: 0,
@@ -360,21 +368,19 @@ impl<'t> Recorder<'t> {
         })
     }
 
-    /// A recorder that reads the newest versions earlier commits of `progress`'s store wrote
-    /// from it; `take_heads` gives what this one wrote, for `Progress::remember` once the
-    /// transaction committed.
+    /// A recorder that reads and updates the newest versions `progress` keeps for its store;
+    /// if the transaction fails, the caller calls `Progress::forget_heads`.
     pub(super) fn open_with(
         tx: &'t WriteTransaction,
         progress: &'t Progress,
     ) -> Result<Recorder<'t>> {
         let mut rec = Recorder::open(tx)?;
-        rec.known = Some(progress);
+        let mut heads = progress.heads.borrow_mut();
+        if heads.len() > KNOWN_HEADS {
+            heads.clear();
+        }
+        rec.heads = HeadsOf::Store(heads);
         Ok(rec)
-    }
-
-    /// The newest versions of the keys this transaction wrote.
-    pub(super) fn take_heads(&mut self) -> Heads {
-        std::mem::take(&mut self.heads)
     }
 
     fn event(&mut self, key: &[u8], rev: i64) -> Result<()> {
@@ -413,17 +419,10 @@ impl<'t> Recorder<'t> {
         Ok(())
     }
 
-    /// Loads into `links` the encoded links of the version of `key` at `rev`, which exists.
+    /// Loads into `links` the encoded links of the version of `key` at `rev` from the file,
+    /// which holds it.
     fn load_links(&mut self, key: &[u8], rev: i64) -> Result<()> {
         self.links.clear();
-        // This transaction's newest versions, then those of recent commits.
-        if copy_links(&self.heads, key, rev, &mut self.links)
-            || self
-                .known
-                .is_some_and(|known| copy_links(&known.heads.borrow(), key, rev, &mut self.links))
-        {
-            return Ok(());
-        }
         let links = &mut self.links;
         let found = with_version(&self.versions, key, rev, |bytes| {
             let (_, rest) =
@@ -435,12 +434,35 @@ impl<'t> Recorder<'t> {
     }
 
     /// Starts `row` with the links of a new version of `key` at `rev`, whose newest version
-    /// was at `prev`.
+    /// was at `prev`, and records the new version as the key's newest. The links follow from
+    /// the newest version's, kept in `heads` (one lookup) or read from the file.
     fn start_row(&mut self, key: &[u8], rev: i64, prev: Option<i64>) -> Result<()> {
         self.row.clear();
+        let order = |p: i64| {
+            Error::storage(format!(
+                "history of key {:?}: revision {rev} written after {p}",
+                String::from_utf8_lossy(key)
+            ))
+        };
+        if let Some(head) = self.heads.get_mut(key) {
+            if let Some(p) = prev.filter(|&p| p == head.0) {
+                match p.cmp(&rev) {
+                    // The same write again (a replayed record, an attach): its links stay.
+                    Ordering::Equal => self.row.extend_from_slice(&head.1),
+                    Ordering::Less => {
+                        chain::write_after(&head.1, p, rev, &mut self.row)
+                            .ok_or_else(|| undecodable(key, p))?;
+                        head.0 = rev;
+                        head.1.clear();
+                        head.1.extend_from_slice(&self.row);
+                    }
+                    Ordering::Greater => return Err(order(p)),
+                }
+                return Ok(());
+            }
+        }
         match prev {
             None => chain::write_first(&mut self.row),
-            // The same write again (a replayed record the file already holds): its links stay.
             Some(p) if p == rev => {
                 self.load_links(key, rev)?;
                 self.row.extend_from_slice(&self.links);
@@ -450,33 +472,26 @@ impl<'t> Recorder<'t> {
                 chain::write_after(&self.links, p, rev, &mut self.row)
                     .ok_or_else(|| undecodable(key, p))?;
             }
-            Some(p) => {
-                return Err(Error::storage(format!(
-                    "history of key {:?}: revision {rev} written after {p}",
-                    String::from_utf8_lossy(key)
-                )))
+            Some(p) => return Err(order(p)),
+        }
+        match self.heads.get_mut(key) {
+            Some(head) => {
+                head.0 = rev;
+                head.1.clear();
+                head.1.extend_from_slice(&self.row);
+            }
+            None => {
+                self.heads.insert(key.to_vec(), (rev, self.row.clone()));
             }
         }
         Ok(())
     }
 
-    /// Finishes `row` with `e`, adds it as the version of `key` at `rev` (stored by `flush`),
-    /// and remembers it as the key's newest.
+    /// Finishes `row` with `e` and adds it as the version of `key` at `rev` (stored by
+    /// `flush`).
     fn insert(&mut self, key: &[u8], rev: i64, e: &Entry) -> Result<()> {
-        let links = self.row.len();
         encode_into(e, &mut self.row);
         self.pending.push(rev, key, &self.row);
-        match self.heads.get_mut(key) {
-            Some(head) => {
-                head.0 = rev;
-                head.1.clear();
-                head.1.extend_from_slice(&self.row[..links]);
-            }
-            None => {
-                self.heads
-                    .insert(key.to_vec(), (rev, self.row[..links].to_vec()));
-            }
-        }
         Ok(())
     }
 
@@ -1157,7 +1172,14 @@ impl Store {
             .collect();
         freed.sort_unstable();
         freed.dedup();
-        remove_versions(&mut versions, &freed)?;
+        match remove_versions(&mut versions, &freed) {
+            Ok(()) => {}
+            // A row it cannot read: rows rewritten so far stand (each alone is right), the
+            // rest is left to the compactor's own steps, which walk these versions again and
+            // report it; the checkpoint's writes commit.
+            Err(_) if within == Within::Checkpoint => return Ok(Stepped::Idle),
+            Err(e) => return Err(e),
+        }
         for (rev, key, _, tombstone) in &seen {
             if *tombstone && *rev < target {
                 let last = match deleted.get(key.as_slice()).map_err(storage)? {
@@ -1205,8 +1227,72 @@ impl Store {
 }
 
 /// Removes the versions `freed` (sorted): each row that holds some is rewritten without them,
-/// or removed with its last version (BENCHMARKS 27).
+/// or removed with its last version. Where they lie close together, one sweep of their rows
+/// (redb's `retain_in`, which removes in place as it walks); the rest row by row. A step of a
+/// busy file frees most versions of a revision span: one sweep costs far less than seeking
+/// each row (BENCHMARKS 25, 27).
 fn remove_versions(versions: &mut WriteVersions<'_>, freed: &[(i64, &[u8])]) -> Result<()> {
+    // The first version from which on the span of revisions is at most `SWEEP` per version:
+    // the sweep visits few rows it keeps.
+    const SWEEP: i64 = 4;
+    let Some(&(last, _)) = freed.last() else {
+        return Ok(());
+    };
+    let dense = (0..freed.len())
+        .find(|&i| last - freed[i].0 <= SWEEP * (freed.len() - i) as i64)
+        .unwrap_or(freed.len());
+    remove_row_by_row(versions, &freed[..dense])?;
+    let swept = &freed[dense..];
+    let (Some(&(first_rev, first_key)), Some(&end)) = (swept.first(), swept.last()) else {
+        return Ok(());
+    };
+    // From the row that holds the first version.
+    let start = row_at(versions, first_rev, first_key)?
+        .map_or((first_rev, first_key.to_vec()), |(r, k, _)| (r, k));
+    let mut rewritten: Vec<(i64, Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut damaged = None;
+    versions
+        .retain_in((start.0, start.1.as_slice())..=end, |(rev, key), stored| {
+            let decoded = unseal_row(rev, key, stored).and_then(|payload| {
+                version_rows::decode(payload).map_err(|_| undecodable_row(key, rev))
+            });
+            let all = match decoded {
+                Ok(all) => all,
+                Err(e) => {
+                    damaged.get_or_insert(e);
+                    return true;
+                }
+            };
+            let kept: Vec<Version<'_>> = all
+                .iter()
+                .copied()
+                .filter(|v| swept.binary_search(&(v.rev, v.key)).is_err())
+                .collect();
+            if kept.len() == all.len() {
+                return true;
+            }
+            if let Some(first) = kept.first() {
+                let mut buf = Vec::new();
+                version_rows::encode(kept.iter().copied(), &mut buf);
+                seal_row(&mut buf, 0, first.rev, first.key);
+                rewritten.push((first.rev, first.key.to_vec(), buf));
+            }
+            false
+        })
+        .map_err(storage)?;
+    if let Some(e) = damaged {
+        return Err(e);
+    }
+    for (rev, key, row) in &rewritten {
+        versions
+            .insert((*rev, key.as_slice()), row.as_slice())
+            .map_err(storage)?;
+    }
+    Ok(())
+}
+
+/// [`remove_versions`] of versions far apart: each row that holds some found on its own.
+fn remove_row_by_row(versions: &mut WriteVersions<'_>, freed: &[(i64, &[u8])]) -> Result<()> {
     let mut buf = Vec::new();
     let mut i = 0;
     while let Some(&(rev, key)) = freed.get(i) {

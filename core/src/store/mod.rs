@@ -553,21 +553,19 @@ impl Store {
         next_id: i64,
         applied: Option<u64>,
     ) -> Result<()> {
-        guarded(&self.path, || {
+        let committed = guarded(&self.path, || {
             let mut tx = self.begin_write().map_err(storage)?;
             tx.set_durability(Durability::Immediate).map_err(storage)?;
             // Checkpoints of the log are rare: each may as well save redb's allocator state,
             // so that the open after a crash needs no walk of the whole file.
             tx.set_quick_repair(applied.is_some());
             history::seed(&tx, &self.history)?;
-            let written;
             {
                 let mut leases = tx.open_table(LEASES).map_err(storage)?;
                 let mut kv = tx.open_table(KV).map_err(storage)?;
                 let mut meta = tx.open_table(META).map_err(storage)?;
                 let mut history = Recorder::open_with(&tx, &self.history)?;
                 let changes = apply_ops(&mut leases, &mut kv, &mut meta, &mut history, ops)?;
-                written = history.take_heads();
                 meta.insert("revision", revision).map_err(storage)?;
                 meta.insert("next_lease_id", next_id).map_err(storage)?;
                 if let Some(lsn) = applied {
@@ -587,12 +585,16 @@ impl Store {
                 None => None,
             };
             tx.commit().map_err(storage)?;
-            self.history.remember(written);
             if let Some(stepped) = stepped {
                 self.compacted(Ok(stepped))?;
             }
             Ok(())
-        })
+        });
+        if committed.is_err() {
+            // The newest versions it recorded may not be in the file.
+            self.history.forget_heads();
+        }
+        committed
     }
 
     /// Marks the file complete on its own (`FORMAT_VERSION`), durably: on close, once redb holds
