@@ -228,7 +228,7 @@ fn open_deleted(key: &[u8], stored: &[u8]) -> Result<i64> {
 /// The revision of the last write of a key whose current (`tenure_kv`) row is `stored`, if it
 /// has a value (a bare name has no history). Not checked against its seal: redb just read it
 /// for the write that replaces it, and a version it would misname is refused when read.
-fn present_revision(key: &[u8], stored: &[u8]) -> Result<Option<i64>> {
+pub(super) fn present_revision(key: &[u8], stored: &[u8]) -> Result<Option<i64>> {
     stored
         .len()
         .checked_sub(SEAL_LEN)
@@ -328,6 +328,16 @@ impl std::ops::DerefMut for HeadsOf<'_> {
             HeadsOf::Store(h) => h,
         }
     }
+}
+
+/// What a write found as its key's current row.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Present<'a> {
+    /// `tenure_kv`'s stored row, if any.
+    Row(Option<&'a [u8]>),
+    /// A row this transaction wrote (and did not store: a later write of the key in it
+    /// replaces it): the revision of its value's last write, `None` without a value or row.
+    Written(Option<i64>),
 }
 
 /// The history tables of one write transaction, and the position in the revision being
@@ -498,8 +508,14 @@ impl<'t> Recorder<'t> {
     /// The newest version of `key` before a write that found `present` as its current row
     /// (`tenure_kv`'s stored row, if any): its last write, or else its last delete.
     /// A write makes the key live again: its `tenure_deleted` row goes.
-    fn newest(&mut self, key: &[u8], present: Option<&[u8]>) -> Result<Option<i64>> {
-        newest_version(key, present, || {
+    fn newest(&mut self, key: &[u8], present: Present<'_>) -> Result<Option<i64>> {
+        let current = match present {
+            Present::Row(row) => row,
+            // A value's last write is the newest version; without one, the last delete is.
+            Present::Written(Some(rev)) => return Ok(Some(rev)),
+            Present::Written(None) => None,
+        };
+        newest_version(key, current, || {
             match self.deleted.remove(key).map_err(storage)? {
                 Some(row) => Ok(Some(open_deleted(key, row.value())?)),
                 None => Ok(None),
@@ -507,13 +523,13 @@ impl<'t> Recorder<'t> {
         })
     }
 
-    /// `key` written at `rev` as `e`; `present`: the current row it replaces, if any.
+    /// `key` written at `rev` as `e`; `present`: the current row it replaces.
     pub(super) fn put(
         &mut self,
         key: &[u8],
         rev: i64,
         e: &Entry,
-        present: Option<&[u8]>,
+        present: Present<'_>,
     ) -> Result<()> {
         let prev = self.newest(key, present)?;
         self.start_row(key, rev, prev)?;
@@ -528,8 +544,8 @@ impl<'t> Recorder<'t> {
         self.insert(key, rev, e)
     }
 
-    /// `key` deleted at `rev`; `present`: the current row the delete removed, if any.
-    pub(super) fn tombstone(&mut self, key: &[u8], rev: i64, present: Option<&[u8]>) -> Result<()> {
+    /// `key` deleted at `rev`; `present`: the current row the delete removed.
+    pub(super) fn tombstone(&mut self, key: &[u8], rev: i64, present: Present<'_>) -> Result<()> {
         let prev = self.newest(key, present)?;
         self.start_row(key, rev, prev)?;
         let none = Entry {
@@ -1471,7 +1487,7 @@ mod tests {
                     let e = entry(rev, 1);
                     let row = super::super::sealed_key_row(&k, &e);
                     let old = kv.insert(k.as_slice(), row.as_slice()).unwrap();
-                    rec.put(&k, rev, &e, old.as_ref().map(|o| o.value()))
+                    rec.put(&k, rev, &e, Present::Row(old.as_ref().map(|o| o.value())))
                         .unwrap();
                 }
                 rec.flush().unwrap();
@@ -1540,6 +1556,61 @@ mod tests {
         assert_eq!(held(&store), after + 1);
     }
 
+    #[test]
+    fn k9_a_commit_writing_a_key_many_times_keeps_every_version_and_stores_the_last_row() {
+        // A checkpoint brings a region in which a key is written again and again: only its
+        // last write reaches `tenure_kv`, and the digests still hold (`load` checks them).
+        let dir = tempfile::tempdir().unwrap();
+        let store = new_store(&dir.path().join("rewritten.redb"));
+        let put = |k: &str, rev: i64, create: i64| {
+            StoreOp::PutKey(k.as_bytes().to_vec(), entry(rev, create))
+        };
+        let ops = vec![
+            StoreOp::PutLease {
+                id: 7,
+                ttl: 60_000_000_000,
+                remaining: 60_000_000_000,
+                wall_ms: 0,
+            },
+            put("k", 1, 1),
+            put("j", 2, 2),
+            put("k", 3, 1),
+            StoreOp::DelKeyAt(b"k".to_vec(), 4),
+            put("k", 5, 5),
+            StoreOp::LeaseKey(b"k".to_vec(), {
+                let mut e = entry(5, 5);
+                e.lease = 7;
+                e
+            }),
+            StoreOp::DelKeyAt(b"j".to_vec(), 6),
+        ];
+        store.commit(&ops, 6, 8, Some(1)).unwrap();
+        let (loaded, _) = super::super::load(&store.db, &store.path).unwrap().unwrap();
+        let keys: Vec<(Vec<u8>, i64, i64)> = loaded
+            .keys
+            .iter()
+            .map(|(k, e)| (k.clone(), e.data.as_ref().unwrap().mod_revision, e.lease))
+            .collect();
+        assert_eq!(keys, [(b"k".to_vec(), 5, 7)]);
+        let k = b"k".as_slice();
+        let at = |rev| read_at(&store, k, rev, None);
+        assert_eq!(
+            (at(1), at(2), at(3), at(4), at(5), at(6)),
+            (Some(1), Some(1), Some(3), None, Some(5), Some(5))
+        );
+        assert_eq!(read_at(&store, b"j", 5, None), Some(2));
+        assert_eq!(read_at(&store, b"j", 6, None), None);
+        assert_eq!(held(&store), 6, "every version, the relabeled one once");
+        let lease_at_5 = store
+            .view()
+            .unwrap()
+            .range_at(&KeyRange::new(k, b""), 5, None)
+            .unwrap()[0]
+            .lease;
+        assert_eq!(lease_at_5, Some(LeaseId::new(7)));
+        assert_eq!(count(&store, DELETED), 1, "j deleted now; k live again");
+    }
+
     /// Writes `k`'s `writes` (revision, put or delete), each put creating the key anew after
     /// a delete, through the recorder as a checkpoint does.
     fn write_history(store: &Store, k: &[u8], writes: &[(i64, bool)]) {
@@ -1556,12 +1627,12 @@ mod tests {
                     let e = entry(rev, create);
                     let row = super::super::sealed_key_row(k, &e);
                     let old = kv.insert(k, row.as_slice()).unwrap();
-                    rec.put(k, rev, &e, old.as_ref().map(|o| o.value()))
+                    rec.put(k, rev, &e, Present::Row(old.as_ref().map(|o| o.value())))
                         .unwrap();
                 } else {
                     create = 0;
                     let old = kv.remove(k).unwrap();
-                    rec.tombstone(k, rev, old.as_ref().map(|o| o.value()))
+                    rec.tombstone(k, rev, Present::Row(old.as_ref().map(|o| o.value())))
                         .unwrap();
                 }
                 rec.flush().unwrap();

@@ -69,7 +69,7 @@ use faults::{injected, FaultyBackend, LOG};
 pub use files::temp_beside;
 use files::{new_private, open_read_only_held, sibling_temp, CloseLocks};
 pub(crate) use history::Progress;
-use history::{Recorder, HISTORY_ROWS};
+use history::{present_revision, Present, Recorder, HISTORY_ROWS};
 pub(crate) use in_place::{copy_in_place, range_at_in_place, read_in_place};
 use open::{open_error, replay};
 use seal::{meta_intact, seal, unseal, write_meta, Digest};
@@ -451,6 +451,62 @@ fn sealed_key_row(key: &[u8], e: &crate::rows::Entry) -> Vec<u8> {
     row
 }
 
+/// The key an op writes in `tenure_kv`, if it writes one.
+fn op_key(op: &StoreOp) -> Option<&[u8]> {
+    match op {
+        StoreOp::PutKey(k, _)
+        | StoreOp::DelKey(k)
+        | StoreOp::DelKeyAt(k, _)
+        | StoreOp::LeaseKey(k, _) => Some(k),
+        _ => None,
+    }
+}
+
+/// A key that `ops` write more than once: only the last write reaches `tenure_kv` (the others'
+/// rows would be replaced in the same transaction); each still adds its history.
+struct Rewritten {
+    /// The position of the key's last op.
+    last: usize,
+    /// The key's row after the ops applied so far, if one of them wrote it (as history needs
+    /// it: the revision of its value's last write).
+    written: Option<Option<i64>>,
+}
+
+/// The keys `ops` write more than once (a checkpoint brings a region of writes, in which a
+/// busy key is written many times: BENCHMARKS 27).
+fn rewritten_keys(ops: &[StoreOp]) -> rustc_hash::FxHashMap<&[u8], Rewritten> {
+    let mut seen: rustc_hash::FxHashMap<&[u8], (usize, bool)> = Default::default();
+    if ops.len() > 1 {
+        for (i, op) in ops.iter().enumerate() {
+            if let Some(k) = op_key(op) {
+                seen.entry(k)
+                    .and_modify(|(last, again)| (*last, *again) = (i, true))
+                    .or_insert((i, false));
+            }
+        }
+    }
+    seen.into_iter()
+        .filter(|(_, (_, again))| *again)
+        .map(|(k, (last, _))| {
+            (
+                k,
+                Rewritten {
+                    last,
+                    written: None,
+                },
+            )
+        })
+        .collect()
+}
+
+/// The revision of the last write of the value `op` leaves as `key`'s row (`None`: no value).
+fn written_revision(op: &StoreOp) -> Option<i64> {
+    match op {
+        StoreOp::PutKey(_, e) | StoreOp::LeaseKey(_, e) => e.data.as_ref().map(|d| d.mod_revision),
+        _ => None,
+    }
+}
+
 /// Writes `ops` sealed; the change to each table's digest, for `write_meta`.
 fn apply_ops(
     leases: &mut redb::Table<i64, &[u8]>,
@@ -460,7 +516,28 @@ fn apply_ops(
     ops: &[StoreOp],
 ) -> Result<[(&'static str, Digest); 2]> {
     let (mut lease_digest, mut kv_digest) = (Digest::default(), Digest::default());
-    for op in ops {
+    let mut rewritten = rewritten_keys(ops);
+    for (i, op) in ops.iter().enumerate() {
+        if let Some(r) = op_key(op).and_then(|k| rewritten.get_mut(k)) {
+            if r.last != i {
+                // Not the key's last write: history only, from the row as the writes before
+                // it left it.
+                let key = op_key(op).expect("keyed");
+                let present = match r.written {
+                    Some(written) => written,
+                    None => match kv.get(key).map_err(storage)? {
+                        Some(row) => present_revision(key, row.value())?,
+                        None => None,
+                    },
+                };
+                record(history, op, Present::Written(present))?;
+                r.written = Some(written_revision(op));
+                continue;
+            }
+        }
+        let written = op_key(op)
+            .and_then(|k| rewritten.get(k))
+            .and_then(|r| r.written);
         match op {
             StoreOp::PutLease {
                 id,
@@ -483,38 +560,29 @@ fn apply_ops(
                     lease_digest.remove(old.value());
                 }
             }
-            StoreOp::PutKey(k, rec) => {
+            StoreOp::PutKey(k, rec) | StoreOp::LeaseKey(k, rec) => {
                 let row = sealed_key_row(k, rec);
                 let old = kv.insert(k.as_slice(), row.as_slice()).map_err(storage)?;
                 if let Some(old) = &old {
                     kv_digest.remove(old.value());
                 }
                 kv_digest.add(&row);
-                if let Some(d) = &rec.data {
-                    history.put(k, d.mod_revision, rec, old.as_ref().map(|o| o.value()))?;
-                }
+                let present = match written {
+                    Some(w) => Present::Written(w),
+                    None => Present::Row(old.as_ref().map(|o| o.value())),
+                };
+                record(history, op, present)?;
             }
-            StoreOp::DelKey(k) => {
-                if let Some(old) = kv.remove(k.as_slice()).map_err(storage)? {
-                    kv_digest.remove(old.value());
-                }
-            }
-            StoreOp::DelKeyAt(k, rev) => {
+            StoreOp::DelKey(k) | StoreOp::DelKeyAt(k, _) => {
                 let old = kv.remove(k.as_slice()).map_err(storage)?;
                 if let Some(old) = &old {
                     kv_digest.remove(old.value());
                 }
-                history.tombstone(k, *rev, old.as_ref().map(|o| o.value()))?;
-            }
-            StoreOp::LeaseKey(k, rec) => {
-                let row = sealed_key_row(k, rec);
-                if let Some(old) = kv.insert(k.as_slice(), row.as_slice()).map_err(storage)? {
-                    kv_digest.remove(old.value());
-                }
-                kv_digest.add(&row);
-                if let Some(d) = &rec.data {
-                    history.relabel(k, d.mod_revision, rec)?;
-                }
+                let present = match written {
+                    Some(w) => Present::Written(w),
+                    None => Present::Row(old.as_ref().map(|o| o.value())),
+                };
+                record(history, op, present)?;
             }
             StoreOp::Compact(rev) => {
                 meta.insert("compacted", *rev).map_err(storage)?;
@@ -532,6 +600,23 @@ fn apply_ops(
     // The events of these ops: one row (SPEC K16).
     history.flush()?;
     Ok([(LEASES_NAME, lease_digest), (KV_NAME, kv_digest)])
+}
+
+/// The history a key's op adds (SPEC K9): a put with a value a version, a delete of a value a
+/// tombstone, an attach or detach the relabeled version; `present`: the row it replaces.
+fn record(history: &mut Recorder<'_>, op: &StoreOp, present: Present<'_>) -> Result<()> {
+    match op {
+        StoreOp::PutKey(k, rec) => match &rec.data {
+            Some(d) => history.put(k, d.mod_revision, rec, present),
+            None => Ok(()),
+        },
+        StoreOp::DelKeyAt(k, rev) => history.tombstone(k, *rev, present),
+        StoreOp::LeaseKey(k, rec) => match &rec.data {
+            Some(d) => history.relabel(k, d.mod_revision, rec),
+            None => Ok(()),
+        },
+        _ => Ok(()),
+    }
 }
 
 impl Store {

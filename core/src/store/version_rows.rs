@@ -13,10 +13,10 @@
 use std::cmp::Ordering;
 
 /// The most versions one new row packs.
-pub(super) const ROW_VERSIONS: usize = 32;
+pub(super) const ROW_VERSIONS: usize = 16;
 /// A new row takes no further version once its payload is this long (a version larger than
 /// this has a row of its own): a read checks the whole row, so rows stay small.
-pub(super) const ROW_BYTES: usize = 4096;
+pub(super) const ROW_BYTES: usize = 1024;
 
 /// One version in a row: its pair and its stored bytes (links, then the row).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
