@@ -102,6 +102,11 @@ fn unseal_row<'a>(rev: i64, key: &[u8], stored: &'a [u8]) -> Result<&'a [u8]> {
         .ok_or_else(|| undecodable_row(key, rev))
 }
 
+/// The versions of the row stored under (`rev`, `key`), checked.
+fn open_row<'a>(rev: i64, key: &[u8], stored: &'a [u8]) -> Result<Vec<Version<'a>>> {
+    version_rows::decode(unseal_row(rev, key, stored)?).map_err(|_| undecodable_row(key, rev))
+}
+
 /// Writes the row of `versions` (at least one, in order) under its first pair; `buf` is
 /// scratch.
 fn insert_row(
@@ -187,8 +192,7 @@ fn upsert(table: &mut WriteVersions<'_>, v: Version<'_>, buf: &mut Vec<u8>) -> R
     let Some((rev, key, stored)) = row_at(table, v.rev, v.key)? else {
         return insert_row(table, &[v], buf);
     };
-    let payload = unseal_row(rev, &key, &stored)?;
-    let mut all = version_rows::decode(payload).map_err(|_| undecodable_row(&key, rev))?;
+    let mut all = open_row(rev, &key, &stored)?;
     match all.binary_search_by(|x| x.cmp_at(v.rev, v.key)) {
         Ok(i) => all[i] = v,
         Err(i) => all.insert(i, v),
@@ -1269,21 +1273,14 @@ fn remove_versions(versions: &mut WriteVersions<'_>, freed: &[(i64, &[u8])]) -> 
     let mut damaged = None;
     versions
         .retain_in((start.0, start.1.as_slice())..=end, |(rev, key), stored| {
-            let decoded = unseal_row(rev, key, stored).and_then(|payload| {
-                version_rows::decode(payload).map_err(|_| undecodable_row(key, rev))
-            });
-            let all = match decoded {
+            let all = match open_row(rev, key, stored) {
                 Ok(all) => all,
                 Err(e) => {
                     damaged.get_or_insert(e);
                     return true;
                 }
             };
-            let kept: Vec<Version<'_>> = all
-                .iter()
-                .copied()
-                .filter(|v| swept.binary_search(&(v.rev, v.key)).is_err())
-                .collect();
+            let kept = version_rows::without(&all, swept);
             if kept.len() == all.len() {
                 return true;
             }
@@ -1336,13 +1333,8 @@ fn remove_row_by_row(versions: &mut WriteVersions<'_>, freed: &[(i64, &[u8])]) -
         };
         let gone = &freed[i..end];
         i = end;
-        let payload = unseal_row(row_rev, &row_key, &stored)?;
-        let all = version_rows::decode(payload).map_err(|_| undecodable_row(&row_key, row_rev))?;
-        let kept: Vec<Version<'_>> = all
-            .iter()
-            .copied()
-            .filter(|v| gone.binary_search(&(v.rev, v.key)).is_err())
-            .collect();
+        let all = open_row(row_rev, &row_key, &stored)?;
+        let kept = version_rows::without(&all, gone);
         if kept.len() == all.len() {
             continue;
         }
@@ -1421,8 +1413,7 @@ mod tests {
         for row in tx.open_table(VERSIONS).unwrap().iter().unwrap() {
             let (k, v) = row.unwrap();
             let (rev, key) = k.value();
-            let payload = unseal_row(rev, key, v.value()).unwrap();
-            let versions = version_rows::decode(payload).unwrap();
+            let versions = open_row(rev, key, v.value()).unwrap();
             assert_eq!((versions[0].rev, versions[0].key), (rev, key));
             all.extend(versions.iter().map(|v| (v.rev, v.key.to_vec())));
         }

@@ -127,6 +127,15 @@ pub(super) fn decode(payload: &[u8]) -> Result<Vec<Version<'_>>, Malformed> {
     Ok(out)
 }
 
+/// `versions` without those of the pairs `gone` lists (sorted).
+pub(super) fn without<'a>(versions: &[Version<'a>], gone: &[(i64, &[u8])]) -> Vec<Version<'a>> {
+    versions
+        .iter()
+        .copied()
+        .filter(|v| gone.binary_search(&(v.rev, v.key)).is_err())
+        .collect()
+}
+
 /// How a run of versions in order is cut into new rows: the length of the first row's share,
 /// at least one version, at most [`ROW_VERSIONS`], closed by the version that reaches
 /// [`ROW_BYTES`].
