@@ -518,11 +518,12 @@ fn apply_ops(
     let (mut lease_digest, mut kv_digest) = (Digest::default(), Digest::default());
     let mut rewritten = rewritten_keys(ops);
     for (i, op) in ops.iter().enumerate() {
-        if let Some(r) = op_key(op).and_then(|k| rewritten.get_mut(k)) {
+        // The key's row as this commit's earlier writes left it, if they wrote it.
+        let mut written = None;
+        if let Some((key, r)) = op_key(op).and_then(|k| Some((k, rewritten.get_mut(k)?))) {
             if r.last != i {
                 // Not the key's last write: history only, from the row as the writes before
                 // it left it.
-                let key = op_key(op).expect("keyed");
                 let present = match r.written {
                     Some(written) => written,
                     None => match kv.get(key).map_err(storage)? {
@@ -534,10 +535,8 @@ fn apply_ops(
                 r.written = Some(written_revision(op));
                 continue;
             }
+            written = r.written;
         }
-        let written = op_key(op)
-            .and_then(|k| rewritten.get(k))
-            .and_then(|r| r.written);
         match op {
             StoreOp::PutLease {
                 id,
